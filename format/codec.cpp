@@ -1,0 +1,94 @@
+#include <zdict.h>
+#include <zstd.h>
+
+#include <cstring>
+
+#include "format/codec_internal.h"
+
+namespace shardify::detail {
+
+Result<std::shared_ptr<const ZstdDictionary>> ZstdDictionary::Create(const std::vector<uint8_t>& bytes,
+                                                                     int level) {
+  std::shared_ptr<ZstdDictionary> d(new ZstdDictionary());
+  d->cdict_ = ZSTD_createCDict(bytes.data(), bytes.size(), level);
+  d->ddict_ = ZSTD_createDDict(bytes.data(), bytes.size());
+  if (d->cdict_ == nullptr || d->ddict_ == nullptr) return Corruption("zstd dictionary cannot be loaded");
+  return std::shared_ptr<const ZstdDictionary>(std::move(d));
+}
+
+ZstdDictionary::~ZstdDictionary() {
+  ZSTD_freeCDict(static_cast<ZSTD_CDict*>(cdict_));
+  ZSTD_freeDDict(static_cast<ZSTD_DDict*>(ddict_));
+}
+
+Compressor::Compressor(int level) : cctx_(ZSTD_createCCtx()), level_(level) {}
+Compressor::~Compressor() { ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(cctx_)); }
+
+Result<Codec> Compressor::Compress(const uint8_t* src, size_t size, const ZstdDictionary* dict,
+                                   double min_ratio, std::vector<uint8_t>* out) {
+  auto* cctx = static_cast<ZSTD_CCtx*>(cctx_);
+  if (cctx == nullptr) return ResourceExhausted("cannot create a zstd context");
+  out->resize(ZSTD_compressBound(size));
+  size_t n;
+  if (dict != nullptr) {
+    n = ZSTD_compress_usingCDict(cctx, out->data(), out->size(), src, size,
+                                 static_cast<const ZSTD_CDict*>(dict->cdict()));
+  } else {
+    n = ZSTD_compressCCtx(cctx, out->data(), out->size(), src, size, level_);
+  }
+  if (ZSTD_isError(n)) return Internal(std::string("zstd compression failed: ") + ZSTD_getErrorName(n));
+  if (static_cast<double>(n) <= static_cast<double>(size) * min_ratio) {
+    out->resize(n);
+    return dict != nullptr ? Codec::kZstdDict : Codec::kZstd;
+  }
+  out->assign(src, src + size);
+  return Codec::kRaw;
+}
+
+Status DecodeBlob(Codec codec, const uint8_t* stored, uint64_t stored_size, uint64_t raw_size, void* dst,
+                  void* dctx, const ZstdDictionary* dict, const std::string& where) {
+  if (codec == Codec::kRaw) {
+    if (stored_size != raw_size)
+      return Corruption(where + ": raw blob of " + std::to_string(stored_size) + " bytes, expected " +
+                        std::to_string(raw_size));
+    if (raw_size > 0) std::memcpy(dst, stored, raw_size);
+    return Status::Ok();
+  }
+  if (codec == Codec::kZstdDict && dict == nullptr)
+    return Corruption(where + ": blob uses a dictionary but the field has none");
+  const unsigned long long declared = ZSTD_getFrameContentSize(stored, stored_size);
+  if (declared != raw_size)
+    return Corruption(where + ": zstd frame declares " +
+                      (declared == ZSTD_CONTENTSIZE_ERROR     ? std::string("an invalid header")
+                       : declared == ZSTD_CONTENTSIZE_UNKNOWN ? std::string("no content size")
+                                                              : std::to_string(declared) + " bytes") +
+                      ", expected " + std::to_string(raw_size));
+  auto* ctx = static_cast<ZSTD_DCtx*>(dctx);
+  const size_t n = codec == Codec::kZstdDict
+                       ? ZSTD_decompress_usingDDict(ctx, dst, raw_size, stored, stored_size,
+                                                    static_cast<const ZSTD_DDict*>(dict->ddict()))
+                       : ZSTD_decompressDCtx(ctx, dst, raw_size, stored, stored_size);
+  if (ZSTD_isError(n)) return Corruption(where + ": zstd: " + ZSTD_getErrorName(n));
+  if (n != raw_size)
+    return Corruption(where + ": decoded " + std::to_string(n) + " bytes, expected " + std::to_string(raw_size));
+  return Status::Ok();
+}
+
+Result<std::vector<uint8_t>> TrainZstdDictionary(const std::vector<std::vector<uint8_t>>& samples,
+                                                 size_t dict_bytes) {
+  std::vector<uint8_t> joined;
+  std::vector<size_t> sizes;
+  for (const auto& s : samples) {
+    joined.insert(joined.end(), s.begin(), s.end());
+    sizes.push_back(s.size());
+  }
+  std::vector<uint8_t> dict(dict_bytes);
+  const size_t n = ZDICT_trainFromBuffer(dict.data(), dict.size(), joined.data(), sizes.data(),
+                                         static_cast<unsigned>(sizes.size()));
+  if (ZDICT_isError(n))
+    return InvalidArgument(std::string("zstd dictionary training failed: ") + ZDICT_getErrorName(n));
+  dict.resize(n);
+  return dict;
+}
+
+}  // namespace shardify::detail

@@ -1,0 +1,56 @@
+// zstd compression and bounded decompression of blobs; dictionary training.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "format/layout.h"
+#include "format/status.h"
+
+namespace shardify::detail {
+
+// Shared, immutable compression / decompression dictionaries of one field.
+class ZstdDictionary {
+ public:
+  static Result<std::shared_ptr<const ZstdDictionary>> Create(const std::vector<uint8_t>& bytes, int level);
+  ~ZstdDictionary();
+  ZstdDictionary(const ZstdDictionary&) = delete;
+  ZstdDictionary& operator=(const ZstdDictionary&) = delete;
+  const void* cdict() const { return cdict_; }
+  const void* ddict() const { return ddict_; }
+
+ private:
+  ZstdDictionary() = default;
+  void* cdict_ = nullptr;
+  void* ddict_ = nullptr;
+};
+
+// Per-thread compressor.
+class Compressor {
+ public:
+  explicit Compressor(int level);
+  ~Compressor();
+  Compressor(const Compressor&) = delete;
+  Compressor& operator=(const Compressor&) = delete;
+  // Compresses src into *out (replacing its contents) and returns the codec used: zstd
+  // (with `dict` when given) when stored <= size * min_ratio, otherwise raw (a copy).
+  Result<Codec> Compress(const uint8_t* src, size_t size, const ZstdDictionary* dict, double min_ratio,
+                         std::vector<uint8_t>* out);
+
+ private:
+  void* cctx_;
+  int level_;
+};
+
+// Decodes `stored` into dst (exactly raw_size bytes). Never writes past dst + raw_size and
+// checks that the frame declares and produces exactly raw_size bytes. `where` prefixes errors.
+Status DecodeBlob(Codec codec, const uint8_t* stored, uint64_t stored_size, uint64_t raw_size, void* dst,
+                  void* dctx, const ZstdDictionary* dict, const std::string& where);
+
+Result<std::vector<uint8_t>> TrainZstdDictionary(const std::vector<std::vector<uint8_t>>& samples,
+                                                 size_t dict_bytes);
+
+}  // namespace shardify::detail

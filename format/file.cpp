@@ -1,0 +1,228 @@
+#include "format/file.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace shardify {
+
+namespace {
+Status Errno(const std::string& what, const std::string& path) {
+  return IOError(what + " " + path + ": " + std::strerror(errno));
+}
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+constexpr size_t kWriteBuffer = 1 << 20;
+}  // namespace
+
+MappedFile::MappedFile(std::string path, const uint8_t* data, uint64_t size)
+    : path_(std::move(path)), data_(data), size_(size) {}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr && size_ > 0) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    if (errno == ENOENT) return NotFound(path + ": no such file");
+    return Errno("cannot open", path);
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Errno("cannot stat", path);
+  if (!S_ISREG(st.st_mode)) return IOError(path + ": not a regular file");
+  const auto size = static_cast<uint64_t>(st.st_size);
+  const uint8_t* data = nullptr;
+  if (size > 0) {
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0);
+    if (p == MAP_FAILED) return Errno("cannot map", path);
+    data = static_cast<const uint8_t*>(p);
+  }
+  return std::unique_ptr<MappedFile>(new MappedFile(path, data, size));
+}
+
+WritableFile::WritableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {
+  buf_.reserve(kWriteBuffer);
+}
+
+WritableFile::~WritableFile() { Close().IgnoreError(); }
+
+Result<std::unique_ptr<WritableFile>> WritableFile::Create(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Errno("cannot create", path);
+  return std::unique_ptr<WritableFile>(new WritableFile(path, fd));
+}
+
+Status WritableFile::Flush() {
+  size_t done = 0;
+  while (done < buf_.size()) {
+    ssize_t n = ::write(fd_, buf_.data() + done, buf_.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Errno("cannot write", path_);
+    }
+    done += static_cast<size_t>(n);
+  }
+  buf_.clear();
+  return Status::Ok();
+}
+
+Status WritableFile::Append(const void* data, size_t size) {
+  if (fd_ < 0) return Internal(path_ + ": append after close");
+  const auto* p = static_cast<const uint8_t*>(data);
+  size_ += size;
+  if (buf_.size() + size > kWriteBuffer) RETURN_IF_ERROR(Flush());
+  if (size >= kWriteBuffer) {
+    buf_.assign(p, p + size);
+    return Flush();
+  }
+  buf_.insert(buf_.end(), p, p + size);
+  return Status::Ok();
+}
+
+Status WritableFile::AppendZeros(size_t count) {
+  static const uint8_t kZeros[256] = {};
+  while (count > 0) {
+    const size_t n = std::min(count, sizeof kZeros);
+    RETURN_IF_ERROR(Append(kZeros, n));
+    count -= n;
+  }
+  return Status::Ok();
+}
+
+Status WritableFile::Sync() {
+  RETURN_IF_ERROR(Flush());
+  if (::fsync(fd_) != 0) return Errno("cannot fsync", path_);
+  return Status::Ok();
+}
+
+Status WritableFile::Close() {
+  if (fd_ < 0) return Status::Ok();
+  Status s = Flush();
+  if (::close(fd_) != 0 && s.ok()) s = Errno("cannot close", path_);
+  fd_ = -1;
+  return s;
+}
+
+Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path, uint64_t max_size) {
+  ASSIGN_OR_RETURN(auto mapped, MappedFile::Open(path));
+  if (mapped->size() > max_size)
+    return ResourceExhausted(path + ": " + std::to_string(mapped->size()) + " bytes exceeds the limit of " +
+                             std::to_string(max_size));
+  return std::vector<uint8_t>(mapped->data(), mapped->data() + mapped->size());
+}
+
+std::string JoinPath(const std::string& dir, const std::string& name) {
+  if (dir.empty()) return name;
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+namespace {
+std::string ParentDir(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+}  // namespace
+
+Status WriteFileAtomic(const std::string& path, const void* data, size_t size, bool fsync) {
+  const std::string tmp = path + ".tmp";
+  {
+    ASSIGN_OR_RETURN(auto file, WritableFile::Create(tmp));
+    Status s = file->Append(data, size);
+    if (s.ok() && fsync) s = file->Sync();
+    if (s.ok()) s = file->Close();
+    if (!s.ok()) {
+      RemoveFile(tmp).IgnoreError();
+      return s;
+    }
+  }
+  Status s = RenameFile(tmp, path);
+  if (!s.ok()) {
+    RemoveFile(tmp).IgnoreError();
+    return s;
+  }
+  return fsync ? FsyncDir(ParentDir(path)) : Status::Ok();
+}
+
+Status FsyncDir(const std::string& dir) {
+  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) return Errno("cannot open directory", dir);
+  if (::fsync(fd.get()) != 0) return Errno("cannot fsync directory", dir);
+  return Status::Ok();
+}
+
+Status RenameFile(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) return Errno("cannot rename " + from + " to", to);
+  return Status::Ok();
+}
+
+Status RemoveFile(const std::string& path) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Errno("cannot remove", path);
+  return Status::Ok();
+}
+
+Result<uint64_t> FileSize(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return NotFound(path + ": no such file");
+    return Errno("cannot stat", path);
+  }
+  return static_cast<uint64_t>(st.st_size);
+}
+
+bool PathExists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+Status MakeDirs(const std::string& dir) {
+  if (dir.empty() || IsDirectory(dir)) return Status::Ok();
+  const std::string parent = ParentDir(dir);
+  if (parent != dir && parent != "." && parent != "/") RETURN_IF_ERROR(MakeDirs(parent));
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Errno("cannot create directory", dir);
+  if (!IsDirectory(dir)) return IOError(dir + ": exists and is not a directory");
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> ListDir(const std::string& dir) {
+  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), &::closedir);
+  if (!d) {
+    if (errno == ENOENT) return NotFound(dir + ": no such directory");
+    return Errno("cannot list", dir);
+  }
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d.get())) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace shardify

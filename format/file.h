@@ -1,0 +1,75 @@
+// Files: RAII descriptors and mappings, buffered writes, atomic replacement, directory sync.
+// Every function returns Status/Result; errors name the path and the errno text.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "format/status.h"
+
+namespace shardify {
+
+// A read-only mapping of a whole file. Move-only through unique_ptr; unmapped on destruction.
+class MappedFile {
+ public:
+  static Result<std::unique_ptr<MappedFile>> Open(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  const uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  MappedFile(std::string path, const uint8_t* data, uint64_t size);
+  std::string path_;
+  const uint8_t* data_;
+  uint64_t size_;
+};
+
+// A file opened for writing, with an in-memory buffer. Closed (not synced) on destruction.
+class WritableFile {
+ public:
+  // Creates or truncates `path`.
+  static Result<std::unique_ptr<WritableFile>> Create(const std::string& path);
+  ~WritableFile();
+  WritableFile(const WritableFile&) = delete;
+  WritableFile& operator=(const WritableFile&) = delete;
+  Status Append(const void* data, size_t size);
+  Status AppendZeros(size_t count);
+  Status Sync();   // flushes the buffer and fsyncs
+  Status Close();  // flushes and closes; idempotent
+  uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  WritableFile(std::string path, int fd);
+  Status Flush();
+  std::string path_;
+  int fd_;
+  uint64_t size_ = 0;
+  std::vector<uint8_t> buf_;
+};
+
+// Reads a whole file; refuses one larger than max_size.
+Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path, uint64_t max_size);
+// Writes `path` + ".tmp", optionally fsyncs it, renames it over `path`, then fsyncs the
+// directory. Readers see the old file or the new one, never a mix.
+Status WriteFileAtomic(const std::string& path, const void* data, size_t size, bool fsync = true);
+Status FsyncDir(const std::string& dir);
+Status RenameFile(const std::string& from, const std::string& to);
+// Removes a file; a file that does not exist is not an error.
+Status RemoveFile(const std::string& path);
+Result<uint64_t> FileSize(const std::string& path);
+bool PathExists(const std::string& path);
+bool IsDirectory(const std::string& path);
+// Creates `dir` and missing parents.
+Status MakeDirs(const std::string& dir);
+// Names in `dir` (not "." or ".."), sorted.
+Result<std::vector<std::string>> ListDir(const std::string& dir);
+std::string JoinPath(const std::string& dir, const std::string& name);
+
+}  // namespace shardify

@@ -1,0 +1,84 @@
+// Byte layout constants and the fixed-size structures of a shard and a manifest file.
+// Every name here mirrors a row of FORMAT.md; a change of bytes changes both.
+// All integers are little-endian.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "format/status.h"
+
+namespace shardify {
+
+// Format version written by this library, and the newest it reads.
+inline constexpr uint32_t kFormatVersion = 1;
+
+// PNG-style magics: a high-bit byte, the name, CR LF, ^Z, LF (FORMAT.md, "Magic").
+inline constexpr std::array<uint8_t, 8> kShardMagic = {0x89, 'S', 'F', 'S', 0x0D, 0x0A, 0x1A, 0x0A};
+inline constexpr std::array<uint8_t, 8> kManifestMagic = {0x89, 'S', 'F', 'M', 0x0D, 0x0A, 0x1A, 0x0A};
+
+inline constexpr char kManifestFileName[] = "manifest.sfm";
+inline constexpr char kShardFileSuffix[] = ".sfs";
+inline constexpr char kTempSuffix[] = ".tmp";
+
+inline constexpr size_t kShardHeaderSize = 16;
+inline constexpr size_t kShardFooterSize = 48;
+inline constexpr size_t kManifestHeaderSize = 16;
+inline constexpr size_t kManifestTrailerSize = 24;
+inline constexpr uint64_t kBlobAlignment = 64;  // every raw blob starts at a multiple of this
+inline constexpr uint64_t kIndexAlignment = 8;  // the index starts at a multiple of this
+
+// Flag bits: none are defined in version 1; every bit is reserved and must be zero.
+inline constexpr uint32_t kKnownShardFlags = 0;
+
+// Codec of one stored blob (FORMAT.md, "Codec").
+enum class Codec : uint8_t {
+  kRaw = 0,       // the stored bytes are the array
+  kZstd = 1,      // one zstd frame
+  kZstdDict = 2,  // one zstd frame compressed with the field's dictionary
+};
+
+// Bytes [0, 16) of a shard and of a manifest file.
+struct FileHeader {
+  std::array<uint8_t, 8> magic{};
+  uint32_t version = 0;
+  uint32_t flags = 0;
+  bool operator==(const FileHeader& o) const {
+    return magic == o.magic && version == o.version && flags == o.flags;
+  }
+};
+void EncodeFileHeader(const FileHeader& h, uint8_t out[16]);
+FileHeader DecodeFileHeader(const uint8_t in[16]);
+
+// The last 48 bytes of a shard.
+struct ShardFooter {
+  uint64_t index_offset = 0;
+  uint64_t index_length = 0;
+  uint64_t index_checksum = 0;  // XXH3-64 of the index bytes
+  uint32_t version = 0;
+  uint32_t flags = 0;
+  uint64_t footer_checksum = 0; // XXH3-64 of header[0,16) || footer[0,32)
+  bool operator==(const ShardFooter& o) const;
+};
+// Writes the footer including its tail magic; fills footer_checksum from `header`.
+void EncodeShardFooter(const ShardFooter& f, const uint8_t header[16], uint8_t out[48]);
+// Decodes without checking anything; see CheckShardEnds.
+ShardFooter DecodeShardFooter(const uint8_t in[48]);
+
+// Checks both magics, the footer checksum, version and flags, and that the index lies
+// between header and footer in a file of `file_size` bytes. `path` names the file in errors.
+Status CheckShardEnds(const uint8_t header[16], const uint8_t footer[48], uint64_t file_size,
+                      const std::string& path);
+
+// File name of shard number `n`: "shard-00042.sfs".
+std::string ShardFileName(uint64_t n);
+
+// Little-endian helpers.
+void PutU32(uint8_t* p, uint32_t v);
+void PutU64(uint8_t* p, uint64_t v);
+uint32_t GetU32(const uint8_t* p);
+uint64_t GetU64(const uint8_t* p);
+
+}  // namespace shardify

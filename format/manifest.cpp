@@ -1,0 +1,260 @@
+#include "format/manifest.h"
+
+#include <cstring>
+#include <set>
+
+#include "format/checksum.h"
+#include "format/layout.h"
+#include "schemas/manifest_generated.h"
+
+namespace shardify {
+
+bool FieldSpec::operator==(const FieldSpec& o) const {
+  return name == o.name && kind == o.kind && dtype == o.dtype && shape == o.shape &&
+         zstd_dictionary == o.zstd_dictionary && meta == o.meta;
+}
+bool FieldSpec::variable_shape() const {
+  for (int64_t d : shape)
+    if (d < 0) return true;
+  return false;
+}
+bool SplitInfo::operator==(const SplitInfo& o) const {
+  return name == o.name && first_sample == o.first_sample && num_samples == o.num_samples;
+}
+bool ShardInfo::operator==(const ShardInfo& o) const {
+  return file_name == o.file_name && size_bytes == o.size_bytes && first_sample == o.first_sample &&
+         num_samples == o.num_samples && index_checksum == o.index_checksum;
+}
+bool FieldStats::operator==(const FieldStats& o) const {
+  return field == o.field && count == o.count && min == o.min && max == o.max && mean == o.mean &&
+         stddev == o.stddev;
+}
+bool Provenance::operator==(const Provenance& o) const {
+  return converter == o.converter && converter_version == o.converter_version && source == o.source &&
+         options == o.options;
+}
+bool Manifest::operator==(const Manifest& o) const {
+  return format_version == o.format_version && fields == o.fields && splits == o.splits &&
+         classes == o.classes && shards == o.shards && provenance == o.provenance && stats == o.stats &&
+         num_samples == o.num_samples;
+}
+
+int Manifest::FindField(const std::string& name) const {
+  for (size_t i = 0; i < fields.size(); ++i)
+    if (fields[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+const SplitInfo* Manifest::FindSplit(const std::string& name) const {
+  for (const auto& s : splits)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+namespace {
+
+Status ValidateField(const FieldSpec& f, size_t i) {
+  const std::string where = "field " + std::to_string(i) + " '" + f.name + "'";
+  if (f.name.empty()) return InvalidArgument("field " + std::to_string(i) + " has an empty name");
+  if (!IsValidFieldKind(static_cast<uint8_t>(f.kind)))
+    return InvalidArgument(where + ": unknown kind " + std::to_string(static_cast<int>(f.kind)));
+  if (f.kind != FieldKind::kNdarray) {
+    if (!f.shape.empty() || !f.zstd_dictionary.empty())
+      return InvalidArgument(where + ": a scalar field has no shape or dictionary");
+    return Status::Ok();
+  }
+  if (!IsValidDType(static_cast<uint8_t>(f.dtype)))
+    return InvalidArgument(where + ": unknown dtype code " + std::to_string(static_cast<int>(f.dtype)));
+  if (f.shape.size() > kMaxRank)
+    return InvalidArgument(where + ": rank " + std::to_string(f.shape.size()) + " exceeds " +
+                           std::to_string(kMaxRank));
+  for (int64_t d : f.shape)
+    if (d < -1) return InvalidArgument(where + ": dimension " + std::to_string(d) + " is not >= -1");
+  if (!f.variable_shape()) RETURN_IF_ERROR(ByteSize(f.shape, f.dtype).status().WithContext(where));
+  return Status::Ok();
+}
+
+bool PlainFileName(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
+         name.find('\0') == std::string::npos && name != kManifestFileName;
+}
+
+Status ValidateRanges(const Manifest& m) {
+  uint64_t next = 0;
+  std::set<std::string> files;
+  for (size_t i = 0; i < m.shards.size(); ++i) {
+    const ShardInfo& s = m.shards[i];
+    const std::string where = "shard " + std::to_string(i) + " '" + s.file_name + "'";
+    if (!PlainFileName(s.file_name)) return InvalidArgument(where + ": not a plain file name");
+    if (!files.insert(s.file_name).second) return InvalidArgument(where + ": file named twice");
+    if (s.first_sample != next)
+      return InvalidArgument(where + ": starts at sample " + std::to_string(s.first_sample) + ", expected " +
+                             std::to_string(next));
+    if (s.num_samples > m.num_samples - next)
+      return InvalidArgument(where + ": sample count runs past the dataset's " + std::to_string(m.num_samples));
+    next += s.num_samples;
+  }
+  if (next != m.num_samples)
+    return InvalidArgument("shards cover " + std::to_string(next) + " samples, manifest says " +
+                           std::to_string(m.num_samples));
+  next = 0;
+  std::set<std::string> names;
+  for (const SplitInfo& s : m.splits) {
+    if (s.name.empty() || !names.insert(s.name).second)
+      return InvalidArgument("split '" + s.name + "' is empty-named or named twice");
+    if (s.first_sample != next || s.num_samples > m.num_samples - next)
+      return InvalidArgument("split '" + s.name + "' [" + std::to_string(s.first_sample) + ", +" +
+                             std::to_string(s.num_samples) + ") does not continue at sample " + std::to_string(next));
+    next += s.num_samples;
+  }
+  if (next != m.num_samples)
+    return InvalidArgument("splits cover " + std::to_string(next) + " samples, manifest says " +
+                           std::to_string(m.num_samples));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ValidateManifest(const Manifest& m) {
+  std::set<std::string> names;
+  for (size_t i = 0; i < m.fields.size(); ++i) {
+    RETURN_IF_ERROR(ValidateField(m.fields[i], i));
+    if (!names.insert(m.fields[i].name).second)
+      return InvalidArgument("field name '" + m.fields[i].name + "' appears twice");
+  }
+  return ValidateRanges(m);
+}
+
+namespace {
+
+using flatbuffers::FlatBufferBuilder;
+using flatbuffers::Offset;
+
+Offset<flatbuffers::Vector<Offset<fb::KeyValue>>> BuildKeyValues(FlatBufferBuilder& b,
+                                                                 const std::vector<KeyValue>& kvs) {
+  std::vector<Offset<fb::KeyValue>> out;
+  for (const auto& kv : kvs) out.push_back(fb::CreateKeyValueDirect(b, kv.key.c_str(), kv.value.c_str()));
+  return b.CreateVector(out);
+}
+
+Offset<fb::Manifest> BuildManifest(FlatBufferBuilder& b, const Manifest& m) {
+  std::vector<Offset<fb::Field>> fields;
+  for (const auto& f : m.fields) {
+    auto meta = BuildKeyValues(b, f.meta);
+    fields.push_back(fb::CreateField(b, b.CreateString(f.name), static_cast<fb::FieldKind>(f.kind),
+                                     static_cast<uint8_t>(f.dtype), b.CreateVector(f.shape),
+                                     b.CreateVector(f.zstd_dictionary), meta));
+  }
+  std::vector<Offset<fb::Split>> splits;
+  for (const auto& s : m.splits)
+    splits.push_back(fb::CreateSplitDirect(b, s.name.c_str(), s.first_sample, s.num_samples));
+  std::vector<Offset<fb::Shard>> shards;
+  for (const auto& s : m.shards)
+    shards.push_back(fb::CreateShardDirect(b, s.file_name.c_str(), s.size_bytes, s.first_sample,
+                                           s.num_samples, s.index_checksum));
+  std::vector<Offset<fb::FieldStats>> stats;
+  for (const auto& s : m.stats)
+    stats.push_back(fb::CreateFieldStatsDirect(b, s.field.c_str(), s.count, s.min, s.max, s.mean, s.stddev));
+  const Provenance& p = m.provenance;
+  auto prov_options = BuildKeyValues(b, p.options);
+  auto prov = fb::CreateProvenance(b, b.CreateString(p.converter), b.CreateString(p.converter_version),
+                                   b.CreateString(p.source), prov_options);
+  auto classes = b.CreateVectorOfStrings(m.classes);
+  return fb::CreateManifest(b, m.format_version, m.num_samples, b.CreateVector(fields), b.CreateVector(splits),
+                            classes, b.CreateVector(shards), prov, b.CreateVector(stats));
+}
+
+std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+std::vector<KeyValue> ReadKeyValues(const flatbuffers::Vector<Offset<fb::KeyValue>>* v) {
+  std::vector<KeyValue> out;
+  if (v)
+    for (const auto* kv : *v) out.push_back({Str(kv->key()), Str(kv->value())});
+  return out;
+}
+
+template <typename T, typename F>
+void ForEach(const flatbuffers::Vector<Offset<T>>* v, F&& f) {
+  if (v)
+    for (const T* item : *v) f(*item);
+}
+
+Manifest ReadManifest(const fb::Manifest& in) {
+  Manifest m;
+  m.format_version = in.format_version();
+  m.num_samples = in.num_samples();
+  ForEach(in.fields(), [&](const fb::Field& f) {
+    FieldSpec spec;
+    spec.name = Str(f.name());
+    spec.kind = static_cast<FieldKind>(f.kind());
+    spec.dtype = static_cast<DType>(f.dtype());
+    if (f.shape()) spec.shape.assign(f.shape()->begin(), f.shape()->end());
+    if (f.zstd_dictionary()) spec.zstd_dictionary.assign(f.zstd_dictionary()->begin(), f.zstd_dictionary()->end());
+    spec.meta = ReadKeyValues(f.meta());
+    m.fields.push_back(std::move(spec));
+  });
+  ForEach(in.splits(), [&](const fb::Split& s) {
+    m.splits.push_back({Str(s.name()), s.first_sample(), s.num_samples()});
+  });
+  if (in.classes())
+    for (const auto* c : *in.classes()) m.classes.push_back(Str(c));
+  ForEach(in.shards(), [&](const fb::Shard& s) {
+    m.shards.push_back({Str(s.file_name()), s.size_bytes(), s.first_sample(), s.num_samples(), s.index_checksum()});
+  });
+  if (const fb::Provenance* p = in.provenance())
+    m.provenance = {Str(p->converter()), Str(p->converter_version()), Str(p->source()), ReadKeyValues(p->options())};
+  ForEach(in.stats(), [&](const fb::FieldStats& s) {
+    m.stats.push_back({Str(s.field()), s.count(), s.min(), s.max(), s.mean(), s.stddev()});
+  });
+  return m;
+}
+
+}  // namespace
+
+std::vector<uint8_t> EncodeManifestFile(const Manifest& m) {
+  FlatBufferBuilder b(4096);
+  b.ForceDefaults(true);
+  fb::FinishManifestBuffer(b, BuildManifest(b, m));
+  const uint64_t body = b.GetSize();
+  std::vector<uint8_t> out(kManifestHeaderSize + body + kManifestTrailerSize);
+  EncodeFileHeader({kManifestMagic, m.format_version, 0}, out.data());
+  std::memcpy(out.data() + kManifestHeaderSize, b.GetBufferPointer(), body);
+  uint8_t* trailer = out.data() + kManifestHeaderSize + body;
+  PutU64(trailer, body);
+  PutU64(trailer + 8, Checksum64(out.data(), kManifestHeaderSize + body));
+  std::memcpy(trailer + 16, kManifestMagic.data(), 8);
+  return out;
+}
+
+Result<Manifest> DecodeManifestFile(const uint8_t* data, size_t size, const std::string& path) {
+  if (size < kManifestHeaderSize + kManifestTrailerSize)
+    return Corruption(path + ": " + std::to_string(size) + " bytes is too small for a manifest");
+  const FileHeader h = DecodeFileHeader(data);
+  if (h.magic != kManifestMagic) return Corruption(path + ": bad head magic (not a shardify manifest)");
+  const uint8_t* trailer = data + size - kManifestTrailerSize;
+  if (std::memcmp(trailer + 16, kManifestMagic.data(), 8) != 0)
+    return Corruption(path + ": bad tail magic (truncated manifest)");
+  const uint64_t body = GetU64(trailer);
+  if (body != size - kManifestHeaderSize - kManifestTrailerSize)
+    return Corruption(path + ": body length " + std::to_string(body) + " disagrees with file size " +
+                      std::to_string(size));
+  const uint64_t sum = Checksum64(data, kManifestHeaderSize + body);
+  if (sum != GetU64(trailer + 8)) return Corruption(path + ": manifest checksum mismatch");
+  if (h.version == 0 || h.version > kFormatVersion)
+    return Unsupported(path + ": format version " + std::to_string(h.version) + " is not supported (this reader knows 1.." +
+                       std::to_string(kFormatVersion) + ")");
+  if (h.flags != 0) return Unsupported(path + ": reserved flag bits set in the manifest header");
+  const uint8_t* fbuf = data + kManifestHeaderSize;
+  flatbuffers::Verifier verifier(fbuf, body, /*max_depth=*/16, /*max_tables=*/1u << 24);
+  if (!fb::ManifestBufferHasIdentifier(fbuf) || !fb::VerifyManifestBuffer(verifier))
+    return Corruption(path + ": manifest body fails the FlatBuffers verifier");
+  Manifest m = ReadManifest(*fb::GetManifest(fbuf));
+  if (m.format_version != h.version)
+    return Corruption(path + ": body version " + std::to_string(m.format_version) + " differs from header version " +
+                      std::to_string(h.version));
+  const Status valid = ValidateManifest(m);
+  if (!valid.ok()) return Corruption(path + ": " + valid.message());
+  return m;
+}
+
+}  // namespace shardify

@@ -1,0 +1,183 @@
+#include "format/shard_index_internal.h"
+
+#include "schemas/shard_index_generated.h"
+
+namespace shardify::detail {
+
+ShardIndexBuilder::ShardIndexBuilder(const std::vector<FieldSpec>* fields)
+    : fields_(fields), columns_(fields->size()) {}
+
+void ShardIndexBuilder::Reset(uint64_t first_sample) {
+  columns_.assign(fields_->size(), Column{});
+  first_sample_ = first_sample;
+  num_samples_ = 0;
+}
+
+void ShardIndexBuilder::AddBlob(size_t field, const BlobEntry& blob, const Shape& shape) {
+  Column& c = columns_[field];
+  c.blobs.push_back(blob);
+  if ((*fields_)[field].variable_shape()) c.dims.insert(c.dims.end(), shape.begin(), shape.end());
+}
+
+void ShardIndexBuilder::AddInt(size_t field, int64_t v) { columns_[field].ints.push_back(v); }
+void ShardIndexBuilder::AddFloat(size_t field, double v) { columns_[field].floats.push_back(v); }
+
+void ShardIndexBuilder::AddData(size_t field, const std::string& payload) {
+  Column& c = columns_[field];
+  if (c.data_offsets.empty()) c.data_offsets.push_back(0);
+  c.data.insert(c.data.end(), payload.begin(), payload.end());
+  c.data_offsets.push_back(c.data.size());
+}
+
+std::vector<uint8_t> ShardIndexBuilder::Finish() const {
+  flatbuffers::FlatBufferBuilder b(1 << 16);
+  std::vector<flatbuffers::Offset<fb::Column>> cols;
+  for (size_t f = 0; f < columns_.size(); ++f) {
+    const Column& c = columns_[f];
+    flatbuffers::Offset<flatbuffers::Vector<const fb::BlobRef*>> blobs;
+    flatbuffers::Offset<flatbuffers::Vector<int64_t>> dims, ints;
+    flatbuffers::Offset<flatbuffers::Vector<double>> floats;
+    flatbuffers::Offset<flatbuffers::Vector<uint8_t>> data;
+    flatbuffers::Offset<flatbuffers::Vector<uint64_t>> offsets;
+    switch ((*fields_)[f].kind) {
+      case FieldKind::kNdarray: {
+        std::vector<fb::BlobRef> refs;
+        refs.reserve(c.blobs.size());
+        for (const BlobEntry& e : c.blobs)
+          refs.emplace_back(e.offset, e.stored_size, e.raw_size, e.checksum, static_cast<uint8_t>(e.codec));
+        blobs = b.CreateVectorOfStructs(refs);
+        if ((*fields_)[f].variable_shape()) dims = b.CreateVector(c.dims);
+        break;
+      }
+      case FieldKind::kInt: ints = b.CreateVector(c.ints); break;
+      case FieldKind::kFloat: floats = b.CreateVector(c.floats); break;
+      case FieldKind::kString:
+      case FieldKind::kBytes: {
+        data = b.CreateVector(c.data);
+        std::vector<uint64_t> offs = c.data_offsets.empty() ? std::vector<uint64_t>{0} : c.data_offsets;
+        offsets = b.CreateVector(offs);
+        break;
+      }
+    }
+    cols.push_back(fb::CreateColumn(b, blobs, dims, ints, floats, data, offsets));
+  }
+  auto root = fb::CreateShardIndex(b, first_sample_, num_samples_, b.CreateVector(cols));
+  fb::FinishShardIndexBuffer(b, root);
+  return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+}
+
+BlobEntry ReadBlobRef(const fb::BlobRef* base, uint64_t i) {
+  const fb::BlobRef* ref = base + i;
+  return {ref->offset(), ref->stored_size(), ref->raw_size(), ref->checksum(), static_cast<Codec>(ref->codec())};
+}
+
+namespace {
+
+template <typename V>
+uint64_t Len(const V* v) {
+  return v ? v->size() : 0;
+}
+
+Status CheckBlob(const FieldSpec& f, const fb::BlobRef& ref, const int64_t* dims, uint64_t blob_end,
+                 uint64_t max_bytes, const std::string& where) {
+  const uint64_t off = ref.offset(), stored = ref.stored_size();
+  const bool raw = ref.codec() == static_cast<uint8_t>(Codec::kRaw);
+  if (off < kShardHeaderSize || (raw && off % kBlobAlignment != 0) || off > blob_end || stored > blob_end - off)
+    return Corruption(where + ": blob [" + std::to_string(off) + ", +" + std::to_string(stored) +
+                      ") lies outside the data region [16, " + std::to_string(blob_end) + ") or is misaligned");
+  if (ref.codec() > static_cast<uint8_t>(Codec::kZstdDict))
+    return Corruption(where + ": unknown codec " + std::to_string(ref.codec()));
+  if (ref.codec() == static_cast<uint8_t>(Codec::kZstdDict) && f.zstd_dictionary.empty())
+    return Corruption(where + ": blob uses a dictionary but the field has none");
+  Shape shape = f.shape;
+  if (dims != nullptr) shape.assign(dims, dims + f.shape.size());
+  if (!ShapeMatches(f.shape, shape))
+    return Corruption(where + ": shape " + ShapeToString(shape) + " does not fit the field's " + ShapeToString(f.shape));
+  auto bytes = ByteSize(shape, f.dtype);
+  if (!bytes.ok()) return Corruption(where + ": " + bytes.status().message());
+  if (*bytes != ref.raw_size())
+    return Corruption(where + ": raw size " + std::to_string(ref.raw_size()) + " disagrees with shape " +
+                      ShapeToString(shape) + " (" + std::to_string(*bytes) + " bytes)");
+  if (*bytes > max_bytes)
+    return Corruption(where + ": raw size " + std::to_string(*bytes) + " exceeds the limit of " + std::to_string(max_bytes));
+  if (ref.codec() == static_cast<uint8_t>(Codec::kRaw) && stored != *bytes)
+    return Corruption(where + ": raw blob stores " + std::to_string(stored) + " bytes, expected " + std::to_string(*bytes));
+  return Status::Ok();
+}
+
+Status CheckNdarray(const FieldSpec& f, const fb::Column& c, uint64_t first, uint64_t n, uint64_t blob_end,
+                    uint64_t max_bytes, const std::string& where, ColumnView* view) {
+  if (Len(c.blobs()) != n) return Corruption(where + ": " + std::to_string(Len(c.blobs())) + " blobs for " + std::to_string(n) + " samples");
+  const uint64_t rank = f.shape.size();
+  const bool variable = f.variable_shape();
+  if (Len(c.dims()) != (variable ? n * rank : 0))
+    return Corruption(where + ": " + std::to_string(Len(c.dims())) + " shape entries, expected " + std::to_string(variable ? n * rank : 0));
+  view->blobs = n ? c.blobs()->Get(0) : nullptr;
+  view->dims = variable && n && rank ? c.dims()->data() : nullptr;
+  for (uint64_t i = 0; i < n; ++i) {
+    const int64_t* dims = view->dims ? view->dims + i * rank : nullptr;
+    const Status s = CheckBlob(f, *c.blobs()->Get(static_cast<flatbuffers::uoffset_t>(i)), dims, blob_end, max_bytes,
+                               where);
+    if (!s.ok()) return Status(s.code(), "sample " + std::to_string(first + i) + ": " + s.message());
+  }
+  return Status::Ok();
+}
+
+Status CheckData(const fb::Column& c, uint64_t n, const std::string& where, ColumnView* view) {
+  if (Len(c.data_offsets()) != n + 1)
+    return Corruption(where + ": " + std::to_string(Len(c.data_offsets())) + " data offsets, expected " + std::to_string(n + 1));
+  const uint64_t* offs = c.data_offsets()->data();
+  uint64_t prev = 0;
+  for (uint64_t i = 0; i <= n; ++i) {
+    if (offs[i] < prev || (i == 0 && offs[0] != 0))
+      return Corruption(where + ": data offsets are not ascending from 0 at entry " + std::to_string(i));
+    prev = offs[i];
+  }
+  if (prev != Len(c.data()))
+    return Corruption(where + ": data offsets end at " + std::to_string(prev) + ", data has " + std::to_string(Len(c.data())) + " bytes");
+  view->data = c.data() ? c.data()->data() : nullptr;
+  view->data_offsets = offs;
+  return Status::Ok();
+}
+
+Status CheckColumn(const FieldSpec& f, const fb::Column& c, uint64_t first, uint64_t n, uint64_t blob_end,
+                   uint64_t max_bytes, const std::string& where, ColumnView* view) {
+  const bool nd = f.kind == FieldKind::kNdarray, in = f.kind == FieldKind::kInt, fl = f.kind == FieldKind::kFloat;
+  const bool da = f.kind == FieldKind::kString || f.kind == FieldKind::kBytes;
+  if ((!nd && (Len(c.blobs()) || Len(c.dims()))) || (!in && Len(c.ints())) || (!fl && Len(c.floats())) ||
+      (!da && (Len(c.data()) || Len(c.data_offsets()))))
+    return Corruption(where + ": holds vectors of another field kind than " + FieldKindName(f.kind));
+  if (nd) return CheckNdarray(f, c, first, n, blob_end, max_bytes, where, view);
+  if (da) return CheckData(c, n, where, view);
+  const uint64_t len = in ? Len(c.ints()) : Len(c.floats());
+  if (len != n) return Corruption(where + ": " + std::to_string(len) + " values for " + std::to_string(n) + " samples");
+  if (in) view->ints = n ? c.ints()->data() : nullptr;
+  if (fl) view->floats = n ? c.floats()->data() : nullptr;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckShardIndex(const uint8_t* index, uint64_t length, const std::vector<FieldSpec>& fields,
+                       uint64_t first_sample, uint64_t num_samples, uint64_t blob_end, uint64_t max_sample_bytes,
+                       const std::string& where, std::vector<ColumnView>* columns) {
+  flatbuffers::Verifier verifier(index, length, /*max_depth=*/16, /*max_tables=*/1u << 20);
+  if (!fb::ShardIndexBufferHasIdentifier(index) || !fb::VerifyShardIndexBuffer(verifier))
+    return Corruption(where + ": index fails the FlatBuffers verifier");
+  const fb::ShardIndex* root = fb::GetShardIndex(index);
+  if (root->first_sample() != first_sample || root->num_samples() != num_samples)
+    return Corruption(where + ": index holds samples [" + std::to_string(root->first_sample()) + ", +" +
+                      std::to_string(root->num_samples()) + "), manifest says [" + std::to_string(first_sample) + ", +" +
+                      std::to_string(num_samples) + ")");
+  if (Len(root->columns()) != fields.size())
+    return Corruption(where + ": index has " + std::to_string(Len(root->columns())) + " columns for " +
+                      std::to_string(fields.size()) + " fields");
+  columns->assign(fields.size(), ColumnView{});
+  for (size_t f = 0; f < fields.size(); ++f) {
+    RETURN_IF_ERROR(CheckColumn(fields[f], *root->columns()->Get(static_cast<flatbuffers::uoffset_t>(f)), first_sample, num_samples,
+                                blob_end, max_sample_bytes, where + " field '" + fields[f].name + "'", &(*columns)[f]));
+  }
+  return Status::Ok();
+}
+
+}  // namespace shardify::detail

@@ -1,0 +1,402 @@
+#include "format/writer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include "format/checksum.h"
+#include "format/codec_internal.h"
+#include "format/file.h"
+#include "format/shard_index_internal.h"
+
+namespace shardify {
+
+FieldValue FieldValue::Array(std::vector<uint8_t> data, Shape shape) {
+  FieldValue v;
+  v.kind = FieldKind::kNdarray;
+  v.bytes = std::move(data);
+  v.shape = std::move(shape);
+  return v;
+}
+FieldValue FieldValue::Int(int64_t x) {
+  FieldValue v;
+  v.kind = FieldKind::kInt;
+  v.i = x;
+  return v;
+}
+FieldValue FieldValue::Float(double x) {
+  FieldValue v;
+  v.kind = FieldKind::kFloat;
+  v.f = x;
+  return v;
+}
+FieldValue FieldValue::String(std::string s) {
+  FieldValue v;
+  v.kind = FieldKind::kString;
+  v.bytes.assign(s.begin(), s.end());
+  return v;
+}
+FieldValue FieldValue::Bytes(std::vector<uint8_t> b) {
+  FieldValue v;
+  v.kind = FieldKind::kBytes;
+  v.bytes = std::move(b);
+  return v;
+}
+
+// Running moments of one field, merged in sample order (Chan et al.).
+struct Moments {
+  uint64_t n = 0;
+  double mean = 0, m2 = 0;
+  double min = std::numeric_limits<double>::infinity();
+  double max = -std::numeric_limits<double>::infinity();
+  void Merge(const Moments& o) {
+    if (o.n == 0) return;
+    const double total = static_cast<double>(n + o.n);
+    const double delta = o.mean - mean;
+    mean += delta * static_cast<double>(o.n) / total;
+    m2 += o.m2 + delta * delta * static_cast<double>(n) * static_cast<double>(o.n) / total;
+    n += o.n;
+    min = std::min(min, o.min);
+    max = std::max(max, o.max);
+  }
+};
+
+struct EncodedField {
+  Codec codec = Codec::kRaw;
+  std::vector<uint8_t> stored;  // ndarray blob, or string/bytes payload
+  uint64_t raw_size = 0;
+  uint64_t checksum = 0;
+  Shape shape;
+  int64_t i = 0;
+  double f = 0;
+  Moments moments;
+};
+
+struct EncodedSample {
+  std::string split;
+  std::vector<EncodedField> fields;
+};
+
+namespace {
+
+template <typename T>
+Moments MomentsOf(const uint8_t* bytes, uint64_t count) {
+  Moments m;
+  if (count == 0) return m;
+  double sum = 0, sumsq = 0, lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  for (uint64_t k = 0; k < count; ++k) {
+    T v;
+    std::memcpy(&v, bytes + k * sizeof(T), sizeof(T));
+    const auto d = static_cast<double>(v);
+    if (std::isnan(d)) continue;
+    sum += d;
+    sumsq += d * d;
+    lo = std::min(lo, d);
+    hi = std::max(hi, d);
+    ++m.n;
+  }
+  if (m.n == 0) return m;
+  m.mean = sum / static_cast<double>(m.n);
+  m.m2 = std::max(0.0, sumsq - sum * m.mean);
+  m.min = lo;
+  m.max = hi;
+  return m;
+}
+
+Moments ComputeMoments(DType t, const uint8_t* bytes, uint64_t size) {
+  switch (t) {
+    case DType::kU8: return MomentsOf<uint8_t>(bytes, size);
+    case DType::kI8: return MomentsOf<int8_t>(bytes, size);
+    case DType::kU16: return MomentsOf<uint16_t>(bytes, size / 2);
+    case DType::kI16: return MomentsOf<int16_t>(bytes, size / 2);
+    case DType::kU32: return MomentsOf<uint32_t>(bytes, size / 4);
+    case DType::kI32: return MomentsOf<int32_t>(bytes, size / 4);
+    case DType::kF32: return MomentsOf<float>(bytes, size / 4);
+    case DType::kF64: return MomentsOf<double>(bytes, size / 8);
+    case DType::kI64: return MomentsOf<int64_t>(bytes, size / 8);
+    case DType::kF16: return Moments{};  // not computed
+  }
+  return Moments{};
+}
+
+class EncoderImpl final : public Encoder {
+ public:
+  EncoderImpl(const std::vector<FieldSpec>* fields,
+              const std::vector<std::shared_ptr<const detail::ZstdDictionary>>* dicts, const WriterOptions* options)
+      : fields_(fields), dicts_(dicts), options_(options), compressor_(options->zstd_level) {}
+
+  Result<std::unique_ptr<EncodedSample>> Encode(SampleInput&& in) override {
+    if (in.values.size() != fields_->size())
+      return InvalidArgument("sample has " + std::to_string(in.values.size()) + " values, the schema has " +
+                             std::to_string(fields_->size()) + " fields");
+    if (in.split.empty()) return InvalidArgument("sample has an empty split name");
+    auto out = std::make_unique<EncodedSample>();
+    out->split = std::move(in.split);
+    out->fields.resize(fields_->size());
+    for (size_t f = 0; f < fields_->size(); ++f) {
+      const Status s = EncodeField(f, in.values[f], &out->fields[f]);
+      if (!s.ok()) return s.WithContext("field '" + (*fields_)[f].name + "'");
+    }
+    return out;
+  }
+
+ private:
+  Status EncodeField(size_t f, FieldValue& v, EncodedField* out) {
+    const FieldSpec& spec = (*fields_)[f];
+    if (v.kind != spec.kind)
+      return InvalidArgument(std::string("value is ") + FieldKindName(v.kind) + ", the field is " + FieldKindName(spec.kind));
+    switch (spec.kind) {
+      case FieldKind::kInt: out->i = v.i; return Status::Ok();
+      case FieldKind::kFloat: out->f = v.f; return Status::Ok();
+      case FieldKind::kString:
+      case FieldKind::kBytes: out->stored = std::move(v.bytes); return Status::Ok();
+      case FieldKind::kNdarray: break;
+    }
+    if (!ShapeMatches(spec.shape, v.shape))
+      return InvalidArgument("shape " + ShapeToString(v.shape) + " does not fit the field's " + ShapeToString(spec.shape));
+    ASSIGN_OR_RETURN(const uint64_t bytes, ByteSize(v.shape, spec.dtype));
+    if (bytes != v.bytes.size())
+      return InvalidArgument("shape " + ShapeToString(v.shape) + " of " + DTypeName(spec.dtype) + " needs " +
+                             std::to_string(bytes) + " bytes, got " + std::to_string(v.bytes.size()));
+    out->shape = std::move(v.shape);
+    out->raw_size = bytes;
+    if (options_->compute_stats) out->moments = ComputeMoments(spec.dtype, v.bytes.data(), bytes);
+    ASSIGN_OR_RETURN(out->codec, compressor_.Compress(v.bytes.data(), v.bytes.size(), (*dicts_)[f].get(),
+                                                      options_->min_ratio, &out->stored));
+    out->checksum = Checksum64(out->stored.data(), out->stored.size());
+    return Status::Ok();
+  }
+
+  const std::vector<FieldSpec>* fields_;
+  const std::vector<std::shared_ptr<const detail::ZstdDictionary>>* dicts_;
+  const WriterOptions* options_;
+  detail::Compressor compressor_;
+};
+
+bool IsOurFile(const std::string& name) {
+  auto ends = [&](const std::string& suffix) {
+    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  const std::string tmp_manifest = std::string(kManifestFileName) + kTempSuffix;
+  return name == kManifestFileName || name == tmp_manifest ||
+         (name.rfind("shard-", 0) == 0 && (ends(kShardFileSuffix) || ends(std::string(kShardFileSuffix) + kTempSuffix)));
+}
+
+// Makes `dir` ready for a new dataset (see DatasetWriter::Create).
+Status PrepareDir(const std::string& dir, bool overwrite, bool fsync) {
+  if (PathExists(dir) && !IsDirectory(dir)) return InvalidArgument(dir + ": exists and is not a directory");
+  RETURN_IF_ERROR(MakeDirs(dir));
+  ASSIGN_OR_RETURN(const std::vector<std::string> names, ListDir(dir));
+  const bool has_manifest = std::find(names.begin(), names.end(), kManifestFileName) != names.end();
+  if (has_manifest && !overwrite)
+    return AlreadyExists(dir + ": already holds a dataset (" + kManifestFileName + "); choose overwrite to replace it");
+  for (const auto& name : names)
+    if (!IsOurFile(name) && !has_manifest && !overwrite)
+      return InvalidArgument(dir + ": is not empty and holds no dataset (found '" + name + "')");
+  // The manifest goes first, so an interruption from here on leaves no valid dataset.
+  if (has_manifest) {
+    RETURN_IF_ERROR(RemoveFile(JoinPath(dir, kManifestFileName)));
+    if (fsync) RETURN_IF_ERROR(FsyncDir(dir));
+  }
+  for (const auto& name : names)
+    if (IsOurFile(name)) RETURN_IF_ERROR(RemoveFile(JoinPath(dir, name)));
+  return Status::Ok();
+}
+
+}  // namespace
+
+namespace {
+
+class WriterImpl final : public DatasetWriter {
+ public:
+  WriterImpl(std::string dir, std::vector<FieldSpec> fields, WriterOptions options)
+      : dir_(std::move(dir)), options_(std::move(options)), builder_(&manifest_.fields) {
+    manifest_.fields = std::move(fields);
+    dicts_.resize(manifest_.fields.size());
+    moments_.resize(manifest_.fields.size());
+  }
+
+  ~WriterImpl() override {
+    if (finished_) return;
+    shard_.reset();
+    for (const auto& path : created_) RemoveFile(path).IgnoreError();
+  }
+
+  Status TrainDictionary(const std::string& field, const std::vector<std::vector<uint8_t>>& samples,
+                         size_t dict_bytes) override {
+    const int f = manifest_.FindField(field);
+    if (f < 0 || manifest_.fields[f].kind != FieldKind::kNdarray)
+      return InvalidArgument("no ndarray field named '" + field + "' to train a dictionary for");
+    if (encoders_made_ || manifest_.num_samples > 0)
+      return InvalidArgument("dictionaries must be trained before encoding starts");
+    ASSIGN_OR_RETURN(std::vector<uint8_t> dict, detail::TrainZstdDictionary(samples, dict_bytes));
+    ASSIGN_OR_RETURN(dicts_[f], detail::ZstdDictionary::Create(dict, options_.zstd_level));
+    manifest_.fields[f].zstd_dictionary = std::move(dict);
+    return Status::Ok();
+  }
+
+  std::unique_ptr<Encoder> NewEncoder() override {
+    encoders_made_ = true;
+    return std::make_unique<EncoderImpl>(&manifest_.fields, &dicts_, &options_);
+  }
+
+  Status Append(SampleInput&& sample) override {
+    if (!own_encoder_) own_encoder_ = NewEncoder();
+    ASSIGN_OR_RETURN(auto encoded, own_encoder_->Encode(std::move(sample)));
+    return Append(std::move(encoded));
+  }
+
+  Status Append(std::unique_ptr<EncodedSample> sample) override {
+    if (!status_.ok()) return status_;
+    if (finished_) return InvalidArgument("append after Finish");
+    status_ = AppendSample(*sample);
+    return status_;
+  }
+
+  Status Finish() override {
+    if (!status_.ok()) return status_;
+    if (finished_) return Status::Ok();
+    status_ = FinishImpl();
+    return status_;
+  }
+
+  uint64_t samples_written() const override { return manifest_.num_samples; }
+  uint64_t bytes_written() const override { return bytes_done_ + (shard_ ? shard_->size() : 0); }
+  const Manifest& manifest() const override { return manifest_; }
+
+ private:
+  Status StartSplit(const std::string& name) {
+    if (!manifest_.splits.empty() && manifest_.splits.back().name == name) return Status::Ok();
+    if (manifest_.FindSplit(name) != nullptr)
+      return InvalidArgument("split '" + name + "' must be appended as one contiguous run, but it resumes at sample " +
+                             std::to_string(manifest_.num_samples));
+    manifest_.splits.push_back({name, manifest_.num_samples, 0});
+    return Status::Ok();
+  }
+
+  Status OpenShard() {
+    const std::string name = ShardFileName(manifest_.shards.size());
+    const std::string tmp = JoinPath(dir_, name) + kTempSuffix;
+    created_.push_back(tmp);
+    ASSIGN_OR_RETURN(shard_, WritableFile::Create(tmp));
+    EncodeFileHeader({kShardMagic, kFormatVersion, 0}, header_);
+    RETURN_IF_ERROR(shard_->Append(header_, sizeof header_));
+    builder_.Reset(manifest_.num_samples);
+    return Status::Ok();
+  }
+
+  Status AppendSample(EncodedSample& s) {
+    if (s.fields.size() != manifest_.fields.size()) return Internal("encoded sample does not fit the schema");
+    RETURN_IF_ERROR(StartSplit(s.split));
+    if (!shard_) RETURN_IF_ERROR(OpenShard());
+    for (size_t f = 0; f < s.fields.size(); ++f) RETURN_IF_ERROR(AppendField(f, s.fields[f]));
+    builder_.EndSample();
+    ++manifest_.num_samples;
+    ++manifest_.splits.back().num_samples;
+    if (shard_->size() >= options_.target_shard_bytes) return CloseShard();
+    return Status::Ok();
+  }
+
+  Status AppendField(size_t f, EncodedField& v) {
+    switch (manifest_.fields[f].kind) {
+      case FieldKind::kInt: builder_.AddInt(f, v.i); return Status::Ok();
+      case FieldKind::kFloat: builder_.AddFloat(f, v.f); return Status::Ok();
+      case FieldKind::kString:
+      case FieldKind::kBytes:
+        builder_.AddData(f, std::string(v.stored.begin(), v.stored.end()));
+        return Status::Ok();
+      case FieldKind::kNdarray: break;
+    }
+    // Raw blobs are aligned so they can be used in place; compressed ones are packed.
+    if (v.codec == Codec::kRaw) {
+      const uint64_t pad = (kBlobAlignment - shard_->size() % kBlobAlignment) % kBlobAlignment;
+      RETURN_IF_ERROR(shard_->AppendZeros(pad));
+    }
+    builder_.AddBlob(f, {shard_->size(), v.stored.size(), v.raw_size, v.checksum, v.codec}, v.shape);
+    moments_[f].Merge(v.moments);
+    return shard_->Append(v.stored.data(), v.stored.size());
+  }
+
+  Status CloseShard() {
+    const uint64_t pad = (kIndexAlignment - shard_->size() % kIndexAlignment) % kIndexAlignment;
+    RETURN_IF_ERROR(shard_->AppendZeros(pad));
+    const std::vector<uint8_t> index = builder_.Finish();
+    ShardFooter footer;
+    footer.index_offset = shard_->size();
+    footer.index_length = index.size();
+    footer.index_checksum = Checksum64(index.data(), index.size());
+    footer.version = kFormatVersion;
+    uint8_t footer_bytes[kShardFooterSize];
+    EncodeShardFooter(footer, header_, footer_bytes);
+    RETURN_IF_ERROR(shard_->Append(index.data(), index.size()));
+    RETURN_IF_ERROR(shard_->Append(footer_bytes, sizeof footer_bytes));
+    if (options_.fsync) RETURN_IF_ERROR(shard_->Sync());
+    RETURN_IF_ERROR(shard_->Close());
+    const std::string name = ShardFileName(manifest_.shards.size());
+    const std::string path = JoinPath(dir_, name);
+    created_.push_back(path);
+    RETURN_IF_ERROR(RenameFile(path + kTempSuffix, path));
+    manifest_.shards.push_back({name, shard_->size(), manifest_.num_samples - builder_.num_samples(),
+                                builder_.num_samples(), footer.index_checksum});
+    bytes_done_ += shard_->size();
+    shard_.reset();
+    return Status::Ok();
+  }
+
+  Status FinishImpl() {
+    if (shard_) RETURN_IF_ERROR(CloseShard());
+    manifest_.format_version = kFormatVersion;
+    manifest_.classes = options_.classes;
+    manifest_.provenance = options_.provenance;
+    for (size_t f = 0; f < manifest_.fields.size(); ++f) {
+      const Moments& m = moments_[f];
+      if (!options_.compute_stats || manifest_.fields[f].kind != FieldKind::kNdarray || m.n == 0) continue;
+      manifest_.stats.push_back({manifest_.fields[f].name, m.n, m.min, m.max, m.mean,
+                                 std::sqrt(m.m2 / static_cast<double>(m.n))});
+    }
+    RETURN_IF_ERROR(ValidateManifest(manifest_));
+    if (options_.fsync) RETURN_IF_ERROR(FsyncDir(dir_));
+    const std::vector<uint8_t> bytes = EncodeManifestFile(manifest_);
+    created_.push_back(JoinPath(dir_, kManifestFileName) + kTempSuffix);
+    RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir_, kManifestFileName), bytes.data(), bytes.size(), options_.fsync));
+    finished_ = true;
+    return Status::Ok();
+  }
+
+  std::string dir_;
+  WriterOptions options_;
+  Manifest manifest_;
+  std::vector<std::shared_ptr<const detail::ZstdDictionary>> dicts_;
+  detail::ShardIndexBuilder builder_;
+  std::vector<Moments> moments_;
+  std::unique_ptr<WritableFile> shard_;
+  std::unique_ptr<Encoder> own_encoder_;
+  uint8_t header_[kShardHeaderSize] = {};
+  std::vector<std::string> created_;
+  uint64_t bytes_done_ = 0;
+  bool encoders_made_ = false;
+  bool finished_ = false;
+  Status status_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& dir, std::vector<FieldSpec> fields,
+                                                             const WriterOptions& options) {
+  if (dir.empty()) return InvalidArgument("empty destination directory");
+  if (options.zstd_level < 1 || options.zstd_level > 19)
+    return InvalidArgument("zstd level " + std::to_string(options.zstd_level) + " is outside 1..19");
+  if (options.target_shard_bytes == 0) return InvalidArgument("target shard size must be positive");
+  Manifest probe;
+  probe.fields = fields;
+  RETURN_IF_ERROR(ValidateManifest(probe));
+  for (const auto& f : fields)
+    if (!f.zstd_dictionary.empty())
+      return InvalidArgument("field '" + f.name + "': dictionaries are set with TrainDictionary");
+  RETURN_IF_ERROR(PrepareDir(dir, options.overwrite, options.fsync));
+  return std::unique_ptr<DatasetWriter>(new WriterImpl(dir, std::move(fields), options));
+}
+
+}  // namespace shardify

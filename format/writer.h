@@ -1,0 +1,107 @@
+// DatasetWriter: streaming append of samples into shards, manifest written last.
+//
+// Typical use (single thread):
+//   ASSIGN_OR_RETURN(auto w, DatasetWriter::Create(dir, fields, options));
+//   for (...) RETURN_IF_ERROR(w->Append(std::move(sample)));
+//   RETURN_IF_ERROR(w->Finish());
+// Parallel use: each thread owns an Encoder (w->NewEncoder()) and encodes samples;
+// one thread appends the EncodedSamples in order. Output bytes depend only on the
+// samples, their order and the options, never on the thread count.
+//
+// Crash safety: shards are written as "<name>.tmp", fsynced and renamed; the manifest is
+// written last by rename, then the directory is fsynced. A writer destroyed before
+// Finish() removes every file it created, so no partial dataset looks complete.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "format/layout.h"
+#include "format/manifest.h"
+#include "format/status.h"
+#include "format/types.h"
+
+namespace shardify {
+
+// One field's value in a sample. Build with the factories.
+struct FieldValue {
+  FieldKind kind = FieldKind::kNdarray;
+  std::vector<uint8_t> bytes;  // ndarray: the elements, row-major; string/bytes: payload
+  Shape shape;                 // ndarray only
+  int64_t i = 0;               // int
+  double f = 0;                // float
+
+  static FieldValue Array(std::vector<uint8_t> data, Shape shape);
+  static FieldValue Int(int64_t v);
+  static FieldValue Float(double v);
+  static FieldValue String(std::string s);
+  static FieldValue Bytes(std::vector<uint8_t> b);
+};
+
+// A sample: one value per schema field, in schema order, and the split it belongs to.
+// Samples of one split must be appended as one contiguous run.
+struct SampleInput {
+  std::string split = "train";
+  std::vector<FieldValue> values;
+};
+
+struct WriterOptions {
+  uint64_t target_shard_bytes = 256ull << 20;  // a shard is closed once it reaches this
+  int zstd_level = 3;                          // 1..19
+  // A compressed blob is kept only when stored <= raw * min_ratio; else stored raw.
+  double min_ratio = 0.95;
+  bool compute_stats = true;   // per-field min/max/mean/std into the manifest
+  bool overwrite = false;      // replace an existing dataset at the destination
+  bool fsync = true;           // fsync shards, manifest and directory
+  std::vector<std::string> classes;
+  Provenance provenance;
+};
+
+// Opaque result of encoding one sample; hand it to DatasetWriter::Append in order.
+struct EncodedSample;
+
+// Per-thread compressor state. Not thread-safe; one per thread. Must not outlive its writer.
+class Encoder {
+ public:
+  virtual ~Encoder() = default;
+  // Validates `sample` against the schema (kinds, dtype sizes, shapes) and compresses it.
+  // Errors name the field. `sample` is consumed.
+  virtual Result<std::unique_ptr<EncodedSample>> Encode(SampleInput&& sample) = 0;
+};
+
+class DatasetWriter {
+ public:
+  // Prepares `dir` (created if missing). Refuses a directory holding a dataset unless
+  // options.overwrite, and a non-empty directory that is not a dataset.
+  static Result<std::unique_ptr<DatasetWriter>> Create(const std::string& dir,
+                                                       std::vector<FieldSpec> fields,
+                                                       const WriterOptions& options = {});
+  virtual ~DatasetWriter() = default;
+
+  // Trains a zstd dictionary for ndarray field `field` from `samples` (raw arrays) and
+  // uses it for every blob of that field. Must precede NewEncoder() and Append().
+  // A dictionary that fails to train is an error; callers may fall back to none.
+  virtual Status TrainDictionary(const std::string& field,
+                                 const std::vector<std::vector<uint8_t>>& samples,
+                                 size_t dict_bytes = 64 << 10) = 0;
+
+  virtual std::unique_ptr<Encoder> NewEncoder() = 0;
+
+  virtual Status Append(std::unique_ptr<EncodedSample> sample) = 0;
+  // Encodes with an internal encoder, then appends.
+  virtual Status Append(SampleInput&& sample) = 0;
+
+  // Closes the last shard and writes the manifest. After an error, the writer is unusable
+  // and its files are removed when it is destroyed.
+  virtual Status Finish() = 0;
+
+  // Samples appended so far, and bytes written so far (shard files).
+  virtual uint64_t samples_written() const = 0;
+  virtual uint64_t bytes_written() const = 0;
+  // Valid after Finish().
+  virtual const Manifest& manifest() const = 0;
+};
+
+}  // namespace shardify

@@ -1,0 +1,105 @@
+// Loader: shuffled, resumable batches from a shard dataset, decoded by C++ threads into
+// a bounded ring of (pinned, when a CUDA device answers) host buffers.
+//
+//   ASSIGN_OR_RETURN(auto loader, Loader::Open(dir, options));
+//   while (true) {
+//     ASSIGN_OR_RETURN(std::shared_ptr<Batch> b, loader->Next());
+//     if (!b) break;            // the run (options.epochs) is over
+//     ... use b->field(0).data ...
+//   }                           // dropping the last reference recycles the slot
+//
+// Memory: prefetch slots x batch bytes + the shard indices; independent of dataset size.
+// Order: batches come out in sampler order whatever the thread count.
+// Errors: a sample that fails to decode surfaces from Next() on the caller's thread with
+// the sample named; the Loader is then closed (Next() keeps returning that error).
+// Thread-safety: Next(), State() and the destructor are for one consumer thread.
+// The destructor stops the workers and waits for them; outstanding Batches stay valid
+// until released.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "format/status.h"
+#include "format/types.h"
+#include "reader/sampler.h"
+
+namespace shardify {
+
+class Dataset;
+
+// True when this build has the CUDA runtime and a device answers at run time: then
+// pin_memory gives pinned slots and stage_to_device is accepted.
+bool CudaDeviceAvailable();
+
+struct LoaderOptions {
+  std::string split = "train";       // which split to read
+  std::vector<std::string> fields;   // fields to load; empty = all
+  size_t batch_size = 64;
+  SamplerOptions sampler;            // order, seed, epochs, rank/world, drop_last
+  size_t threads = 0;                // decode threads; 0 = all cores
+  size_t prefetch = 4;               // batches decoded ahead of the consumer (>= 1)
+  bool verify_checksums = true;
+  bool pin_memory = true;            // use cudaHostAlloc when a CUDA device answers
+  // Also copy each batch to the device on the Loader's own stream (needs
+  // CudaDeviceAvailable(); Open() fails with Unsupported otherwise). The caller must be
+  // done with a batch's device memory, queued GPU work included, before releasing it.
+  bool stage_to_device = false;
+  int device = 0;                    // CUDA device for staging
+  size_t max_open_shards = 64;
+};
+
+// One field of a batch: a contiguous [B, ...] array in the source dtype (ndarray fields,
+// variable shapes zero-padded to the batch maximum), or B scalars (int -> i64,
+// float -> f64). String and bytes fields are not batched.
+struct BatchField {
+  std::string name;
+  FieldKind kind = FieldKind::kNdarray;
+  DType dtype = DType::kU8;
+  Shape shape;                       // [B, ...] of the padded array
+  std::vector<Shape> sample_shapes;  // each sample's own shape (ndarray)
+  void* data = nullptr;              // host memory, 256-byte aligned, pinned when possible
+  size_t bytes = 0;
+  void* device_data = nullptr;       // when staged: the same bytes on the device
+};
+
+struct Batch {
+  uint64_t epoch = 0;
+  uint64_t step = 0;                 // index of the batch within its epoch
+  std::vector<uint64_t> indices;     // global sample indices, in batch order
+  std::vector<BatchField> fields;
+  bool pinned = false;               // host buffers are CUDA pinned memory
+  // When staged: a cudaEvent_t recorded after the copy; wait on it before use.
+  void* device_ready_event = nullptr;
+  const BatchField* Find(const std::string& name) const;
+  size_t size() const { return indices.size(); }
+};
+
+class Loader {
+ public:
+  // Opens the dataset and starts the workers. Errors: unknown split or field, bad
+  // options, or any error opening the dataset.
+  static Result<std::unique_ptr<Loader>> Open(const std::string& dir, LoaderOptions options);
+  // Same, over a dataset the caller has opened; `dataset` must outlive the Loader.
+  static Result<std::unique_ptr<Loader>> Open(std::shared_ptr<const Dataset> dataset,
+                                              LoaderOptions options);
+  virtual ~Loader() = default;
+
+  // The next batch, or nullptr when every epoch is done.
+  virtual Result<std::shared_ptr<Batch>> Next() = 0;
+
+  // Where the consumer stands: restoring it into a new Loader (LoaderOptions::sampler.resume)
+  // yields exactly the batches this one would have produced next.
+  virtual SamplerState State() const = 0;
+
+  virtual uint64_t batches_per_epoch() const = 0;
+  virtual const Dataset& dataset() const = 0;
+  // Bytes of host buffers allocated for the ring: (prefetch + 1) slots x batch bytes
+  // (one slot for the batch the consumer holds). A consumer holding every slot gets
+  // ResourceExhausted from Next() instead of a deadlock.
+  virtual size_t ring_bytes() const = 0;
+};
+
+}  // namespace shardify

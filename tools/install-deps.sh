@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages shardify builds, tests and demos with (only the missing
+# ones). Runs apt-get as root, or through sudo.
+set -euo pipefail
+packages=(
+  cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
+  libzstd-dev libflatbuffers-dev flatbuffers-compiler libxxhash-dev zlib1g-dev
+  libcli11-dev catch2 nlohmann-json3-dev
+  libinsighttoolkit5-dev insighttoolkit5-examples
+  libtorch-dev python3-torch python3-torchvision
+  dataset-fashion-mnist
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"

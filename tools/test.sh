@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh Debian 12 machine: installs missing packages, builds,
+# runs every Catch2 test under CTest in a Release build and again under ASan+UBSan, then
+# fuzzes shard opening for a bounded time.
+# Environment: JOBS (default: all cores), FUZZ_SECONDS (default 60).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+jobs=${JOBS:-$(nproc)}
+bash tools/install-deps.sh
+
+echo "== Release build and tests"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$jobs"
+ctest --test-dir build -j "$jobs" --output-on-failure
+
+echo "== ASan+UBSan build and tests"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDIFY_SANITIZE=ON >/dev/null
+cmake --build build-asan -j "$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan -j "$jobs" --output-on-failure
+
+echo "== Fuzzing"
+bash tests/fuzz/run_fuzz.sh "${FUZZ_SECONDS:-60}"
+echo "all tests passed"
