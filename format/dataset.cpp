@@ -3,6 +3,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <list>
 #include <mutex>
 
@@ -149,6 +150,12 @@ size_t Dataset::open_shards() const {
 // ---- SampleView ----
 
 namespace {
+std::string Hex64(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
 Status WrongKind(const Manifest& m, size_t field, const char* wanted) {
   if (field >= m.fields.size()) return InvalidArgument("no field number " + std::to_string(field));
   return InvalidArgument("field '" + m.fields[field].name + "' is " + FieldKindName(m.fields[field].kind) + ", not " + wanted);
@@ -204,7 +211,8 @@ Status SampleView::Decode(size_t field, void* dst, size_t dst_size, Decoder& dec
                            std::to_string(b.raw_size));
   if (dataset_->options_.verify_checksums) {
     const uint64_t sum = Checksum64(b.data, b.stored_size);
-    if (sum != b.checksum) return Corruption(where() + ": blob checksum mismatch");
+    if (sum != b.checksum)
+      return Corruption(where() + ": blob checksum mismatch: expected " + Hex64(b.checksum) + ", found " + Hex64(sum));
   }
   return detail::DecodeBlob(b.codec, b.data, b.stored_size, b.raw_size, dst, decoder.zstd_context(),
                             dataset_->impl_->dicts[field].get(), where());

@@ -106,7 +106,8 @@ Status CheckBlob(const FieldSpec& f, const fb::BlobRef& ref, const int64_t* dims
 }
 
 Status CheckNdarray(const FieldSpec& f, const fb::Column& c, uint64_t first, uint64_t n, uint64_t blob_end,
-                    uint64_t max_bytes, const std::string& where, ColumnView* view) {
+                    uint64_t max_bytes, const std::string& path, ColumnView* view) {
+  const std::string where = path + " field '" + f.name + "'";
   if (Len(c.blobs()) != n) return Corruption(where + ": " + std::to_string(Len(c.blobs())) + " blobs for " + std::to_string(n) + " samples");
   const uint64_t rank = f.shape.size();
   const bool variable = f.variable_shape();
@@ -116,9 +117,8 @@ Status CheckNdarray(const FieldSpec& f, const fb::Column& c, uint64_t first, uin
   view->dims = variable && n && rank ? c.dims()->data() : nullptr;
   for (uint64_t i = 0; i < n; ++i) {
     const int64_t* dims = view->dims ? view->dims + i * rank : nullptr;
-    const Status s = CheckBlob(f, *c.blobs()->Get(static_cast<flatbuffers::uoffset_t>(i)), dims, blob_end, max_bytes,
-                               where);
-    if (!s.ok()) return Status(s.code(), "sample " + std::to_string(first + i) + ": " + s.message());
+    RETURN_IF_ERROR(CheckBlob(f, *c.blobs()->Get(static_cast<flatbuffers::uoffset_t>(i)), dims, blob_end, max_bytes,
+                              path + " sample " + std::to_string(first + i) + " field '" + f.name + "'"));
   }
   return Status::Ok();
 }
@@ -141,13 +141,14 @@ Status CheckData(const fb::Column& c, uint64_t n, const std::string& where, Colu
 }
 
 Status CheckColumn(const FieldSpec& f, const fb::Column& c, uint64_t first, uint64_t n, uint64_t blob_end,
-                   uint64_t max_bytes, const std::string& where, ColumnView* view) {
+                   uint64_t max_bytes, const std::string& path, ColumnView* view) {
+  const std::string where = path + " field '" + f.name + "'";
   const bool nd = f.kind == FieldKind::kNdarray, in = f.kind == FieldKind::kInt, fl = f.kind == FieldKind::kFloat;
   const bool da = f.kind == FieldKind::kString || f.kind == FieldKind::kBytes;
   if ((!nd && (Len(c.blobs()) || Len(c.dims()))) || (!in && Len(c.ints())) || (!fl && Len(c.floats())) ||
       (!da && (Len(c.data()) || Len(c.data_offsets()))))
     return Corruption(where + ": holds vectors of another field kind than " + FieldKindName(f.kind));
-  if (nd) return CheckNdarray(f, c, first, n, blob_end, max_bytes, where, view);
+  if (nd) return CheckNdarray(f, c, first, n, blob_end, max_bytes, path, view);
   if (da) return CheckData(c, n, where, view);
   const uint64_t len = in ? Len(c.ints()) : Len(c.floats());
   if (len != n) return Corruption(where + ": " + std::to_string(len) + " values for " + std::to_string(n) + " samples");
@@ -175,7 +176,7 @@ Status CheckShardIndex(const uint8_t* index, uint64_t length, const std::vector<
   columns->assign(fields.size(), ColumnView{});
   for (size_t f = 0; f < fields.size(); ++f) {
     RETURN_IF_ERROR(CheckColumn(fields[f], *root->columns()->Get(static_cast<flatbuffers::uoffset_t>(f)), first_sample, num_samples,
-                                blob_end, max_sample_bytes, where + " field '" + fields[f].name + "'", &(*columns)[f]));
+                                blob_end, max_sample_bytes, where, &(*columns)[f]));
   }
   return Status::Ok();
 }

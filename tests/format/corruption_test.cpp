@@ -190,6 +190,7 @@ TEST_CASE("format corruption: the blob error names file, sample and field") {
   b[off] ^= 0xff;
   fx.Write(b);
   ExpectError(OpenAndReadAll(fx.dir), StatusCode::kCorruption, "shard-00000.sfs sample 7 field 'image'");
+  ExpectError(OpenAndReadAll(fx.dir), StatusCode::kCorruption, "checksum mismatch: expected 0x");
   ReadOptions ro;
   ro.verify_checksums = false;  // without checksums, zstd itself or the size check catches it
   const Status s = OpenAndReadAll(fx.dir, ro);
@@ -243,6 +244,7 @@ TEST_CASE("format corruption: lengths and offsets that overflow or leave the fil
     fx.Rebless();
     fx.ReplaceIndex(fx.HostileIndex(3, c.blob, {1, 8, 8}, &fields));
     ExpectError(OpenAndReadAll(fx.dir), StatusCode::kCorruption, c.text);
+    ExpectError(OpenAndReadAll(fx.dir), StatusCode::kCorruption, "shard-00000.sfs sample 3 field 'image'");
   }
 }
 
