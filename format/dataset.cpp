@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <list>
 #include <mutex>
 
 #include "format/checksum.h"
+#include "format/chunks_internal.h"
 #include "format/codec_internal.h"
 #include "format/file.h"
 #include "format/shard_index_internal.h"
@@ -51,6 +53,9 @@ class MappedShard {
       return Corruption(p + ": shard is " + std::to_string(size) + " bytes, manifest says " + std::to_string(info.size_bytes));
     RETURN_IF_ERROR(CheckShardEnds(data(), data() + size - kShardFooterSize, size, p));
     const ShardFooter footer = DecodeShardFooter(data() + size - kShardFooterSize);
+    if (footer.version != m.format_version)
+      return Corruption(p + ": shard is version " + std::to_string(footer.version) + ", the manifest version " +
+                        std::to_string(m.format_version));
     if (footer.index_checksum != info.index_checksum)
       return Corruption(p + ": index checksum in footer disagrees with the manifest");
     const uint8_t* index = data() + footer.index_offset;
@@ -173,11 +178,37 @@ Result<Shape> SampleView::shape(size_t field) const {
   return Shape(dims + local_ * f.shape.size(), dims + (local_ + 1) * f.shape.size());
 }
 
+Result<uint64_t> SampleView::raw_size(size_t field) const {
+  ASSIGN_OR_RETURN(const Shape s, shape(field));
+  return ByteSize(s, dataset_->manifest_.fields[field].dtype);
+}
+
 Result<BlobInfo> SampleView::blob(size_t field) const {
   const Manifest& m = dataset_->manifest_;
   if (field >= m.fields.size() || m.fields[field].kind != FieldKind::kNdarray) return WrongKind(m, field, "ndarray");
+  if (m.fields[field].chunked())
+    return InvalidArgument("field '" + m.fields[field].name + "' is stored in chunks; use chunk() or DecodeRegion()");
   const detail::BlobEntry e = detail::ReadBlobRef(shard_->column(field).blobs, local_);
   return BlobInfo{shard_->data() + e.offset, e.stored_size, e.raw_size, e.checksum, e.codec};
+}
+
+Result<uint64_t> SampleView::num_chunks(size_t field) const {
+  const Manifest& m = dataset_->manifest_;
+  if (field >= m.fields.size() || !m.fields[field].chunked()) return WrongKind(m, field, "chunked ndarray");
+  const uint64_t* starts = shard_->column(field).chunk_starts;
+  return starts[local_ + 1] - starts[local_];
+}
+
+Result<BlobInfo> SampleView::chunk(size_t field, uint64_t k) const {
+  ASSIGN_OR_RETURN(const uint64_t n, num_chunks(field));
+  if (k >= n) return OutOfRange(Where(field) + ": no chunk " + std::to_string(k) + " (" + std::to_string(n) + " chunks)");
+  const detail::ColumnView& c = shard_->column(field);
+  const detail::BlobEntry e = detail::ReadBlobRef(c.chunks, c.chunk_starts[local_] + k);
+  return BlobInfo{shard_->data() + e.offset, e.stored_size, e.raw_size, e.checksum, e.codec};
+}
+
+std::string SampleView::Where(size_t field) const {
+  return shard_->path() + " sample " + std::to_string(index_) + " field '" + dataset_->manifest_.fields[field].name + "'";
 }
 
 Result<int64_t> SampleView::int_value(size_t field) const {
@@ -203,6 +234,11 @@ Result<std::string_view> SampleView::bytes_value(size_t field) const {
 }
 
 Status SampleView::Decode(size_t field, void* dst, size_t dst_size, Decoder& decoder) const {
+  const Manifest& m = dataset_->manifest_;
+  if (field < m.fields.size() && m.fields[field].chunked()) {
+    ASSIGN_OR_RETURN(const Shape s, shape(field));
+    return DecodeRegion(field, Shape(s.size(), 0), s, dst, dst_size, decoder);
+  }
   ASSIGN_OR_RETURN(const BlobInfo b, blob(field));
   const std::string& name = dataset_->manifest_.fields[field].name;
   auto where = [&] { return shard_->path() + " sample " + std::to_string(index_) + " field '" + name + "'"; };
@@ -216,6 +252,98 @@ Status SampleView::Decode(size_t field, void* dst, size_t dst_size, Decoder& dec
   }
   return detail::DecodeBlob(b.codec, b.data, b.stored_size, b.raw_size, dst, decoder.zstd_context(),
                             dataset_->impl_->dicts[field].get(), where());
+}
+
+}  // namespace shardify
+
+namespace shardify {
+
+Status SampleView::DecodeChunk(size_t field, uint64_t k, uint8_t* dst, Decoder& decoder) const {
+  ASSIGN_OR_RETURN(const BlobInfo b, chunk(field, k));
+  const std::string where = Where(field) + " chunk " + std::to_string(k);
+  if (dataset_->options_.verify_checksums) {
+    const uint64_t sum = Checksum64(b.data, b.stored_size);
+    if (sum != b.checksum)
+      return Corruption(where + ": chunk checksum mismatch: expected " + Hex64(b.checksum) + ", found " + Hex64(sum));
+  }
+  ++decoder.chunks_decoded_;
+  return detail::DecodeBlob(b.codec, b.data, b.stored_size, b.raw_size, dst, decoder.zstd_context(),
+                            dataset_->impl_->dicts[field].get(), where);
+}
+
+namespace {
+
+void FillPad(uint8_t* dst, uint64_t bytes, const void* pad, size_t elem) {
+  if (pad == nullptr) {
+    std::memset(dst, 0, bytes);
+    return;
+  }
+  for (uint64_t o = 0; o + elem <= bytes; o += elem) std::memcpy(dst + o, pad, elem);
+}
+
+}  // namespace
+
+Status SampleView::DecodeRegion(size_t field, const Shape& start, const Shape& size, void* dst, size_t dst_size,
+                                Decoder& decoder, const void* pad_element) const {
+  ASSIGN_OR_RETURN(const Shape shape, this->shape(field));
+  const FieldSpec& f = dataset_->manifest_.fields[field];
+  const size_t rank = shape.size(), elem = DTypeSize(f.dtype);
+  if (start.size() != rank || size.size() != rank)
+    return InvalidArgument(Where(field) + ": region of rank " + std::to_string(size.size()) + " for an array of rank " +
+                           std::to_string(rank));
+  ASSIGN_OR_RETURN(const uint64_t bytes, ByteSize(size, f.dtype));
+  if (dst_size < bytes)
+    return InvalidArgument(Where(field) + ": destination holds " + std::to_string(dst_size) + " bytes, the region needs " +
+                           std::to_string(bytes));
+  auto* out = static_cast<uint8_t*>(dst);
+  Shape lo(rank), hi(rank);  // the part of the region inside the array
+  bool inside = true, empty = false;
+  for (size_t i = 0; i < rank; ++i) {
+    lo[i] = std::max<int64_t>(start[i], 0);
+    hi[i] = std::min<int64_t>(start[i] + size[i], shape[i]);
+    inside = inside && lo[i] == start[i] && hi[i] == start[i] + size[i];
+    empty = empty || hi[i] <= lo[i];
+  }
+  if (!inside || empty) FillPad(out, bytes, pad_element, elem);
+  if (empty || rank == 0) return rank == 0 ? Decode(field, dst, dst_size, decoder) : Status::Ok();
+  Shape box(rank), at(rank);
+  for (size_t i = 0; i < rank; ++i) box[i] = hi[i] - lo[i], at[i] = lo[i] - start[i];
+  if (!f.chunked()) {
+    ASSIGN_OR_RETURN(const uint64_t whole, ByteSize(shape, f.dtype));
+    decoder.scratch_.resize(whole);
+    RETURN_IF_ERROR(Decode(field, decoder.scratch_.data(), whole, decoder));
+    detail::CopyBox(decoder.scratch_.data(), shape, lo, out, size, at, box, elem);
+    return Status::Ok();
+  }
+  ASSIGN_OR_RETURN(const detail::ChunkGrid grid, detail::MakeChunkGrid(shape, f.chunk_shape));
+  Shape first(rank), last(rank), idx(rank), origin, extent;
+  for (size_t i = 0; i < rank; ++i) {
+    first[i] = lo[i] / grid.chunk[i];
+    last[i] = (hi[i] - 1) / grid.chunk[i];
+    idx[i] = first[i];
+  }
+  while (true) {
+    uint64_t k = 0;
+    for (size_t i = 0; i < rank; ++i) k = k * static_cast<uint64_t>(grid.grid[i]) + static_cast<uint64_t>(idx[i]);
+    detail::ChunkBox(grid, k, &origin, &extent);
+    ASSIGN_OR_RETURN(const uint64_t chunk_bytes, ByteSize(extent, f.dtype));
+    decoder.scratch_.resize(chunk_bytes);
+    RETURN_IF_ERROR(DecodeChunk(field, k, decoder.scratch_.data(), decoder));
+    Shape src_at(rank), dst_at(rank), part(rank);
+    for (size_t i = 0; i < rank; ++i) {
+      const int64_t a = std::max(lo[i], origin[i]), b = std::min(hi[i], origin[i] + extent[i]);
+      src_at[i] = a - origin[i];
+      dst_at[i] = a - start[i];
+      part[i] = b - a;
+    }
+    detail::CopyBox(decoder.scratch_.data(), extent, src_at, out, size, dst_at, part, elem);
+    size_t i = rank;
+    while (i-- > 0) {
+      if (++idx[i] <= last[i]) break;
+      idx[i] = first[i];
+    }
+    if (i == static_cast<size_t>(-1)) return Status::Ok();
+  }
 }
 
 }  // namespace shardify

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "format/layout.h"
 #include "format/manifest.h"
@@ -30,7 +31,8 @@ struct ReadOptions {
   uint64_t max_sample_bytes = 4ull << 30;
 };
 
-// Per-thread decompression state (a zstd context). Reuse it; decoding allocates nothing.
+// Per-thread decompression state (a zstd context and a scratch buffer for chunks). Reuse
+// it: once its scratch has grown to the largest chunk, decoding allocates nothing.
 class Decoder {
  public:
   Decoder();
@@ -38,9 +40,14 @@ class Decoder {
   Decoder(const Decoder&) = delete;
   Decoder& operator=(const Decoder&) = delete;
   void* zstd_context() const { return dctx_; }
+  // Chunks decompressed by this decoder so far (chunked fields only).
+  uint64_t chunks_decoded() const { return chunks_decoded_; }
 
  private:
+  friend class SampleView;
   void* dctx_;
+  std::vector<uint8_t> scratch_;
+  uint64_t chunks_decoded_ = 0;
 };
 
 namespace detail { class MappedShard; }
@@ -66,7 +73,10 @@ class SampleView {
   const std::string& shard_file() const;
 
   Result<Shape> shape(size_t field) const;        // ndarray
-  Result<BlobInfo> blob(size_t field) const;      // ndarray
+  Result<uint64_t> raw_size(size_t field) const;  // ndarray: bytes of the decoded array
+  Result<BlobInfo> blob(size_t field) const;      // ndarray stored as one blob (not chunked)
+  Result<uint64_t> num_chunks(size_t field) const;         // chunked ndarray
+  Result<BlobInfo> chunk(size_t field, uint64_t k) const;  // chunked ndarray, grid order
   Result<int64_t> int_value(size_t field) const;  // int
   Result<double> float_value(size_t field) const; // float
   Result<std::string_view> bytes_value(size_t field) const;  // string or bytes
@@ -76,7 +86,16 @@ class SampleView {
   // Corruption names the file, sample and field.
   Status Decode(size_t field, void* dst, size_t dst_size, Decoder& decoder) const;
 
+  // Decodes the box [start, start + size) of ndarray `field` into dst (row-major, shape
+  // `size`, dst_size >= its bytes). Parts of the box outside the array are filled with
+  // `pad_element` (one element of the field's dtype; nullptr = zeros). For a chunked field
+  // only the chunks the box touches are decompressed; otherwise the whole blob is.
+  Status DecodeRegion(size_t field, const Shape& start, const Shape& size, void* dst, size_t dst_size,
+                      Decoder& decoder, const void* pad_element = nullptr) const;
+
  private:
+  Status DecodeChunk(size_t field, uint64_t k, uint8_t* dst, Decoder& decoder) const;
+  std::string Where(size_t field) const;
   friend class Dataset;
   const Dataset* dataset_ = nullptr;
   std::shared_ptr<const detail::MappedShard> shard_;

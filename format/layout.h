@@ -12,8 +12,11 @@
 
 namespace shardify {
 
-// Format version written by this library, and the newest it reads.
-inline constexpr uint32_t kFormatVersion = 1;
+// Newest format version this library reads and writes. A dataset without chunked fields
+// is written as version 1 (byte-identical to what version-1 writers produce); one with a
+// chunked field as version 2.
+inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kFormatVersionChunks = 2;  // first version with chunked fields
 
 // PNG-style magics: a high-bit byte, the name, CR LF, ^Z, LF (FORMAT.md, "Magic").
 inline constexpr std::array<uint8_t, 8> kShardMagic = {0x89, 'S', 'F', 'S', 0x0D, 0x0A, 0x1A, 0x0A};

@@ -11,7 +11,7 @@ namespace shardify {
 
 bool FieldSpec::operator==(const FieldSpec& o) const {
   return name == o.name && kind == o.kind && dtype == o.dtype && shape == o.shape &&
-         zstd_dictionary == o.zstd_dictionary && meta == o.meta;
+         zstd_dictionary == o.zstd_dictionary && meta == o.meta && chunk_shape == o.chunk_shape;
 }
 bool FieldSpec::variable_shape() const {
   for (int64_t d : shape)
@@ -59,8 +59,8 @@ Status ValidateField(const FieldSpec& f, size_t i) {
   if (!IsValidFieldKind(static_cast<uint8_t>(f.kind)))
     return InvalidArgument(where + ": unknown kind " + std::to_string(static_cast<int>(f.kind)));
   if (f.kind != FieldKind::kNdarray) {
-    if (!f.shape.empty() || !f.zstd_dictionary.empty())
-      return InvalidArgument(where + ": a scalar field has no shape or dictionary");
+    if (!f.shape.empty() || !f.zstd_dictionary.empty() || f.chunked())
+      return InvalidArgument(where + ": a scalar field has no shape, dictionary or chunks");
     return Status::Ok();
   }
   if (!IsValidDType(static_cast<uint8_t>(f.dtype)))
@@ -71,6 +71,14 @@ Status ValidateField(const FieldSpec& f, size_t i) {
   for (int64_t d : f.shape)
     if (d < -1) return InvalidArgument(where + ": dimension " + std::to_string(d) + " is not >= -1");
   if (!f.variable_shape()) RETURN_IF_ERROR(ByteSize(f.shape, f.dtype).status().WithContext(where));
+  if (f.chunked()) {
+    if (f.chunk_shape.size() != f.shape.size() || f.shape.empty())
+      return InvalidArgument(where + ": chunk shape " + ShapeToString(f.chunk_shape) + " does not have the rank of " +
+                             ShapeToString(f.shape));
+    for (int64_t d : f.chunk_shape)
+      if (d < 1) return InvalidArgument(where + ": chunk shape " + ShapeToString(f.chunk_shape) + " has a dimension < 1");
+    RETURN_IF_ERROR(ByteSize(f.chunk_shape, f.dtype).status().WithContext(where));
+  }
   return Status::Ok();
 }
 
@@ -119,6 +127,8 @@ Status ValidateManifest(const Manifest& m) {
   std::set<std::string> names;
   for (size_t i = 0; i < m.fields.size(); ++i) {
     RETURN_IF_ERROR(ValidateField(m.fields[i], i));
+    if (m.fields[i].chunked() && m.format_version == 1)
+      return InvalidArgument("field '" + m.fields[i].name + "' is chunked, which needs format version 2");
     if (!names.insert(m.fields[i].name).second)
       return InvalidArgument("field name '" + m.fields[i].name + "' appears twice");
   }
@@ -143,7 +153,7 @@ Offset<fb::Manifest> BuildManifest(FlatBufferBuilder& b, const Manifest& m) {
     auto meta = BuildKeyValues(b, f.meta);
     fields.push_back(fb::CreateField(b, b.CreateString(f.name), static_cast<fb::FieldKind>(f.kind),
                                      static_cast<uint8_t>(f.dtype), b.CreateVector(f.shape),
-                                     b.CreateVector(f.zstd_dictionary), meta));
+                                     b.CreateVector(f.zstd_dictionary), meta, b.CreateVector(f.chunk_shape)));
   }
   std::vector<Offset<fb::Split>> splits;
   for (const auto& s : m.splits)
@@ -191,6 +201,7 @@ Manifest ReadManifest(const fb::Manifest& in) {
     if (f.shape()) spec.shape.assign(f.shape()->begin(), f.shape()->end());
     if (f.zstd_dictionary()) spec.zstd_dictionary.assign(f.zstd_dictionary()->begin(), f.zstd_dictionary()->end());
     spec.meta = ReadKeyValues(f.meta());
+    if (f.chunk_shape()) spec.chunk_shape.assign(f.chunk_shape()->begin(), f.chunk_shape()->end());
     m.fields.push_back(std::move(spec));
   });
   ForEach(in.splits(), [&](const fb::Split& s) {

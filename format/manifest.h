@@ -28,8 +28,13 @@ struct FieldSpec {
   Shape shape;                            // ndarray only; -1 = varies per sample
   std::vector<uint8_t> zstd_dictionary;   // ndarray only; empty = no dictionary
   std::vector<KeyValue> meta;             // free-form annotations (roles, units, ...)
+  // ndarray only; empty = each sample is one blob. Otherwise (format version 2) each sample
+  // is stored as independently compressed chunks of this shape (edge chunks clipped), so a
+  // region can be read by decoding only the chunks it touches.
+  Shape chunk_shape = {};
   bool operator==(const FieldSpec& o) const;
   bool variable_shape() const;
+  bool chunked() const { return !chunk_shape.empty(); }
 };
 
 // Splits are contiguous runs of samples; together they cover [0, num_samples) in order.

@@ -1,5 +1,6 @@
 #include "format/shard_index_internal.h"
 
+#include "format/chunks_internal.h"
 #include "schemas/shard_index_generated.h"
 
 namespace shardify::detail {
@@ -19,6 +20,14 @@ void ShardIndexBuilder::AddBlob(size_t field, const BlobEntry& blob, const Shape
   if ((*fields_)[field].variable_shape()) c.dims.insert(c.dims.end(), shape.begin(), shape.end());
 }
 
+void ShardIndexBuilder::AddChunks(size_t field, const std::vector<BlobEntry>& chunks, const Shape& shape) {
+  Column& c = columns_[field];
+  if (c.chunk_starts.empty()) c.chunk_starts.push_back(0);
+  c.chunks.insert(c.chunks.end(), chunks.begin(), chunks.end());
+  c.chunk_starts.push_back(c.chunks.size());
+  if ((*fields_)[field].variable_shape()) c.dims.insert(c.dims.end(), shape.begin(), shape.end());
+}
+
 void ShardIndexBuilder::AddInt(size_t field, int64_t v) { columns_[field].ints.push_back(v); }
 void ShardIndexBuilder::AddFloat(size_t field, double v) { columns_[field].floats.push_back(v); }
 
@@ -29,23 +38,35 @@ void ShardIndexBuilder::AddData(size_t field, const std::string& payload) {
   c.data_offsets.push_back(c.data.size());
 }
 
+namespace {
+std::vector<fb::BlobRef> ToRefs(const std::vector<BlobEntry>& entries) {
+  std::vector<fb::BlobRef> refs;
+  refs.reserve(entries.size());
+  for (const BlobEntry& e : entries)
+    refs.emplace_back(e.offset, e.stored_size, e.raw_size, e.checksum, static_cast<uint8_t>(e.codec));
+  return refs;
+}
+}  // namespace
+
 std::vector<uint8_t> ShardIndexBuilder::Finish() const {
   flatbuffers::FlatBufferBuilder b(1 << 16);
   std::vector<flatbuffers::Offset<fb::Column>> cols;
   for (size_t f = 0; f < columns_.size(); ++f) {
     const Column& c = columns_[f];
-    flatbuffers::Offset<flatbuffers::Vector<const fb::BlobRef*>> blobs;
+    flatbuffers::Offset<flatbuffers::Vector<const fb::BlobRef*>> blobs, chunks;
+    flatbuffers::Offset<flatbuffers::Vector<uint64_t>> chunk_starts;
     flatbuffers::Offset<flatbuffers::Vector<int64_t>> dims, ints;
     flatbuffers::Offset<flatbuffers::Vector<double>> floats;
     flatbuffers::Offset<flatbuffers::Vector<uint8_t>> data;
     flatbuffers::Offset<flatbuffers::Vector<uint64_t>> offsets;
     switch ((*fields_)[f].kind) {
       case FieldKind::kNdarray: {
-        std::vector<fb::BlobRef> refs;
-        refs.reserve(c.blobs.size());
-        for (const BlobEntry& e : c.blobs)
-          refs.emplace_back(e.offset, e.stored_size, e.raw_size, e.checksum, static_cast<uint8_t>(e.codec));
-        blobs = b.CreateVectorOfStructs(refs);
+        if ((*fields_)[f].chunked()) {
+          chunks = b.CreateVectorOfStructs(ToRefs(c.chunks));
+          chunk_starts = b.CreateVector(c.chunk_starts.empty() ? std::vector<uint64_t>{0} : c.chunk_starts);
+        } else {
+          blobs = b.CreateVectorOfStructs(ToRefs(c.blobs));
+        }
         if ((*fields_)[f].variable_shape()) dims = b.CreateVector(c.dims);
         break;
       }
@@ -59,7 +80,7 @@ std::vector<uint8_t> ShardIndexBuilder::Finish() const {
         break;
       }
     }
-    cols.push_back(fb::CreateColumn(b, blobs, dims, ints, floats, data, offsets));
+    cols.push_back(fb::CreateColumn(b, blobs, dims, ints, floats, data, offsets, chunks, chunk_starts));
   }
   auto root = fb::CreateShardIndex(b, first_sample_, num_samples_, b.CreateVector(cols));
   fb::FinishShardIndexBuffer(b, root);
@@ -78,8 +99,8 @@ uint64_t Len(const V* v) {
   return v ? v->size() : 0;
 }
 
-Status CheckBlob(const FieldSpec& f, const fb::BlobRef& ref, const int64_t* dims, uint64_t blob_end,
-                 uint64_t max_bytes, const std::string& where) {
+// Where the blob lies and how it is coded: inside the data region, aligned when raw.
+Status CheckPlacement(const FieldSpec& f, const fb::BlobRef& ref, uint64_t blob_end, const std::string& where) {
   const uint64_t off = ref.offset(), stored = ref.stored_size();
   const bool raw = ref.codec() == static_cast<uint8_t>(Codec::kRaw);
   if (off < kShardHeaderSize || (raw && off % kBlobAlignment != 0) || off > blob_end || stored > blob_end - off)
@@ -89,10 +110,12 @@ Status CheckBlob(const FieldSpec& f, const fb::BlobRef& ref, const int64_t* dims
     return Corruption(where + ": unknown codec " + std::to_string(ref.codec()));
   if (ref.codec() == static_cast<uint8_t>(Codec::kZstdDict) && f.zstd_dictionary.empty())
     return Corruption(where + ": blob uses a dictionary but the field has none");
-  Shape shape = f.shape;
-  if (dims != nullptr) shape.assign(dims, dims + f.shape.size());
-  if (!ShapeMatches(f.shape, shape))
-    return Corruption(where + ": shape " + ShapeToString(shape) + " does not fit the field's " + ShapeToString(f.shape));
+  return Status::Ok();
+}
+
+// The blob decodes to exactly the bytes of `shape`, within the reader's limit.
+Status CheckRawSize(const FieldSpec& f, const fb::BlobRef& ref, const Shape& shape, uint64_t max_bytes,
+                    const std::string& where) {
   auto bytes = ByteSize(shape, f.dtype);
   if (!bytes.ok()) return Corruption(where + ": " + bytes.status().message());
   if (*bytes != ref.raw_size())
@@ -100,25 +123,84 @@ Status CheckBlob(const FieldSpec& f, const fb::BlobRef& ref, const int64_t* dims
                       ShapeToString(shape) + " (" + std::to_string(*bytes) + " bytes)");
   if (*bytes > max_bytes)
     return Corruption(where + ": raw size " + std::to_string(*bytes) + " exceeds the limit of " + std::to_string(max_bytes));
-  if (ref.codec() == static_cast<uint8_t>(Codec::kRaw) && stored != *bytes)
-    return Corruption(where + ": raw blob stores " + std::to_string(stored) + " bytes, expected " + std::to_string(*bytes));
+  if (ref.codec() == static_cast<uint8_t>(Codec::kRaw) && ref.stored_size() != *bytes)
+    return Corruption(where + ": raw blob stores " + std::to_string(ref.stored_size()) + " bytes, expected " +
+                      std::to_string(*bytes));
+  return Status::Ok();
+}
+
+Status CheckOffsets(const uint64_t* offs, uint64_t n, uint64_t end, const std::string& where, const char* what) {
+  uint64_t prev = 0;
+  for (uint64_t i = 0; i <= n; ++i) {
+    if (offs[i] < prev || (i == 0 && offs[0] != 0))
+      return Corruption(where + ": " + what + " are not ascending from 0 at entry " + std::to_string(i));
+    prev = offs[i];
+  }
+  if (prev != end)
+    return Corruption(where + ": " + what + " end at " + std::to_string(prev) + ", expected " + std::to_string(end));
+  return Status::Ok();
+}
+
+Result<Shape> SampleShape(const FieldSpec& f, const int64_t* dims, const std::string& where) {
+  Shape shape = f.shape;
+  if (dims != nullptr) shape.assign(dims, dims + f.shape.size());
+  if (!ShapeMatches(f.shape, shape))
+    return Corruption(where + ": shape " + ShapeToString(shape) + " does not fit the field's " + ShapeToString(f.shape));
+  return shape;
+}
+
+// A chunked sample: as many chunks as its grid has, each sized as its clipped box.
+Status CheckChunks(const FieldSpec& f, const fb::Column& c, uint64_t i, const Shape& shape, uint64_t blob_end,
+                   uint64_t max_bytes, const std::string& where) {
+  auto grid = MakeChunkGrid(shape, f.chunk_shape);
+  if (!grid.ok()) return Corruption(where + ": " + grid.status().message());
+  const uint64_t begin = c.chunk_starts()->Get(static_cast<flatbuffers::uoffset_t>(i));
+  const uint64_t end = c.chunk_starts()->Get(static_cast<flatbuffers::uoffset_t>(i + 1));
+  if (end - begin != grid->count)
+    return Corruption(where + ": " + std::to_string(end - begin) + " chunks, the grid of " + ShapeToString(shape) +
+                      " by " + ShapeToString(f.chunk_shape) + " has " + std::to_string(grid->count));
+  Shape origin, extent;
+  for (uint64_t k = 0; k < grid->count; ++k) {
+    const fb::BlobRef& ref = *c.chunks()->Get(static_cast<flatbuffers::uoffset_t>(begin + k));
+    const std::string at = where + " chunk " + std::to_string(k);
+    ChunkBox(*grid, k, &origin, &extent);
+    RETURN_IF_ERROR(CheckPlacement(f, ref, blob_end, at));
+    RETURN_IF_ERROR(CheckRawSize(f, ref, extent, max_bytes, at));
+  }
+  auto total = ByteSize(shape, f.dtype);
+  if (!total.ok() || *total > max_bytes)
+    return Corruption(where + ": shape " + ShapeToString(shape) + " exceeds the limit of " + std::to_string(max_bytes));
   return Status::Ok();
 }
 
 Status CheckNdarray(const FieldSpec& f, const fb::Column& c, uint64_t first, uint64_t n, uint64_t blob_end,
                     uint64_t max_bytes, const std::string& path, ColumnView* view) {
   const std::string where = path + " field '" + f.name + "'";
-  if (Len(c.blobs()) != n) return Corruption(where + ": " + std::to_string(Len(c.blobs())) + " blobs for " + std::to_string(n) + " samples");
   const uint64_t rank = f.shape.size();
   const bool variable = f.variable_shape();
   if (Len(c.dims()) != (variable ? n * rank : 0))
     return Corruption(where + ": " + std::to_string(Len(c.dims())) + " shape entries, expected " + std::to_string(variable ? n * rank : 0));
-  view->blobs = n ? c.blobs()->Get(0) : nullptr;
   view->dims = variable && n && rank ? c.dims()->data() : nullptr;
+  if (f.chunked()) {
+    if (Len(c.chunk_starts()) != n + 1)
+      return Corruption(where + ": " + std::to_string(Len(c.chunk_starts())) + " chunk starts for " + std::to_string(n) + " samples");
+    RETURN_IF_ERROR(CheckOffsets(c.chunk_starts()->data(), n, Len(c.chunks()), where, "chunk starts"));
+    view->chunks = Len(c.chunks()) ? c.chunks()->Get(0) : nullptr;
+    view->chunk_starts = c.chunk_starts()->data();
+  } else {
+    if (Len(c.blobs()) != n) return Corruption(where + ": " + std::to_string(Len(c.blobs())) + " blobs for " + std::to_string(n) + " samples");
+    view->blobs = n ? c.blobs()->Get(0) : nullptr;
+  }
   for (uint64_t i = 0; i < n; ++i) {
-    const int64_t* dims = view->dims ? view->dims + i * rank : nullptr;
-    RETURN_IF_ERROR(CheckBlob(f, *c.blobs()->Get(static_cast<flatbuffers::uoffset_t>(i)), dims, blob_end, max_bytes,
-                              path + " sample " + std::to_string(first + i) + " field '" + f.name + "'"));
+    const std::string at = path + " sample " + std::to_string(first + i) + " field '" + f.name + "'";
+    ASSIGN_OR_RETURN(const Shape shape, SampleShape(f, view->dims ? view->dims + i * rank : nullptr, at));
+    if (f.chunked()) {
+      RETURN_IF_ERROR(CheckChunks(f, c, i, shape, blob_end, max_bytes, at));
+      continue;
+    }
+    const fb::BlobRef& ref = *c.blobs()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    RETURN_IF_ERROR(CheckPlacement(f, ref, blob_end, at));
+    RETURN_IF_ERROR(CheckRawSize(f, ref, shape, max_bytes, at));
   }
   return Status::Ok();
 }
@@ -126,17 +208,9 @@ Status CheckNdarray(const FieldSpec& f, const fb::Column& c, uint64_t first, uin
 Status CheckData(const fb::Column& c, uint64_t n, const std::string& where, ColumnView* view) {
   if (Len(c.data_offsets()) != n + 1)
     return Corruption(where + ": " + std::to_string(Len(c.data_offsets())) + " data offsets, expected " + std::to_string(n + 1));
-  const uint64_t* offs = c.data_offsets()->data();
-  uint64_t prev = 0;
-  for (uint64_t i = 0; i <= n; ++i) {
-    if (offs[i] < prev || (i == 0 && offs[0] != 0))
-      return Corruption(where + ": data offsets are not ascending from 0 at entry " + std::to_string(i));
-    prev = offs[i];
-  }
-  if (prev != Len(c.data()))
-    return Corruption(where + ": data offsets end at " + std::to_string(prev) + ", data has " + std::to_string(Len(c.data())) + " bytes");
+  RETURN_IF_ERROR(CheckOffsets(c.data_offsets()->data(), n, Len(c.data()), where, "data offsets"));
   view->data = c.data() ? c.data()->data() : nullptr;
-  view->data_offsets = offs;
+  view->data_offsets = c.data_offsets()->data();
   return Status::Ok();
 }
 
@@ -145,8 +219,10 @@ Status CheckColumn(const FieldSpec& f, const fb::Column& c, uint64_t first, uint
   const std::string where = path + " field '" + f.name + "'";
   const bool nd = f.kind == FieldKind::kNdarray, in = f.kind == FieldKind::kInt, fl = f.kind == FieldKind::kFloat;
   const bool da = f.kind == FieldKind::kString || f.kind == FieldKind::kBytes;
+  const bool chunked = nd && f.chunked();
   if ((!nd && (Len(c.blobs()) || Len(c.dims()))) || (!in && Len(c.ints())) || (!fl && Len(c.floats())) ||
-      (!da && (Len(c.data()) || Len(c.data_offsets()))))
+      (!da && (Len(c.data()) || Len(c.data_offsets()))) || (chunked && Len(c.blobs())) ||
+      (!chunked && (Len(c.chunks()) || Len(c.chunk_starts()))))
     return Corruption(where + ": holds vectors of another field kind than " + FieldKindName(f.kind));
   if (nd) return CheckNdarray(f, c, first, n, blob_end, max_bytes, path, view);
   if (da) return CheckData(c, n, where, view);

@@ -28,6 +28,8 @@ class ShardIndexBuilder {
   explicit ShardIndexBuilder(const std::vector<FieldSpec>* fields);
   void Reset(uint64_t first_sample);
   void AddBlob(size_t field, const BlobEntry& blob, const Shape& shape);
+  // A chunked field's sample: its chunks in grid order.
+  void AddChunks(size_t field, const std::vector<BlobEntry>& chunks, const Shape& shape);
   void AddInt(size_t field, int64_t v);
   void AddFloat(size_t field, double v);
   void AddData(size_t field, const std::string& payload);
@@ -38,7 +40,8 @@ class ShardIndexBuilder {
 
  private:
   struct Column {
-    std::vector<BlobEntry> blobs;
+    std::vector<BlobEntry> blobs, chunks;
+    std::vector<uint64_t> chunk_starts;
     std::vector<int64_t> dims, ints;
     std::vector<double> floats;
     std::vector<uint8_t> data;
@@ -53,6 +56,8 @@ class ShardIndexBuilder {
 // Pointers into a verified index. Valid while the index bytes are.
 struct ColumnView {
   const fb::BlobRef* blobs = nullptr;  // ndarray
+  const fb::BlobRef* chunks = nullptr; // chunked ndarray
+  const uint64_t* chunk_starts = nullptr;
   const int64_t* dims = nullptr;       // variable-shape ndarray: rank per sample
   const int64_t* ints = nullptr;
   const double* floats = nullptr;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "format/checksum.h"
+#include "format/chunks_internal.h"
 #include "format/codec_internal.h"
 #include "format/file.h"
 #include "format/shard_index_internal.h"
@@ -63,7 +64,15 @@ struct Moments {
   }
 };
 
+struct EncodedChunk {
+  Codec codec = Codec::kRaw;
+  std::vector<uint8_t> stored;
+  uint64_t raw_size = 0;
+  uint64_t checksum = 0;
+};
+
 struct EncodedField {
+  std::vector<EncodedChunk> chunks;  // chunked ndarray fields
   Codec codec = Codec::kRaw;
   std::vector<uint8_t> stored;  // ndarray blob, or string/bytes payload
   uint64_t raw_size = 0;
@@ -163,9 +172,32 @@ class EncoderImpl final : public Encoder {
     out->shape = std::move(v.shape);
     out->raw_size = bytes;
     if (options_->compute_stats) out->moments = ComputeMoments(spec.dtype, v.bytes.data(), bytes);
+    if (spec.chunked()) return EncodeChunks(f, v.bytes, out);
     ASSIGN_OR_RETURN(out->codec, compressor_.Compress(v.bytes.data(), v.bytes.size(), (*dicts_)[f].get(),
                                                       options_->min_ratio, &out->stored));
     out->checksum = Checksum64(out->stored.data(), out->stored.size());
+    return Status::Ok();
+  }
+
+  // Cuts the array into the field's chunks (grid order, edges clipped) and compresses each.
+  Status EncodeChunks(size_t f, const std::vector<uint8_t>& array, EncodedField* out) {
+    const FieldSpec& spec = (*fields_)[f];
+    ASSIGN_OR_RETURN(const detail::ChunkGrid grid, detail::MakeChunkGrid(out->shape, spec.chunk_shape));
+    const size_t elem = DTypeSize(spec.dtype);
+    const Shape zero(out->shape.size(), 0);
+    Shape origin, extent;
+    out->chunks.resize(grid.count);
+    for (uint64_t k = 0; k < grid.count; ++k) {
+      detail::ChunkBox(grid, k, &origin, &extent);
+      ASSIGN_OR_RETURN(const uint64_t bytes, ByteSize(extent, spec.dtype));
+      scratch_.resize(bytes);
+      detail::CopyBox(array.data(), out->shape, origin, scratch_.data(), extent, zero, extent, elem);
+      EncodedChunk& c = out->chunks[k];
+      c.raw_size = bytes;
+      ASSIGN_OR_RETURN(c.codec, compressor_.Compress(scratch_.data(), bytes, (*dicts_)[f].get(), options_->min_ratio,
+                                                     &c.stored));
+      c.checksum = Checksum64(c.stored.data(), c.stored.size());
+    }
     return Status::Ok();
   }
 
@@ -173,6 +205,7 @@ class EncoderImpl final : public Encoder {
   const std::vector<std::shared_ptr<const detail::ZstdDictionary>>* dicts_;
   const WriterOptions* options_;
   detail::Compressor compressor_;
+  std::vector<uint8_t> scratch_;
 };
 
 bool IsOurFile(const std::string& name) {
@@ -216,6 +249,9 @@ class WriterImpl final : public DatasetWriter {
     manifest_.fields = std::move(fields);
     dicts_.resize(manifest_.fields.size());
     moments_.resize(manifest_.fields.size());
+    for (const FieldSpec& f : manifest_.fields)
+      if (f.chunked()) version_ = kFormatVersionChunks;
+    manifest_.format_version = version_;
   }
 
   ~WriterImpl() override {
@@ -281,7 +317,7 @@ class WriterImpl final : public DatasetWriter {
     const std::string tmp = JoinPath(dir_, name) + kTempSuffix;
     created_.push_back(tmp);
     ASSIGN_OR_RETURN(shard_, WritableFile::Create(tmp));
-    EncodeFileHeader({kShardMagic, kFormatVersion, 0}, header_);
+    EncodeFileHeader({kShardMagic, version_, 0}, header_);
     RETURN_IF_ERROR(shard_->Append(header_, sizeof header_));
     builder_.Reset(manifest_.num_samples);
     return Status::Ok();
@@ -309,14 +345,32 @@ class WriterImpl final : public DatasetWriter {
         return Status::Ok();
       case FieldKind::kNdarray: break;
     }
-    // Raw blobs are aligned so they can be used in place; compressed ones are packed.
-    if (v.codec == Codec::kRaw) {
+    moments_[f].Merge(v.moments);
+    if (manifest_.fields[f].chunked()) {
+      std::vector<detail::BlobEntry> entries;
+      entries.reserve(v.chunks.size());
+      for (const EncodedChunk& c : v.chunks) {
+        ASSIGN_OR_RETURN(const uint64_t offset, WriteBlob(c.codec, c.stored));
+        entries.push_back({offset, c.stored.size(), c.raw_size, c.checksum, c.codec});
+      }
+      builder_.AddChunks(f, entries, v.shape);
+      return Status::Ok();
+    }
+    ASSIGN_OR_RETURN(const uint64_t offset, WriteBlob(v.codec, v.stored));
+    builder_.AddBlob(f, {offset, v.stored.size(), v.raw_size, v.checksum, v.codec}, v.shape);
+    return Status::Ok();
+  }
+
+  // Appends one blob and returns its offset. Raw blobs are aligned so they can be used in
+  // place; compressed ones are packed.
+  Result<uint64_t> WriteBlob(Codec codec, const std::vector<uint8_t>& stored) {
+    if (codec == Codec::kRaw) {
       const uint64_t pad = (kBlobAlignment - shard_->size() % kBlobAlignment) % kBlobAlignment;
       RETURN_IF_ERROR(shard_->AppendZeros(pad));
     }
-    builder_.AddBlob(f, {shard_->size(), v.stored.size(), v.raw_size, v.checksum, v.codec}, v.shape);
-    moments_[f].Merge(v.moments);
-    return shard_->Append(v.stored.data(), v.stored.size());
+    const uint64_t offset = shard_->size();
+    RETURN_IF_ERROR(shard_->Append(stored.data(), stored.size()));
+    return offset;
   }
 
   Status CloseShard() {
@@ -327,7 +381,7 @@ class WriterImpl final : public DatasetWriter {
     footer.index_offset = shard_->size();
     footer.index_length = index.size();
     footer.index_checksum = Checksum64(index.data(), index.size());
-    footer.version = kFormatVersion;
+    footer.version = version_;
     uint8_t footer_bytes[kShardFooterSize];
     EncodeShardFooter(footer, header_, footer_bytes);
     RETURN_IF_ERROR(shard_->Append(index.data(), index.size()));
@@ -347,7 +401,7 @@ class WriterImpl final : public DatasetWriter {
 
   Status FinishImpl() {
     if (shard_) RETURN_IF_ERROR(CloseShard());
-    manifest_.format_version = kFormatVersion;
+    manifest_.format_version = version_;
     manifest_.classes = options_.classes;
     manifest_.provenance = options_.provenance;
     for (size_t f = 0; f < manifest_.fields.size(); ++f) {
@@ -376,6 +430,7 @@ class WriterImpl final : public DatasetWriter {
   uint8_t header_[kShardHeaderSize] = {};
   std::vector<std::string> created_;
   uint64_t bytes_done_ = 0;
+  uint32_t version_ = 1;  // the oldest version that can hold the schema
   bool encoders_made_ = false;
   bool finished_ = false;
   Status status_;
@@ -390,6 +445,7 @@ Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& 
     return InvalidArgument("zstd level " + std::to_string(options.zstd_level) + " is outside 1..19");
   if (options.target_shard_bytes == 0) return InvalidArgument("target shard size must be positive");
   Manifest probe;
+  probe.format_version = kFormatVersion;
   probe.fields = fields;
   RETURN_IF_ERROR(ValidateManifest(probe));
   for (const auto& f : fields)

@@ -40,7 +40,7 @@ struct Fixture {
     REQUIRE(WriteFileAtomic(tmp / kManifestFileName, out.data(), out.size(), false).ok());
   }
   // Replaces the index (and fixes up footer, its checksum and the manifest).
-  void ReplaceIndex(const Bytes& index, uint32_t version = kFormatVersion, uint32_t flags = 0) const {
+  void ReplaceIndex(const Bytes& index, uint32_t version = 1, uint32_t flags = 0) const {
     Bytes b = Read();
     ShardFooter f = Footer(b);
     b.resize(f.index_offset);
@@ -210,17 +210,21 @@ TEST_CASE("format corruption: index that fails the FlatBuffers verifier") {
 
 TEST_CASE("format corruption: version too new") {
   Fixture fx;
+  const std::string too_new = "format version " + std::to_string(kFormatVersion + 1) + " is not supported";
   fx.ReplaceIndex(fx.Index(), kFormatVersion + 1);
-  ExpectError(OpenAndReadAll(fx.dir), StatusCode::kUnsupported, "format version 2 is not supported");
+  ExpectError(OpenAndReadAll(fx.dir), StatusCode::kUnsupported, too_new);
   Manifest m;
   m.format_version = kFormatVersion + 1;
   const Bytes mb = EncodeManifestFile(m);
-  ExpectError(DecodeManifestFile(mb.data(), mb.size(), "m").status(), StatusCode::kUnsupported, "format version 2");
+  ExpectError(DecodeManifestFile(mb.data(), mb.size(), "m").status(), StatusCode::kUnsupported, too_new);
+  // A known version that disagrees with the manifest's is corruption.
+  fx.ReplaceIndex(fx.Index(), 2);
+  ExpectError(OpenAndReadAll(fx.dir), StatusCode::kCorruption, "shard is version 2, the manifest version 1");
 }
 
 TEST_CASE("format corruption: reserved flag bit set") {
   Fixture fx;
-  fx.ReplaceIndex(fx.Index(), kFormatVersion, 0x4);
+  fx.ReplaceIndex(fx.Index(), 1, 0x4);
   ExpectError(OpenAndReadAll(fx.dir), StatusCode::kUnsupported, "reserved flag bits set");
 }
 

@@ -1,0 +1,180 @@
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "format/chunks_internal.h"
+#include "format/dataset.h"
+#include "format/file.h"
+#include "format/writer.h"
+#include "fixtures.h"
+#include "tests/common/temp_dir.h"
+
+using namespace shardify;
+using namespace shardify::testing;
+
+namespace {
+
+// A volume whose every voxel encodes its coordinates, so misplaced copies show.
+std::vector<uint8_t> Volume(const Shape& s) {
+  std::vector<uint8_t> v(static_cast<size_t>(*ByteSize(s, DType::kU16)));
+  uint64_t n = 0;
+  for (int64_t z = 0; z < s[0]; ++z)
+    for (int64_t y = 0; y < s[1]; ++y)
+      for (int64_t x = 0; x < s[2]; ++x, ++n) {
+        const auto val = static_cast<uint16_t>(z * 1000 + y * 37 + x);
+        std::memcpy(&v[n * 2], &val, 2);
+      }
+  return v;
+}
+
+// The reference crop, with `pad` outside the volume.
+std::vector<uint8_t> Crop(const std::vector<uint8_t>& vol, const Shape& s, const Shape& start, const Shape& size,
+                          uint16_t pad) {
+  std::vector<uint8_t> out(static_cast<size_t>(*ByteSize(size, DType::kU16)));
+  uint64_t n = 0;
+  for (int64_t z = 0; z < size[0]; ++z)
+    for (int64_t y = 0; y < size[1]; ++y)
+      for (int64_t x = 0; x < size[2]; ++x, ++n) {
+        const int64_t a = start[0] + z, b = start[1] + y, c = start[2] + x;
+        uint16_t v = pad;
+        if (a >= 0 && b >= 0 && c >= 0 && a < s[0] && b < s[1] && c < s[2])
+          std::memcpy(&v, &vol[static_cast<size_t>(((a * s[1] + b) * s[2] + c) * 2)], 2);
+        std::memcpy(&out[n * 2], &v, 2);
+      }
+  return out;
+}
+
+struct ChunkedFixture {
+  TempDir tmp;
+  std::vector<Shape> shapes = {{20, 33, 17}, {7, 8, 9}, {16, 16, 16}};
+  explicit ChunkedFixture(Shape chunk = {4, 8, 5}) {
+    FieldSpec vol{"image", FieldKind::kNdarray, DType::kU16, {-1, -1, -1}, {}, {}};
+    vol.chunk_shape = chunk;
+    WriterOptions o;
+    o.fsync = false;
+    auto w = DatasetWriter::Create(tmp.path(), {vol, {"label", FieldKind::kInt, DType::kU8, {}, {}, {}}}, o);
+    REQUIRE(w.ok());
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      SampleInput s;
+      s.values = {FieldValue::Array(Volume(shapes[i]), shapes[i]), FieldValue::Int(static_cast<int64_t>(i))};
+      REQUIRE((*w)->Append(std::move(s)).ok());
+    }
+    REQUIRE((*w)->Finish().ok());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("format chunks: grids clip edge chunks and copies land in place") {
+  auto g = detail::MakeChunkGrid({10, 7}, {4, 4});
+  REQUIRE(g.ok());
+  CHECK(g->grid == Shape{3, 2});
+  CHECK(g->count == 6);
+  Shape origin, extent;
+  detail::ChunkBox(*g, 5, &origin, &extent);
+  CHECK(origin == Shape{8, 4});
+  CHECK(extent == Shape{2, 3});
+  CHECK_FALSE(detail::MakeChunkGrid({10, 7}, {4}).ok());
+  CHECK_FALSE(detail::MakeChunkGrid({10, 7}, {4, 0}).ok());
+}
+
+TEST_CASE("format chunks: a chunked dataset is version 2 and decodes whole") {
+  ChunkedFixture fx;
+  auto ds = Dataset::Open(fx.tmp.path());
+  REQUIRE(ds.ok());
+  CHECK((*ds)->manifest().format_version == 2);
+  CHECK((*ds)->manifest().fields[0].chunk_shape == Shape{4, 8, 5});
+  Decoder d;
+  for (size_t i = 0; i < fx.shapes.size(); ++i) {
+    auto v = (*ds)->Sample(i);
+    REQUIRE(v.ok());
+    CHECK(*v->shape(0) == fx.shapes[i]);
+    CHECK(v->blob(0).status().code() == StatusCode::kInvalidArgument);
+    std::vector<uint8_t> out(*v->raw_size(0));
+    REQUIRE(v->Decode(0, out.data(), out.size(), d).ok());
+    CHECK(out == Volume(fx.shapes[i]));
+  }
+  CHECK(*(*ds)->Sample(0)->num_chunks(0) == 5 * 5 * 4);
+}
+
+TEST_CASE("format chunks: a region equals the same crop bit for bit, borders included") {
+  ChunkedFixture fx;
+  auto ds = Dataset::Open(fx.tmp.path());
+  REQUIRE(ds.ok());
+  Decoder d;
+  auto v = (*ds)->Sample(0);
+  const std::vector<uint8_t> vol = Volume(fx.shapes[0]);
+  const uint16_t pad = 0xBEEF;
+  const Shape starts[] = {{0, 0, 0}, {3, 7, 4}, {-2, -3, -1}, {15, 30, 10}, {19, 32, 16}, {-5, 40, 0}};
+  const Shape size = {6, 9, 8};
+  for (const Shape& start : starts) {
+    INFO(ShapeToString(start));
+    std::vector<uint8_t> out(*ByteSize(size, DType::kU16));
+    REQUIRE(v->DecodeRegion(0, start, size, out.data(), out.size(), d, &pad).ok());
+    CHECK(out == Crop(vol, fx.shapes[0], start, size, pad));
+  }
+}
+
+TEST_CASE("format chunks: only the chunks a region touches are decoded") {
+  ChunkedFixture fx;
+  auto ds = Dataset::Open(fx.tmp.path());
+  Decoder d;
+  auto v = (*ds)->Sample(0);
+  std::vector<uint8_t> out(4 * 8 * 5 * 2);
+  REQUIRE(v->DecodeRegion(0, {4, 8, 5}, {4, 8, 5}, out.data(), out.size(), d).ok());
+  CHECK(d.chunks_decoded() == 1);  // exactly one aligned chunk
+  REQUIRE(v->DecodeRegion(0, {3, 7, 4}, {2, 2, 2}, out.data(), out.size(), d).ok());
+  CHECK(d.chunks_decoded() == 1 + 8);  // a corner shared by 2x2x2 chunks
+  std::vector<uint8_t> whole(*v->raw_size(0));
+  REQUIRE(v->Decode(0, whole.data(), whole.size(), d).ok());
+  CHECK(d.chunks_decoded() == 9 + 100);
+}
+
+TEST_CASE("format chunks: regions of unchunked fields work the same way") {
+  TempDir tmp;
+  REQUIRE(WriteSmallDataset(tmp.path(), 3).ok());
+  auto ds = Dataset::Open(tmp.path());
+  Decoder d;
+  auto v = (*ds)->Sample(1);
+  std::vector<uint8_t> out(1 * 3 * 3);
+  REQUIRE(v->DecodeRegion(0, {0, 6, 6}, {1, 3, 3}, out.data(), out.size(), d).ok());
+  const std::vector<uint8_t> src = Pattern(64, 1);
+  CHECK(out[0] == src[6 * 8 + 6]);
+  CHECK(out[1] == src[6 * 8 + 7]);
+  CHECK(out[2] == 0);  // past the edge
+  CHECK(out[8] == 0);
+  CHECK(v->DecodeRegion(0, {0, 0}, {1, 1}, out.data(), out.size(), d).code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("format chunks: a corrupt chunk is reported by chunk and sample") {
+  ChunkedFixture fx({4, 4, 4});
+  auto ds = Dataset::Open(fx.tmp.path());
+  const BlobInfo c = *(*ds)->Sample(1)->chunk(0, 3);
+  const uint8_t* base = (*ds)->Sample(0)->chunk(0, 0)->data;
+  const uint64_t first = (*ds)->Sample(0)->chunk(0, 0)->codec == Codec::kRaw ? 64 : 16;
+  const uint64_t off = static_cast<uint64_t>(c.data - base) + first;
+  ds = Status(Internal("closed"));
+  const std::string path = fx.tmp / "shard-00000.sfs";
+  std::vector<uint8_t> bytes = *ReadWholeFile(path, 1 << 30);
+  bytes[off] ^= 0x10;
+  REQUIRE(WriteFileAtomic(path, bytes.data(), bytes.size(), false).ok());
+  auto again = Dataset::Open(fx.tmp.path());
+  auto v = (*again)->Sample(1);
+  Decoder d;
+  std::vector<uint8_t> out(*v->raw_size(0));
+  const Status s = v->Decode(0, out.data(), out.size(), d);
+  CHECK(s.code() == StatusCode::kCorruption);
+  CHECK_THAT(s.message(), Catch::Contains("sample 1 field 'image' chunk 3: chunk checksum mismatch"));
+  // A region that avoids the damaged chunk still reads.
+  std::vector<uint8_t> corner(2 * 2 * 2 * 2);
+  CHECK(v->DecodeRegion(0, {0, 0, 0}, {2, 2, 2}, corner.data(), corner.size(), d).ok());
+}
+
+TEST_CASE("format chunks: chunk shapes of the wrong rank are refused") {
+  TempDir tmp;
+  FieldSpec vol{"image", FieldKind::kNdarray, DType::kU16, {8, 8}, {}, {}};
+  vol.chunk_shape = {4};
+  CHECK_THAT(DatasetWriter::Create(tmp.path(), {vol}, {}).status().message(), Catch::Contains("does not have the rank"));
+  vol.chunk_shape = {4, 0};
+  CHECK_THAT(DatasetWriter::Create(tmp.path(), {vol}, {}).status().message(), Catch::Contains("dimension < 1"));
+}
