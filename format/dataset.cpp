@@ -51,6 +51,8 @@ class MappedShard {
     const uint64_t size = file_->size();
     if (size != info.size_bytes)
       return Corruption(p + ": shard is " + std::to_string(size) + " bytes, manifest says " + std::to_string(info.size_bytes));
+    if (size < kShardHeaderSize + kShardFooterSize)  // before any pointer arithmetic on the mapping
+      return Corruption(p + ": " + std::to_string(size) + " bytes is too small for a shard");
     RETURN_IF_ERROR(CheckShardEnds(data(), data() + size - kShardFooterSize, size, p));
     const ShardFooter footer = DecodeShardFooter(data() + size - kShardFooterSize);
     if (footer.version != m.format_version)
