@@ -88,6 +88,8 @@ struct EncodedSample {
   std::vector<EncodedField> fields;
 };
 
+void EncodedSampleDeleter::operator()(EncodedSample* p) const { delete p; }
+
 namespace {
 
 template <typename T>
@@ -136,12 +138,12 @@ class EncoderImpl final : public Encoder {
               const std::vector<std::shared_ptr<const detail::ZstdDictionary>>* dicts, const WriterOptions* options)
       : fields_(fields), dicts_(dicts), options_(options), compressor_(options->zstd_level) {}
 
-  Result<std::unique_ptr<EncodedSample>> Encode(SampleInput&& in) override {
+  Result<EncodedSamplePtr> Encode(SampleInput&& in) override {
     if (in.values.size() != fields_->size())
       return InvalidArgument("sample has " + std::to_string(in.values.size()) + " values, the schema has " +
                              std::to_string(fields_->size()) + " fields");
     if (in.split.empty()) return InvalidArgument("sample has an empty split name");
-    auto out = std::make_unique<EncodedSample>();
+    EncodedSamplePtr out(new EncodedSample());
     out->split = std::move(in.split);
     out->fields.resize(fields_->size());
     for (size_t f = 0; f < fields_->size(); ++f) {
@@ -284,7 +286,7 @@ class WriterImpl final : public DatasetWriter {
     return Append(std::move(encoded));
   }
 
-  Status Append(std::unique_ptr<EncodedSample> sample) override {
+  Status Append(EncodedSamplePtr sample) override {
     if (!status_.ok()) return status_;
     if (finished_) return InvalidArgument("append after Finish");
     status_ = AppendSample(*sample);

@@ -61,6 +61,10 @@ struct WriterOptions {
 
 // Opaque result of encoding one sample; hand it to DatasetWriter::Append in order.
 struct EncodedSample;
+struct EncodedSampleDeleter {
+  void operator()(EncodedSample* p) const;  // defined where EncodedSample is complete
+};
+using EncodedSamplePtr = std::unique_ptr<EncodedSample, EncodedSampleDeleter>;
 
 // Per-thread compressor state. Not thread-safe; one per thread. Must not outlive its writer.
 class Encoder {
@@ -68,7 +72,7 @@ class Encoder {
   virtual ~Encoder() = default;
   // Validates `sample` against the schema (kinds, dtype sizes, shapes) and compresses it.
   // Errors name the field. `sample` is consumed.
-  virtual Result<std::unique_ptr<EncodedSample>> Encode(SampleInput&& sample) = 0;
+  virtual Result<EncodedSamplePtr> Encode(SampleInput&& sample) = 0;
 };
 
 class DatasetWriter {
@@ -89,7 +93,7 @@ class DatasetWriter {
 
   virtual std::unique_ptr<Encoder> NewEncoder() = 0;
 
-  virtual Status Append(std::unique_ptr<EncodedSample> sample) = 0;
+  virtual Status Append(EncodedSamplePtr sample) = 0;
   // Encodes with an internal encoder, then appends.
   virtual Status Append(SampleInput&& sample) = 0;
 

@@ -4,7 +4,7 @@
 set -euo pipefail
 packages=(
   cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
-  libzstd-dev libflatbuffers-dev flatbuffers-compiler libxxhash-dev zlib1g-dev
+  libzstd-dev libflatbuffers-dev flatbuffers-compiler libxxhash-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev
   libcli11-dev catch2 nlohmann-json3-dev
   libinsighttoolkit5-dev insighttoolkit5-examples
   libtorch-dev python3-torch python3-torchvision

@@ -1,0 +1,176 @@
+// Case inspection and decoding (see case.h).
+#include "convert/case.h"
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+namespace shardify::convert {
+namespace {
+
+std::string VecToString(const std::vector<double>& v) {
+  std::ostringstream s;
+  s << "[";
+  for (size_t i = 0; i < v.size(); ++i) s << (i ? ", " : "") << v[i];
+  s << "]";
+  return s.str();
+}
+
+bool Near(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::fabs(a[i] - b[i]) > 1e-4 * std::max(1.0, std::fabs(a[i]))) return false;
+  }
+  return true;
+}
+
+Shape Spatial(const Shape& s) { return Shape(s.begin() + 1, s.end()); }
+
+// Checks that `b` (file `b_path`, called `b_name`) matches reference `a` in space.
+Status SameSpace(const ImageInfo& a, const ImageInfo& b, const std::string& where,
+                 const std::string& b_name, const std::string& b_path) {
+  std::string who = where + ": " + b_name + " (" + b_path + ")";
+  if (Spatial(a.shape) != Spatial(b.shape)) {
+    return InvalidArgument(who + " has spatial shape " + ShapeToString(Spatial(b.shape)) +
+                           " but the image has " + ShapeToString(Spatial(a.shape)));
+  }
+  const Geometry& g = a.geometry;
+  const Geometry& h = b.geometry;
+  if (!Near(g.spacing, h.spacing)) return InvalidArgument(who + " has spacing " + VecToString(h.spacing) + " but the image has " + VecToString(g.spacing));
+  if (!Near(g.origin, h.origin)) return InvalidArgument(who + " has origin " + VecToString(h.origin) + " but the image has " + VecToString(g.origin));
+  if (!Near(g.direction, h.direction)) return InvalidArgument(who + " has direction " + VecToString(h.direction) + " but the image has " + VecToString(g.direction));
+  return Status::Ok();
+}
+
+// Combines per-channel infos into the stacked image info.
+Status StackInfo(const std::vector<ImageInfo>& ch, const CaseInput& in, ImageInfo* out) {
+  *out = ch[0];
+  for (size_t k = 1; k < ch.size(); ++k) {
+    std::string name = "channel " + std::to_string(k);
+    if (ch[k].dtype != ch[0].dtype) {
+      return InvalidArgument(in.name + ": " + name + " (" + in.images[k] + ") has dtype " + DTypeName(ch[k].dtype) +
+                             " but channel 0 has " + DTypeName(ch[0].dtype));
+    }
+    RETURN_IF_ERROR(SameSpace(ch[0], ch[k], in.name, name, in.images[k]));
+    out->shape[0] += ch[k].shape[0];
+  }
+  return Status::Ok();
+}
+
+Result<ImageInfo> IdxInfo(const SourcePlan& plan, const CaseInput& in) {
+  const IdxArray& a = plan.idx[static_cast<size_t>(in.idx_set)]->images;
+  ImageInfo info;
+  info.dtype = a.dtype;
+  info.shape = a.shape.size() == 4 ? Shape{a.shape[3], a.shape[1], a.shape[2]} : Shape{1, a.shape[1], a.shape[2]};
+  return info;
+}
+
+Result<std::vector<uint8_t>> IdxPixels(const SourcePlan& plan, const CaseInput& in, const ImageInfo& info) {
+  const IdxArray& a = plan.idx[static_cast<size_t>(in.idx_set)]->images;
+  const size_t es = DTypeSize(a.dtype);
+  ASSIGN_OR_RETURN(uint64_t n, ByteSize(info.shape, info.dtype));
+  const uint8_t* src = a.data.data() + static_cast<size_t>(in.idx_item) * n;
+  if (a.shape.size() == 3) return std::vector<uint8_t>(src, src + n);
+  std::vector<uint8_t> out(n);  // [H, W, C] -> [C, H, W]
+  const int64_t c = info.shape[0], hw = info.shape[1] * info.shape[2];
+  for (int64_t p = 0; p < hw; ++p) {
+    for (int64_t k = 0; k < c; ++k) std::memcpy(&out[(k * hw + p) * es], src + (p * c + k) * es, es);
+  }
+  return out;
+}
+
+void AddRleGeometry(const CaseInput& in, ImageInfo* info) {
+  info->geometry.spacing = in.spacing;
+  info->geometry.origin = {0.0, 0.0};
+  info->geometry.direction = {1.0, 0.0, 0.0, 1.0};
+}
+
+}  // namespace
+
+Result<CaseInfo> InspectCase(const SourcePlan& plan, const CaseInput& in) {
+  CaseInfo out;
+  if (in.idx_set >= 0) {
+    ASSIGN_OR_RETURN(out.image, IdxInfo(plan, in));
+    return out;
+  }
+  std::vector<ImageInfo> ch;
+  const bool single = in.images.size() == 1 && in.mask.empty();
+  for (const auto& p : in.images) {
+    ASSIGN_OR_RETURN(ImageInfo i, ReadImageInfo(p, single ? &out.small_file : nullptr));
+    ch.push_back(std::move(i));
+  }
+  if (ch.empty()) return Internal(in.name + ": case has no image files");
+  RETURN_IF_ERROR(StackInfo(ch, in, &out.image));
+  if (!in.rle.empty()) {
+    AddRleGeometry(in, &out.image);
+    out.has_mask = true;
+    out.mask.dtype = DType::kU8;
+    out.mask.shape = {static_cast<int64_t>(in.rle.size()), out.image.shape[1], out.image.shape[2]};
+  } else if (!in.mask.empty()) {
+    out.has_mask = true;
+    ASSIGN_OR_RETURN(out.mask, ReadImageInfo(in.mask));
+    RETURN_IF_ERROR(SameSpace(out.image, out.mask, in.name, "mask", in.mask));
+  }
+  return out;
+}
+
+Status DecodeRle(const std::string& rle, uint8_t* out, uint64_t n, const std::string& where) {
+  std::istringstream s(rle);
+  std::string a, b;
+  while (s >> a) {
+    int64_t start = 0, len = 0;
+    if (!(s >> b)) return Corruption(where + ": run-length string has an odd number of values");
+    char* e1 = nullptr;
+    char* e2 = nullptr;
+    start = std::strtoll(a.c_str(), &e1, 10);
+    len = std::strtoll(b.c_str(), &e2, 10);
+    if (*e1 != 0 || *e2 != 0 || start < 1 || len < 0) {
+      return Corruption(where + ": bad run '" + a + " " + b + "' in run-length string");
+    }
+    if (static_cast<uint64_t>(start - 1) > n || static_cast<uint64_t>(len) > n - static_cast<uint64_t>(start - 1)) {
+      return Corruption(where + ": run " + a + " " + b + " goes past the " + std::to_string(n) + " pixels of the image");
+    }
+    std::memset(out + start - 1, 1, static_cast<size_t>(len));
+  }
+  return Status::Ok();
+}
+
+Result<CaseData> DecodeCase(const SourcePlan& plan, const CaseInput& in, const std::vector<uint8_t>* small_file) {
+  CaseData out;
+  if (in.idx_set >= 0) {
+    ASSIGN_OR_RETURN(out.image.info, IdxInfo(plan, in));
+    ASSIGN_OR_RETURN(out.image.pixels, IdxPixels(plan, in, out.image.info));
+    return out;
+  }
+  std::vector<ImageInfo> infos;
+  for (size_t k = 0; k < in.images.size(); ++k) {
+    ASSIGN_OR_RETURN(DecodedImage d, ReadImage(in.images[k], in.images.size() == 1 ? small_file : nullptr));
+    infos.push_back(d.info);
+    if (k == 0) {
+      out.image = std::move(d);
+    } else {
+      out.image.pixels.insert(out.image.pixels.end(), d.pixels.begin(), d.pixels.end());
+    }
+  }
+  if (infos.empty()) return Internal(in.name + ": case has no image files");
+  RETURN_IF_ERROR(StackInfo(infos, in, &out.image.info));
+  if (!in.rle.empty()) {
+    AddRleGeometry(in, &out.image.info);
+    out.has_mask = true;
+    const int64_t hw = out.image.info.shape[1] * out.image.info.shape[2];
+    out.mask.info.dtype = DType::kU8;
+    out.mask.info.shape = {static_cast<int64_t>(in.rle.size()), out.image.info.shape[1], out.image.info.shape[2]};
+    out.mask.pixels.assign(in.rle.size() * static_cast<size_t>(hw), 0);
+    for (size_t c = 0; c < in.rle.size(); ++c) {
+      RETURN_IF_ERROR(DecodeRle(in.rle[c], &out.mask.pixels[c * hw], static_cast<uint64_t>(hw),
+                                in.name + " (mask channel " + std::to_string(c) + ")"));
+    }
+  } else if (!in.mask.empty()) {
+    out.has_mask = true;
+    ASSIGN_OR_RETURN(out.mask, ReadImage(in.mask));
+    RETURN_IF_ERROR(SameSpace(out.image.info, out.mask.info, in.name, "mask", in.mask));
+  }
+  return out;
+}
+
+}  // namespace shardify::convert

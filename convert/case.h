@@ -1,0 +1,35 @@
+// Reading one case of a SourcePlan: header inspection (for the schema) and decoding.
+// A case's channel files, and its mask, must share spatial shape and geometry; errors
+// name the case and the file, and say what differs. Thread-safe (the plan is read only).
+#pragma once
+
+#include "convert/image_io.h"
+#include "convert/source.h"
+
+namespace shardify::convert {
+
+struct CaseInfo {
+  ImageInfo image;  // channels stacked: C is the sum over the channel files
+  bool has_mask = false;
+  ImageInfo mask;
+  std::vector<uint8_t> small_file;  // single-file cases: the file, when it was read whole
+};
+
+struct CaseData {
+  DecodedImage image;
+  bool has_mask = false;
+  DecodedImage mask;
+};
+
+// Reads headers only.
+Result<CaseInfo> InspectCase(const SourcePlan& plan, const CaseInput& in);
+// Reads headers and pixels. `small_file`, when non-null and non-empty, is
+// CaseInfo::small_file from InspectCase and saves reading the file again.
+Result<CaseData> DecodeCase(const SourcePlan& plan, const CaseInput& in,
+                            const std::vector<uint8_t>* small_file = nullptr);
+
+// Decodes run-length `rle` ("start length ..." with 1-based starts over `n` pixels) by
+// setting those pixels of `out` (n bytes) to 1. `where` names the case in errors.
+Status DecodeRle(const std::string& rle, uint8_t* out, uint64_t n, const std::string& where);
+
+}  // namespace shardify::convert

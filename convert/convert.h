@@ -1,0 +1,99 @@
+// The conversion pipeline: a source layout in, a shard dataset out.
+//
+//   ConvertOptions o; o.source = "data/mednist"; o.dest = "out/mednist";
+//   ASSIGN_OR_RETURN(ConvertSummary s, Convert(o, &progress));
+//
+// Steps: enumerate the source (sorted), read every header to fix the schema (a dimension
+// that differs between samples becomes -1, a varying dtype is an error), assign splits,
+// order samples by split, optionally train zstd dictionaries, then decode and compress
+// on `threads` threads and append in input order through a bounded reorder window, so the
+// output is byte-identical for any thread count and memory stays bounded.
+// Failures of single inputs fail the run, or with skip_errors are listed in
+// `<dest>/skipped.tsv` (written atomically). The writer writes the manifest last and
+// removes its files when the run fails or is cancelled, so nothing incomplete looks valid.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "convert/source.h"
+#include "format/status.h"
+
+namespace shardify::convert {
+
+struct ConvertOptions {
+  std::string source;                  // directory, or a .csv for the csv layout
+  std::string dest;                    // dataset directory to create
+  Layout layout = Layout::kAuto;
+  int threads = 0;                     // 0: all cores
+  int zstd_level = 3;                  // 1..19
+  uint64_t shard_bytes = 256ull << 20; // target shard size
+  bool dict = false;                   // train a zstd dictionary per image/mask field
+  std::vector<std::pair<std::string, double>> split;  // e.g. {{"train",.8},{"val",.2}}; empty: none
+  uint64_t seed = 0;                   // seeds the split assignment
+  bool skip_errors = false;            // --on-error skip
+  bool overwrite = false;              // replace an existing dataset at dest
+  bool dry_run = false;                // plan and inspect, write nothing
+  bool fsync = true;
+  std::vector<std::string> class_names; // names for integer labels (idx, csv)
+  size_t window = 0;                   // samples in flight; 0: 16 per thread, fewer for
+                                       // large samples (about 1 GiB decoded at most)
+  const std::atomic<bool>* cancel = nullptr;  // polled; when set, Convert returns Cancelled
+  std::string options_text;            // the command line, recorded in the provenance
+};
+
+struct SplitCount {
+  std::string name;
+  uint64_t samples = 0;
+};
+
+struct SkippedInput {
+  std::string input;  // file or case
+  std::string reason;
+};
+
+struct ConvertSummary {
+  std::string layout;
+  std::vector<SplitCount> splits;
+  std::vector<std::string> classes;
+  std::vector<std::string> fields;    // "image u8 [1, 28, 28]", ...
+  std::vector<std::string> warnings;
+  std::vector<SkippedInput> skipped;
+  uint64_t samples = 0;
+  uint64_t ignored_files = 0;         // files that are not inputs of the layout (e.g. .txt)
+  uint64_t bytes_in = 0;              // source bytes read
+  uint64_t bytes_out = 0;             // shard and manifest bytes written
+  uint64_t shards = 0;
+  double seconds = 0;
+  bool dry_run = false;
+  bool dictionary = false;            // a dictionary was trained and used
+};
+
+// What the pipeline is doing; reported from the calling thread.
+struct Progress {
+  const char* phase = "";  // "scan", "inspect", "convert"
+  uint64_t done = 0;
+  uint64_t total = 0;
+  uint64_t bytes_in = 0;
+};
+
+class ProgressSink {
+ public:
+  virtual ~ProgressSink() = default;
+  // Called often (up to once per sample); implementations throttle their own output.
+  virtual void OnProgress(const Progress& p) = 0;
+};
+
+Result<ConvertSummary> Convert(const ConvertOptions& options, ProgressSink* progress = nullptr);
+
+// "train=0.8,val=0.1,test=0.1": names unique, fractions > 0 summing to 1 (+-1e-6).
+Result<std::vector<std::pair<std::string, double>>> ParseSplitSpec(const std::string& spec);
+// "268435456", "256M", "1G", "64k" (powers of 1024).
+Result<uint64_t> ParseByteSize(const std::string& text);
+// Multi-line human summary (samples per split, classes, bytes, ratio, seconds, files/s).
+std::string FormatSummary(const ConvertSummary& s);
+
+}  // namespace shardify::convert

@@ -1,0 +1,72 @@
+// Image and volume decoding for the converter, behind a header free of ITK.
+//
+// Supported inputs (chosen by file name, then checked against the file's magic bytes):
+//   PNG (1/2/4/8/16-bit gray, gray+alpha, RGB, RGBA, palette), JPEG, NIfTI-1 and NIfTI-2
+//   as .nii or .nii.gz (2D to 4D, any integer or float datatype, either byte order).
+// Decoded pixels are planar and row-major with x fastest: 2D images have shape
+// [C, H, W]; volumes [C, D, H, W] (C = 1 for 3D, the 4th NIfTI axis otherwise).
+// Pixels keep their source dtype and are stored little-endian. NIfTI voxels are the
+// stored values (scl_slope / scl_inter are not applied; they stay in the header bytes).
+//
+// Thread-safety: every function may be called from any number of threads at once.
+// Errors never throw; messages start with the file path.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "format/status.h"
+#include "format/types.h"
+
+namespace shardify::convert {
+
+enum class ImageKind { kUnknown, kPng, kJpeg, kNifti };
+
+// Kind from the file name (case-insensitive: .png, .jpg, .jpeg, .nii, .nii.gz).
+ImageKind KindFromName(const std::string& path);
+
+// Spatial geometry in ITK order (x, y, z). Empty vectors when the source has none.
+struct Geometry {
+  std::vector<double> spacing;    // [S]
+  std::vector<double> origin;     // [S]
+  std::vector<double> direction;  // [S*S], row-major
+  bool operator==(const Geometry& o) const {
+    return spacing == o.spacing && origin == o.origin && direction == o.direction;
+  }
+};
+
+// What a header says, without decoding pixels.
+struct ImageInfo {
+  ImageKind kind = ImageKind::kUnknown;
+  DType dtype = DType::kU8;
+  Shape shape;        // [C, H, W] or [C, D, H, W]
+  Geometry geometry;  // volumes only (S = 3)
+  uint64_t file_bytes = 0;  // size of the source file, when the reader knows it
+};
+
+struct DecodedImage {
+  ImageInfo info;
+  std::vector<uint8_t> pixels;        // ElementCount(shape) * DTypeSize(dtype) bytes
+  std::vector<uint8_t> nifti_header;  // NIfTI only: the header bytes as stored (348 or 540)
+};
+
+// Reads only the header. When `small_file` is non-null and reading the header read the
+// whole file (a PNG of at most 4 KiB), the file's bytes are stored there (else it is
+// left empty); hand them to ReadImage to decode without reading the file again.
+Result<ImageInfo> ReadImageInfo(const std::string& path, std::vector<uint8_t>* small_file = nullptr);
+// Reads header and pixels; `file_bytes`, when non-null and non-empty, are the contents of
+// `path` as returned through ReadImageInfo's `small_file`.
+Result<DecodedImage> ReadImage(const std::string& path, const std::vector<uint8_t>* file_bytes = nullptr);
+
+// Writes a 2D image given planar [C, H, W] pixels (C = 1..4; u8 or u16 for PNG, u8 for
+// JPEG). The format follows the file name. Used by idx2png and by tests.
+Status WriteImage2D(const std::string& path, DType dtype, const Shape& shape,
+                    const std::vector<uint8_t>& pixels);
+
+// Writes a NIfTI-1 volume of shape [C, D, H, W] (C > 1 gives a 4D file) with the given
+// geometry (S = 3). Used by tests and benchmarks to make fixtures.
+Status WriteNifti(const std::string& path, DType dtype, const Shape& shape,
+                  const std::vector<uint8_t>& pixels, const Geometry& geometry);
+
+}  // namespace shardify::convert

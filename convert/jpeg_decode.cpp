@@ -1,0 +1,142 @@
+// JPEG decoding with libjpeg (see png_internal.h).
+#include <cstddef>
+#include <cstdio>
+// clang-format off: jpeglib.h needs size_t and FILE first
+#include <jpeglib.h>
+#include <jerror.h>
+// clang-format on
+
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "convert/decode_internal.h"
+
+namespace shardify::convert::detail {
+namespace {
+
+constexpr uint64_t kMaxJpegBytes = 2ull << 30;
+
+struct JpegError {
+  jpeg_error_mgr mgr;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+  bool truncated;
+};
+
+extern "C" void JpegErrorExit(j_common_ptr c) {
+  auto* e = reinterpret_cast<JpegError*>(c->err);
+  (*c->err->format_message)(c, e->message);
+  std::longjmp(e->jump, 1);
+}
+
+extern "C" void JpegEmit(j_common_ptr c, int level) {
+  auto* e = reinterpret_cast<JpegError*>(c->err);
+  if (level < 0 && c->err->msg_code == JWRN_JPEG_EOF) e->truncated = true;  // else stay quiet
+}
+
+// Owns the libjpeg state. The setjmp functions below hold no objects with destructors.
+struct JpegReader {
+  jpeg_decompress_struct cinfo{};
+  JpegError err{};
+  bool created = false;
+  ~JpegReader() {
+    if (created) jpeg_destroy_decompress(&cinfo);
+  }
+};
+
+bool ReadHeader(JpegReader* r, const uint8_t* data, size_t size) {
+  r->cinfo.err = jpeg_std_error(&r->err.mgr);
+  r->err.mgr.error_exit = JpegErrorExit;
+  r->err.mgr.emit_message = JpegEmit;
+  if (setjmp(r->err.jump)) return false;
+  jpeg_create_decompress(&r->cinfo);
+  r->created = true;
+  jpeg_mem_src(&r->cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&r->cinfo, TRUE);
+  const int n = r->cinfo.num_components;
+  r->cinfo.out_color_space = n == 1 ? JCS_GRAYSCALE : n == 3 ? JCS_RGB : JCS_CMYK;
+  jpeg_calc_output_dimensions(&r->cinfo);
+  return true;
+}
+
+bool ReadRows(JpegReader* r, uint8_t* out, size_t row_bytes) {
+  if (setjmp(r->err.jump)) return false;
+  jpeg_start_decompress(&r->cinfo);
+  while (r->cinfo.output_scanline < r->cinfo.output_height) {
+    JSAMPROW row = out + static_cast<size_t>(r->cinfo.output_scanline) * row_bytes;
+    jpeg_read_scanlines(&r->cinfo, &row, 1);
+  }
+  jpeg_finish_decompress(&r->cinfo);
+  return true;
+}
+
+Status Open(const std::string& path, const std::vector<uint8_t>& bytes, JpegReader* r, ImageInfo* info) {
+  if (bytes.empty()) return Corruption(path + ": empty file (0 bytes)");
+  if (bytes.size() < 3 || bytes[0] != 0xFF || bytes[1] != 0xD8 || bytes[2] != 0xFF) {
+    return Corruption(path + ": not a JPEG file (bad SOI marker)");
+  }
+  if (!ReadHeader(r, bytes.data(), bytes.size())) return Corruption(path + ": bad JPEG header: " + r->err.message);
+  const int c = r->cinfo.output_components;
+  if (c != 1 && c != 3 && c != 4) return Unsupported(path + ": JPEG with " + std::to_string(c) + " components");
+  info->kind = ImageKind::kJpeg;
+  info->dtype = DType::kU8;
+  info->shape = {c, static_cast<int64_t>(r->cinfo.output_height), static_cast<int64_t>(r->cinfo.output_width)};
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ImageInfo> ReadJpegInfo(const std::string& path, std::vector<uint8_t>* small_file) {
+  std::vector<uint8_t> bytes;
+  uint64_t file_size = 0;
+  RETURN_IF_ERROR(ReadFileBytes(path, 4096, kMaxJpegBytes, &bytes, &file_size));
+  ImageInfo info;
+  {
+    JpegReader r;
+    if (Open(path, bytes, &r, &info).ok() && !r.err.truncated) {
+      info.file_bytes = file_size;
+      if (small_file != nullptr && bytes.size() == file_size) *small_file = std::move(bytes);
+      return info;
+    }
+  }
+  if (bytes.size() < file_size) RETURN_IF_ERROR(ReadFileBytes(path, 0, kMaxJpegBytes, &bytes, &file_size));
+  JpegReader r;
+  RETURN_IF_ERROR(Open(path, bytes, &r, &info));
+  info.file_bytes = file_size;
+  return info;
+}
+
+Result<DecodedImage> ReadJpeg(const std::string& path, const std::vector<uint8_t>* file_bytes) {
+  std::vector<uint8_t> own;
+  uint64_t file_size = 0;
+  if (file_bytes == nullptr || file_bytes->empty()) {
+    RETURN_IF_ERROR(ReadFileBytes(path, 0, kMaxJpegBytes, &own, &file_size));
+    file_bytes = &own;
+  }
+  JpegReader r;
+  DecodedImage out;
+  RETURN_IF_ERROR(Open(path, *file_bytes, &r, &out.info));
+  out.info.file_bytes = file_bytes->size();
+  ASSIGN_OR_RETURN(uint64_t n, ByteSize(out.info.shape, out.info.dtype));
+  if (n > kMaxJpegBytes) return ResourceExhausted(path + ": JPEG of " + ShapeToString(out.info.shape) + " is too large");
+  const size_t c = static_cast<size_t>(out.info.shape[0]);
+  const size_t hw = static_cast<size_t>(out.info.shape[1] * out.info.shape[2]);
+  std::vector<uint8_t> inter(n);
+  if (!ReadRows(&r, inter.data(), static_cast<size_t>(out.info.shape[2]) * c)) {
+    return Corruption(path + ": cannot decode JPEG: " + r.err.message);
+  }
+  if (r.err.truncated) return Corruption(path + ": truncated JPEG (premature end of data)");
+  if (c == 1) {
+    out.pixels = std::move(inter);
+    return out;
+  }
+  out.pixels.resize(inter.size());
+  for (size_t p = 0; p < hw; ++p) {
+    for (size_t k = 0; k < c; ++k) out.pixels[k * hw + p] = inter[p * c + k];
+  }
+  return out;
+}
+
+}  // namespace shardify::convert::detail

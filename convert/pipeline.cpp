@@ -1,0 +1,206 @@
+// The conversion pipeline (see convert.h): plan, inspect, schema, splits, encode, write.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "convert/convert.h"
+#include "convert/schema_internal.h"
+#include "convert/work_internal.h"
+#include "format/writer.h"
+
+#ifndef SHARDIFY_VERSION
+#define SHARDIFY_VERSION "0.0.0"
+#endif
+
+namespace fs = std::filesystem;
+
+namespace shardify::convert {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Bytes of small source files kept in memory between inspection and decoding.
+constexpr uint64_t kSmallFileBudget = 256ull << 20;
+// Decoded bytes the reorder window aims to hold at most (large volumes shrink it).
+constexpr uint64_t kWindowBudget = 1ull << 30;
+
+bool IsCancelled(const ConvertOptions& o) { return o.cancel != nullptr && o.cancel->load(); }
+
+// Records a per-input failure: fails the run, or lists the input as skipped.
+Status Fail(const ConvertOptions& o, ConvertSummary* sum, const std::string& input, const Status& s) {
+  if (!o.skip_errors) return s;
+  sum->skipped.push_back({input, s.ToString()});
+  return Status::Ok();
+}
+
+// Reads every case's headers on `threads` threads.
+Status InspectAll(const SourcePlan& plan, const ConvertOptions& o, int threads, ProgressSink* progress,
+                  std::vector<CaseInfo>* infos, std::vector<bool>* ok, std::vector<Status>* errors) {
+  const size_t n = plan.cases.size();
+  infos->assign(n, CaseInfo{});
+  ok->assign(n, false);
+  errors->assign(n, Status::Ok());
+  std::vector<char> good(n, 0);
+  std::atomic<uint64_t> cached{0};
+  RETURN_IF_ERROR(detail::ParallelFor(n, threads, o.cancel, "inspect", progress, [&](size_t i) {
+    auto r = InspectCase(plan, plan.cases[i]);
+    if (r.ok()) {
+      (*infos)[i] = std::move(r).value();
+      // Small files read whole are kept for decoding, within a fixed memory budget.
+      std::vector<uint8_t>& small = (*infos)[i].small_file;
+      if (cached.fetch_add(small.size()) + small.size() > kSmallFileBudget) std::vector<uint8_t>().swap(small);
+      good[i] = 1;
+    } else {
+      (*errors)[i] = r.status();
+    }
+  }));
+  for (size_t i = 0; i < n; ++i) (*ok)[i] = good[i] != 0;
+  return Status::Ok();
+}
+
+std::string FieldLine(const FieldSpec& f) {
+  std::string s = f.name + " " + FieldKindName(f.kind);
+  if (f.kind == FieldKind::kNdarray) s += std::string(" ") + DTypeName(f.dtype) + " " + ShapeToString(f.shape);
+  return s;
+}
+
+WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan) {
+  WriterOptions w;
+  w.target_shard_bytes = o.shard_bytes;
+  w.zstd_level = o.zstd_level;
+  w.overwrite = o.overwrite;
+  w.fsync = o.fsync;
+  w.classes = plan.classes;
+  w.provenance.converter = "shardify";
+  w.provenance.converter_version = SHARDIFY_VERSION;
+  w.provenance.source = o.source;
+  std::string split;
+  for (const auto& [name, f] : o.split) split += (split.empty() ? "" : ",") + name + "=" + std::to_string(f);
+  w.provenance.options = {{"layout", LayoutName(plan.layout)},
+                          {"level", std::to_string(o.zstd_level)},
+                          {"shard_size", std::to_string(o.shard_bytes)},
+                          {"dict", o.dict ? "true" : "false"},
+                          {"split", split},
+                          {"seed", std::to_string(o.seed)},
+                          {"on_error", o.skip_errors ? "skip" : "fail"}};
+  return w;
+}
+
+// Writes `<dest>/skipped.tsv` atomically, or removes a stale one.
+Status WriteSkipped(const std::string& dest, const std::vector<SkippedInput>& skipped) {
+  const std::string path = dest + "/skipped.tsv";
+  std::error_code ec;
+  if (skipped.empty()) {
+    fs::remove(path, ec);
+    return Status::Ok();
+  }
+  std::string text = "input\treason\n";
+  auto clean = [](std::string s) {
+    for (char& c : s) if (c == '\t' || c == '\n' || c == '\r') c = ' ';
+    return s;
+  };
+  for (const auto& s : skipped) text += clean(s.input) + "\t" + clean(s.reason) + "\n";
+  return detail::WriteFileAtomic(path, text);
+}
+
+struct Prepared {
+  SourcePlan plan;
+  detail::Schema schema;
+  std::vector<size_t> order;
+  std::vector<std::vector<uint8_t>> small_files;  // per case, see CaseInfo::small_file
+  uint64_t max_sample_bytes = 0;                  // largest decoded image + mask
+};
+
+// Samples in flight: 16 per thread, fewer when samples are large, at least threads + 1.
+size_t WindowFor(const ConvertOptions& o, int threads, uint64_t max_sample_bytes) {
+  if (o.window > 0) return o.window;
+  const uint64_t fit = kWindowBudget / std::max<uint64_t>(1, max_sample_bytes);
+  const uint64_t t = static_cast<uint64_t>(threads);
+  return static_cast<size_t>(std::max<uint64_t>(t + 1, std::min<uint64_t>(16 * t, fit)));
+}
+
+Status Prepare(const ConvertOptions& o, int threads, ProgressSink* progress, Prepared* p, ConvertSummary* sum) {
+  ASSIGN_OR_RETURN(p->plan, PlanSource(o.source, o.layout, o.class_names));
+  SourcePlan& plan = p->plan;
+  sum->layout = LayoutName(plan.layout);
+  sum->classes = plan.classes;
+  sum->warnings = plan.warnings;
+  sum->ignored_files = plan.ignored_files;
+  for (const auto& b : plan.bad) RETURN_IF_ERROR(Fail(o, sum, b.path, InvalidArgument(b.path + ": " + b.reason)));
+  std::vector<CaseInfo> infos;
+  std::vector<bool> ok;
+  std::vector<Status> errors;
+  RETURN_IF_ERROR(InspectAll(plan, o, threads, progress, &infos, &ok, &errors));
+  if (IsCancelled(o)) return Cancelled("conversion cancelled");
+  p->schema = detail::BuildSchema(plan, infos, ok, errors);
+  p->small_files.resize(infos.size());
+  for (size_t i = 0; i < infos.size(); ++i) {
+    p->small_files[i] = std::move(infos[i].small_file);
+    if (!ok[i]) continue;
+    uint64_t bytes = ByteSize(infos[i].image.shape, infos[i].image.dtype).ok() ? *ByteSize(infos[i].image.shape, infos[i].image.dtype) : 0;
+    if (infos[i].has_mask) {
+      auto m = ByteSize(infos[i].mask.shape, infos[i].mask.dtype);
+      if (m.ok()) bytes += *m;
+    }
+    p->max_sample_bytes = std::max(p->max_sample_bytes, bytes);
+  }
+  for (size_t i = 0; i < plan.cases.size(); ++i) {
+    if (!errors[i].ok()) RETURN_IF_ERROR(Fail(o, sum, plan.cases[i].name, errors[i]));
+  }
+  if (p->schema.fields.empty()) return InvalidArgument(o.source + ": no readable inputs");
+  std::vector<std::string> split_order;
+  p->order = detail::AssignSplits(plan.cases, ok, o.split, o.seed, &split_order);
+  for (const auto& f : p->schema.fields) sum->fields.push_back(FieldLine(f));
+  return Status::Ok();
+}
+
+void CountSplits(const Prepared& p, const std::vector<size_t>& written, ConvertSummary* sum) {
+  sum->splits.clear();
+  for (size_t i : written) {
+    const std::string& name = p.plan.cases[i].split;
+    if (sum->splits.empty() || sum->splits.back().name != name) sum->splits.push_back({name, 0});
+    ++sum->splits.back().samples;
+  }
+  sum->samples = written.size();
+}
+
+}  // namespace
+
+Result<ConvertSummary> Convert(const ConvertOptions& o, ProgressSink* progress) {
+  const auto start = Clock::now();
+  int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  ConvertSummary sum;
+  sum.dry_run = o.dry_run;
+  Prepared p;
+  RETURN_IF_ERROR(Prepare(o, threads, progress, &p, &sum));
+  if (o.dry_run) {
+    CountSplits(p, p.order, &sum);
+    sum.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    return sum;
+  }
+  ASSIGN_OR_RETURN(auto writer, DatasetWriter::Create(o.dest, p.schema.fields, MakeWriterOptions(o, p.plan)));
+  if (o.dict) RETURN_IF_ERROR(detail::TrainDictionaries(p.plan, p.schema, p.order, *writer, &sum));
+  detail::EncodeJob job{&p.plan, &p.schema, &p.order, writer.get(), threads,
+                        WindowFor(o, threads, p.max_sample_bytes), o.cancel, progress,
+                        &p.small_files};
+  std::vector<size_t> written;
+  ASSIGN_OR_RETURN(std::vector<detail::CaseFailure> failures, detail::EncodeAll(job, o.skip_errors, &written, &sum.bytes_in));
+  for (const auto& f : failures) sum.skipped.push_back({f.input, f.status.ToString()});
+  if (written.empty()) return InvalidArgument(o.source + ": every input failed; nothing to write");
+  RETURN_IF_ERROR(writer->Finish());
+  RETURN_IF_ERROR(WriteSkipped(o.dest, sum.skipped));
+  for (const auto& set : p.plan.idx) sum.bytes_in += detail::PathBytes(set->images_path) + detail::PathBytes(set->labels_path);
+  CountSplits(p, written, &sum);
+  sum.shards = writer->manifest().shards.size();
+  for (const auto& s : writer->manifest().shards) sum.bytes_out += s.size_bytes;
+  sum.bytes_out += detail::PathBytes(o.dest + "/manifest.sfm");
+  sum.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return sum;
+}
+
+}  // namespace shardify::convert

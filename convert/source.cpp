@@ -1,0 +1,370 @@
+// Layout detection and the folder, csv, pairs, nifti and idx planners.
+#include "convert/source.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "convert/image_io.h"
+#include "convert/source_internal.h"
+
+namespace fs = std::filesystem;
+
+namespace shardify::convert {
+namespace detail {
+namespace {
+
+bool Hidden(const fs::path& p) {
+  std::string n = p.filename().string();
+  return !n.empty() && n[0] == '.';
+}
+
+Status ListInto(const fs::path& dir, const std::string& prefix, bool recursive,
+                std::vector<ListedFile>* files, std::vector<BadEntry>* bad) {
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  if (ec) return IOError(dir.string() + ": cannot list directory: " + ec.message());
+  for (; it != end; it.increment(ec)) {
+    if (ec) return IOError(dir.string() + ": cannot list directory: " + ec.message());
+    const fs::path& p = it->path();
+    if (Hidden(p)) continue;
+    std::string rel = prefix + p.filename().string();
+    std::error_code sec;
+    // The entry's type comes from readdir without a stat; only links are resolved.
+    const bool link = it->is_symlink(sec);
+    fs::file_type type = fs::file_type::unknown;
+    if (!sec) type = link ? fs::status(p, sec).type() : (it->is_directory(sec) ? fs::file_type::directory
+                                                        : it->is_regular_file(sec) ? fs::file_type::regular
+                                                                                   : fs::file_type::unknown);
+    if (sec) {
+      bad->push_back({p.string(), "cannot stat: " + sec.message()});
+      continue;
+    }
+    if (type == fs::file_type::directory) {
+      if (!recursive || link) continue;  // never follow directory links: no loops
+      RETURN_IF_ERROR(ListInto(p, rel + "/", true, files, bad));
+    } else if (type == fs::file_type::regular) {
+      files->push_back({rel, p.string()});
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ListFiles(const std::string& dir, bool recursive, std::vector<ListedFile>* files,
+                 std::vector<BadEntry>* bad) {
+  RETURN_IF_ERROR(ListInto(fs::path(dir), "", recursive, files, bad));
+  std::sort(files->begin(), files->end(), [](const ListedFile& a, const ListedFile& b) { return a.rel < b.rel; });
+  std::sort(bad->begin(), bad->end(), [](const BadEntry& a, const BadEntry& b) { return a.path < b.path; });
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> ListSubdirs(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  if (ec) return IOError(dir + ": cannot list directory: " + ec.message());
+  for (; it != end; it.increment(ec)) {
+    if (ec) return IOError(dir + ": cannot list directory: " + ec.message());
+    std::error_code sec;
+    if (!Hidden(it->path()) && fs::is_directory(it->path(), sec)) out.push_back(it->path().filename().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Result<std::string> ReadTextFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return IOError(path + ": cannot open: " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return IOError(path + ": cannot read");
+  return ss.str();
+}
+
+Result<std::vector<std::vector<std::string>>> ParseCsv(const std::string& text, const std::string& path) {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> row;
+  std::string field;
+  bool quoted = false, any = false;
+  size_t line = 1;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') { field += '"'; ++i; }
+      else if (c == '"') quoted = false;
+      else { if (c == '\n') ++line; field += c; }
+      continue;
+    }
+    if (c == '"') { quoted = true; any = true; }
+    else if (c == ',') { row.push_back(std::move(field)); field.clear(); any = true; }
+    else if (c == '\n' || c == '\r') {
+      if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
+      if (any || !field.empty()) { row.push_back(std::move(field)); rows.push_back(std::move(row)); }
+      field.clear(); row.clear(); any = false; ++line;
+    } else { field += c; any = true; }
+  }
+  if (quoted) return Corruption(path + ": unterminated quoted field at line " + std::to_string(line));
+  if (any || !field.empty()) { row.push_back(std::move(field)); rows.push_back(std::move(row)); }
+  return rows;
+}
+
+bool ParseInt(const std::string& s, int64_t* v) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  long long x = std::strtoll(s.c_str(), &end, 10);
+  if (errno != 0 || end != s.c_str() + s.size()) return false;
+  *v = x;
+  return true;
+}
+
+bool ParseDouble(const std::string& s, double* v) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  double x = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size()) return false;
+  *v = x;
+  return true;
+}
+
+std::string JsonQuote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') { out += '\\'; out += c; }
+    else if (static_cast<unsigned char>(c) < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); out += b; }
+    else out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::ListedFile;
+
+bool IsImage(const std::string& p) { return KindFromName(p) != ImageKind::kUnknown; }
+
+Status PlanFolder(const std::string& src, SourcePlan* plan) {
+  ASSIGN_OR_RETURN(plan->classes, detail::ListSubdirs(src));
+  if (plan->classes.empty()) return NotFound(src + ": no class folders found");
+  for (size_t c = 0; c < plan->classes.size(); ++c) {
+    const std::string& cls = plan->classes[c];
+    std::vector<ListedFile> files;
+    RETURN_IF_ERROR(detail::ListFiles(src + "/" + cls, true, &files, &plan->bad));
+    size_t n = 0;
+    for (const auto& f : files) {
+      if (!IsImage(f.rel)) { ++plan->ignored_files; continue; }
+      CaseInput in;
+      in.name = cls + "/" + f.rel;
+      in.images = {f.abs};
+      in.label = static_cast<int64_t>(c);
+      plan->cases.push_back(std::move(in));
+      ++n;
+    }
+    if (n == 0) plan->warnings.push_back(src + "/" + cls + ": class folder has no images (class kept, label " + std::to_string(c) + ")");
+  }
+  return Status::Ok();
+}
+
+Status PlanNifti(const std::string& src, SourcePlan* plan) {
+  std::vector<ListedFile> files;
+  RETURN_IF_ERROR(detail::ListFiles(src, true, &files, &plan->bad));
+  for (const auto& f : files) {
+    if (KindFromName(f.rel) != ImageKind::kNifti) { ++plan->ignored_files; continue; }
+    CaseInput in;
+    in.name = f.rel;
+    in.images = {f.abs};
+    plan->cases.push_back(std::move(in));
+  }
+  if (plan->cases.empty()) return NotFound(src + ": no .nii or .nii.gz files found");
+  return Status::Ok();
+}
+
+std::string Stem(const std::string& rel) {
+  std::string s = rel;
+  if (s.size() > 7 && s.compare(s.size() - 7, 7, ".nii.gz") == 0) return s.substr(0, s.size() - 7);
+  size_t dot = s.rfind('.'), slash = s.rfind('/');
+  if (dot != std::string::npos && (slash == std::string::npos || dot > slash)) s.resize(dot);
+  return s;
+}
+
+Status PlanPairs(const std::string& src, SourcePlan* plan) {
+  std::vector<ListedFile> images, masks;
+  RETURN_IF_ERROR(detail::ListFiles(src + "/images", true, &images, &plan->bad));
+  RETURN_IF_ERROR(detail::ListFiles(src + "/masks", true, &masks, &plan->bad));
+  std::map<std::string, std::string> by_stem;
+  for (const auto& m : masks) {
+    if (IsImage(m.rel)) by_stem[Stem(m.rel)] = m.abs; else ++plan->ignored_files;
+  }
+  plan->has_mask = true;
+  for (const auto& f : images) {
+    if (!IsImage(f.rel)) { ++plan->ignored_files; continue; }
+    auto it = by_stem.find(Stem(f.rel));
+    if (it == by_stem.end()) {
+      plan->bad.push_back({f.abs, "no matching mask in " + src + "/masks"});
+      continue;
+    }
+    CaseInput in;
+    in.name = "images/" + f.rel;
+    in.images = {f.abs};
+    in.mask = it->second;
+    by_stem.erase(it);
+    plan->cases.push_back(std::move(in));
+  }
+  for (const auto& [stem, path] : by_stem) plan->warnings.push_back(path + ": mask without an image (ignored)");
+  if (plan->cases.empty() && plan->bad.empty()) return NotFound(src + "/images: no images found");
+  return Status::Ok();
+}
+
+std::string SplitForIdxPrefix(const std::string& prefix) {
+  if (prefix.rfind("train", 0) == 0) return "train";
+  if (prefix.rfind("t10k", 0) == 0 || prefix.rfind("test", 0) == 0) return "test";
+  return prefix;
+}
+
+Status LoadIdxSet(const std::string& images, const std::string& labels, const std::string& split,
+                  SourcePlan* plan) {
+  auto set = std::make_shared<IdxSet>();
+  set->images_path = images;
+  set->labels_path = labels;
+  ASSIGN_OR_RETURN(set->images, ReadIdx(images));
+  ASSIGN_OR_RETURN(set->labels, ReadIdx(labels));
+  const Shape& s = set->images.shape;
+  if (s.size() != 3 && s.size() != 4) return Unsupported(images + ": expected [N, H, W] or [N, H, W, C] images, got " + ShapeToString(s));
+  if (set->labels.shape.size() != 1 || set->labels.shape[0] != s[0]) {
+    return Corruption(labels + ": " + ShapeToString(set->labels.shape) + " labels do not match " + std::to_string(s[0]) + " images in " + images);
+  }
+  if (set->labels.dtype != DType::kU8) return Unsupported(labels + ": labels must be unsigned bytes");
+  const int set_index = static_cast<int>(plan->idx.size());
+  const std::string base = fs::path(images).filename().string();
+  for (int64_t i = 0; i < s[0]; ++i) {
+    CaseInput in;
+    in.name = base + "#" + std::to_string(i);
+    in.idx_set = set_index;
+    in.idx_item = i;
+    in.label = set->labels.data[static_cast<size_t>(i)];
+    in.split = split;
+    plan->cases.push_back(std::move(in));
+  }
+  plan->idx.push_back(std::move(set));
+  return Status::Ok();
+}
+
+Status PlanIdx(const std::string& src, SourcePlan* plan) {
+  std::vector<ListedFile> files;
+  RETURN_IF_ERROR(detail::ListFiles(src, false, &files, &plan->bad));
+  std::map<std::string, std::string> labels;
+  for (const auto& f : files) {
+    size_t k = f.rel.find("-labels");
+    if (IsIdxName(f.rel) && k != std::string::npos) labels[f.rel.substr(0, k)] = f.abs;
+  }
+  for (const auto& f : files) {
+    size_t k = f.rel.find("-images");
+    if (!IsIdxName(f.rel)) { ++plan->ignored_files; continue; }
+    if (k == std::string::npos) continue;
+    std::string prefix = f.rel.substr(0, k);
+    auto it = labels.find(prefix);
+    if (it == labels.end()) return NotFound(f.abs + ": no matching " + prefix + "-labels-idx1-ubyte file");
+    RETURN_IF_ERROR(LoadIdxSet(f.abs, it->second, SplitForIdxPrefix(prefix), plan));
+  }
+  if (plan->idx.empty()) return NotFound(src + ": no *-images-idx3-ubyte files found");
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* LayoutName(Layout l) {
+  switch (l) {
+    case Layout::kAuto: return "auto";
+    case Layout::kFolder: return "folder";
+    case Layout::kCsv: return "csv";
+    case Layout::kPairs: return "pairs";
+    case Layout::kRle: return "rle";
+    case Layout::kNnunet: return "nnunet";
+    case Layout::kNifti: return "nifti";
+    case Layout::kIdx: return "idx";
+  }
+  return "?";
+}
+
+std::optional<Layout> ParseLayout(const std::string& name) {
+  for (Layout l : {Layout::kAuto, Layout::kFolder, Layout::kCsv, Layout::kPairs, Layout::kRle,
+                   Layout::kNnunet, Layout::kNifti, Layout::kIdx}) {
+    if (name == LayoutName(l)) return l;
+  }
+  return std::nullopt;
+}
+
+Result<Layout> DetectLayout(const std::string& src) {
+  std::error_code ec;
+  fs::file_status st = fs::status(src, ec);
+  if (ec) return NotFound(src + ": cannot open source: " + ec.message());
+  if (fs::is_regular_file(st)) {
+    std::string s = src;
+    if (s.size() > 4 && s.compare(s.size() - 4, 4, ".csv") == 0) return Layout::kCsv;
+    return InvalidArgument(src + ": a source file must be a .csv; otherwise give a directory");
+  }
+  if (!fs::is_directory(st)) return InvalidArgument(src + ": not a file or directory");
+  auto has = [&](const char* n) { std::error_code e; return fs::exists(fs::path(src) / n, e); };
+  if (has("dataset.json") && has("imagesTr")) return Layout::kNnunet;
+  if (has("train.csv") && has("train")) return Layout::kRle;
+  if (has("images") && has("masks")) return Layout::kPairs;
+  std::vector<ListedFile> files;
+  std::vector<BadEntry> bad;
+  RETURN_IF_ERROR(detail::ListFiles(src, false, &files, &bad));
+  bool idx = false, vol = false;
+  for (const auto& f : files) {
+    idx = idx || IsIdxName(f.rel);
+    vol = vol || KindFromName(f.rel) == ImageKind::kNifti;
+  }
+  if (idx) return Layout::kIdx;
+  if (vol) return Layout::kNifti;
+  ASSIGN_OR_RETURN(auto dirs, detail::ListSubdirs(src));
+  if (!dirs.empty()) return Layout::kFolder;
+  return InvalidArgument(src + ": cannot tell the layout (no class folders, volumes, idx files, "
+                         "dataset.json, images/+masks/ or train.csv); use --layout");
+}
+
+Status PlanCsv(const std::string& csv, const std::vector<std::string>& class_names, SourcePlan* plan);
+
+Result<SourcePlan> PlanSource(const std::string& src, Layout layout,
+                              const std::vector<std::string>& class_names) {
+  if (layout == Layout::kAuto) { ASSIGN_OR_RETURN(layout, DetectLayout(src)); }
+  SourcePlan plan;
+  plan.layout = layout;
+  plan.root = layout == Layout::kCsv ? fs::path(src).parent_path().string() : src;
+  Status s;
+  switch (layout) {
+    case Layout::kFolder: s = PlanFolder(src, &plan); break;
+    case Layout::kCsv: s = PlanCsv(src, class_names, &plan); break;
+    case Layout::kPairs: s = PlanPairs(src, &plan); break;
+    case Layout::kRle: s = detail::PlanRle(src, &plan); break;
+    case Layout::kNnunet: s = detail::PlanNnunet(src, &plan); break;
+    case Layout::kNifti: s = PlanNifti(src, &plan); break;
+    case Layout::kIdx: s = PlanIdx(src, &plan); break;
+    case Layout::kAuto: s = Internal("layout not resolved"); break;
+  }
+  RETURN_IF_ERROR(s);
+  if (!class_names.empty() && layout != Layout::kCsv) {
+    if (layout != Layout::kIdx) return InvalidArgument("--classes applies to the idx and csv layouts");
+    for (const auto& c : plan.cases) {
+      if (c.label >= static_cast<int64_t>(class_names.size())) {
+        return InvalidArgument(c.name + ": label " + std::to_string(c.label) + " has no name in --classes (" +
+                               std::to_string(class_names.size()) + " given)");
+      }
+    }
+    plan.classes = class_names;
+  }
+  return plan;
+}
+
+}  // namespace shardify::convert

@@ -1,0 +1,75 @@
+// Source layouts: enumerate a dataset on disk into an ordered list of cases.
+//
+// Enumeration is deterministic: directory entries are sorted byte-wise by their path
+// relative to the source root. Hidden entries (".name") are ignored; files without an
+// image extension are counted in `ignored_files`; directory symlinks are not followed
+// (so symlink loops cannot recurse); an entry whose status cannot be read (for example
+// a symlink loop) becomes a `bad` entry that the pipeline fails or skips on.
+// No pixels are decoded here (idx arrays are read whole, they are the source).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "convert/idx.h"
+#include "format/status.h"
+
+namespace shardify::convert {
+
+enum class Layout { kAuto, kFolder, kCsv, kPairs, kRle, kNnunet, kNifti, kIdx };
+
+const char* LayoutName(Layout layout);  // "folder", "csv", ...
+std::optional<Layout> ParseLayout(const std::string& name);
+
+// One sample to produce.
+struct CaseInput {
+  std::string name;                 // path relative to the root, or case id (for messages)
+  std::vector<std::string> images;  // image files (several = channels, stacked in order)
+  std::string mask;                 // mask file; empty when none
+  int64_t label = -1;
+  std::string split;                // empty: assigned from --split (or "train")
+  std::vector<std::string> scalars; // csv: values of SourcePlan::scalar_columns
+  int idx_set = -1;                 // idx: index into SourcePlan::idx
+  int64_t idx_item = -1;            // idx: position in that set
+  std::vector<std::string> rle;     // rle: one run-length string per mask channel
+  std::vector<double> spacing;      // rle: pixel spacing from the file name (x, y)
+};
+
+struct IdxSet {
+  std::string images_path, labels_path;
+  IdxArray images, labels;
+};
+
+struct BadEntry {
+  std::string path;
+  std::string reason;
+};
+
+struct SourcePlan {
+  Layout layout = Layout::kAuto;
+  std::string root;                        // directory paths are relative to
+  std::vector<CaseInput> cases;
+  std::vector<std::string> classes;        // label i is classes[i]
+  std::vector<std::string> scalar_columns; // csv extra columns
+  bool has_mask = false;                   // every case has a mask (or rle strings)
+  bool unlabeled_masks = false;            // some cases (nnU-Net imagesTs) have no mask
+  std::string mask_labels_json;            // mask meta "labels"
+  std::string channel_names_json;          // image meta "channel_names"
+  std::vector<std::shared_ptr<const IdxSet>> idx;
+  std::vector<BadEntry> bad;               // entries that could not become cases
+  std::vector<std::string> warnings;       // e.g. empty class folders
+  uint64_t ignored_files = 0;
+};
+
+// Picks a layout for `src` (a directory or a .csv file) or says why none fits.
+Result<Layout> DetectLayout(const std::string& src);
+
+// Enumerates `src` in `layout` (kAuto detects). `class_names`, when non-empty, names
+// integer labels (idx, csv with numeric labels) and must cover every label.
+Result<SourcePlan> PlanSource(const std::string& src, Layout layout,
+                              const std::vector<std::string>& class_names);
+
+}  // namespace shardify::convert

@@ -1,0 +1,270 @@
+// The csv, nnunet and rle planners: layouts described by a table or a JSON file.
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "convert/image_io.h"
+#include "convert/source.h"
+#include "convert/source_internal.h"
+
+namespace fs = std::filesystem;
+
+namespace shardify::convert {
+namespace {
+
+std::string Resolve(const std::string& root, const std::string& p) {
+  if (!p.empty() && p[0] == '/') return p;
+  return (fs::path(root) / p).string();
+}
+
+int Column(const std::vector<std::string>& header, const char* name) {
+  for (size_t i = 0; i < header.size(); ++i) {
+    if (header[i] == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// Labels as integers when every non-empty value is one; else class names, sorted.
+Status CsvLabels(const std::vector<std::vector<std::string>>& rows, int col,
+                 const std::vector<std::string>& names, const std::string& csv,
+                 std::vector<int64_t>* labels, std::vector<std::string>* classes) {
+  bool numeric = true;
+  std::set<std::string> distinct;
+  for (size_t r = 1; r < rows.size(); ++r) {
+    if (rows[r].size() <= static_cast<size_t>(col) || rows[r][col].empty()) continue;
+    int64_t v;
+    numeric = numeric && detail::ParseInt(rows[r][col], &v);
+    distinct.insert(rows[r][col]);
+  }
+  *classes = names;
+  if (!numeric && names.empty()) classes->assign(distinct.begin(), distinct.end());
+  labels->assign(rows.size(), -1);
+  for (size_t r = 1; r < rows.size(); ++r) {
+    if (rows[r].size() <= static_cast<size_t>(col) || rows[r][col].empty()) continue;
+    const std::string& v = rows[r][col];
+    int64_t x = -1;
+    if (numeric) {
+      detail::ParseInt(v, &x);
+      if (!names.empty() && (x < 0 || x >= static_cast<int64_t>(names.size()))) {
+        return InvalidArgument(csv + ": line " + std::to_string(r + 1) + ": label " + v + " has no name in --classes");
+      }
+    } else {
+      auto it = std::find(classes->begin(), classes->end(), v);
+      if (it == classes->end()) return InvalidArgument(csv + ": line " + std::to_string(r + 1) + ": label '" + v + "' is not in --classes");
+      x = it - classes->begin();
+    }
+    (*labels)[r] = x;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status PlanCsv(const std::string& csv, const std::vector<std::string>& class_names, SourcePlan* plan) {
+  ASSIGN_OR_RETURN(std::string text, detail::ReadTextFile(csv));
+  ASSIGN_OR_RETURN(auto rows, detail::ParseCsv(text, csv));
+  if (rows.empty()) return Corruption(csv + ": empty csv (expected a header with an 'image' column)");
+  const auto& header = rows[0];
+  int image = Column(header, "image"), label = Column(header, "label");
+  int mask = Column(header, "mask"), split = Column(header, "split");
+  if (image < 0) return Corruption(csv + ": header has no 'image' column");
+  std::vector<int> extra;
+  for (size_t i = 0; i < header.size(); ++i) {
+    int c = static_cast<int>(i);
+    if (c != image && c != label && c != mask && c != split) {
+      extra.push_back(c);
+      plan->scalar_columns.push_back(header[i]);
+    }
+  }
+  std::vector<int64_t> labels(rows.size(), -1);
+  if (label >= 0) RETURN_IF_ERROR(CsvLabels(rows, label, class_names, csv, &labels, &plan->classes));
+  plan->has_mask = mask >= 0;
+  for (size_t r = 1; r < rows.size(); ++r) {
+    const auto& row = rows[r];
+    std::string where = csv + ": line " + std::to_string(r + 1);
+    if (row.size() != header.size()) {
+      plan->bad.push_back({where, "expected " + std::to_string(header.size()) + " columns, found " + std::to_string(row.size())});
+      continue;
+    }
+    if (row[image].empty() || (mask >= 0 && row[mask].empty())) {
+      plan->bad.push_back({where, "empty image or mask path"});
+      continue;
+    }
+    CaseInput in;
+    in.name = row[image];
+    in.images = {Resolve(plan->root, row[image])};
+    if (mask >= 0) in.mask = Resolve(plan->root, row[mask]);
+    in.label = labels[r];
+    if (split >= 0) in.split = row[split];
+    for (int c : extra) in.scalars.push_back(row[c]);
+    plan->cases.push_back(std::move(in));
+  }
+  return Status::Ok();
+}
+
+namespace detail {
+namespace {
+
+struct NnunetCase {
+  std::map<int, std::string> channels;  // channel number -> path
+};
+
+Status ListNnunetFolder(const std::string& dir, const std::string& ending, SourcePlan* plan,
+                        std::map<std::string, NnunetCase>* cases) {
+  std::vector<ListedFile> files;
+  RETURN_IF_ERROR(ListFiles(dir, false, &files, &plan->bad));
+  for (const auto& f : files) {
+    const std::string& n = f.rel;
+    if (n.size() <= ending.size() + 5 || n.compare(n.size() - ending.size(), ending.size(), ending) != 0) {
+      ++plan->ignored_files;
+      continue;
+    }
+    std::string stem = n.substr(0, n.size() - ending.size());
+    int64_t ch = -1;
+    if (stem[stem.size() - 5] != '_' || !ParseInt(stem.substr(stem.size() - 4), &ch)) {
+      plan->bad.push_back({f.abs, "name does not end in _XXXX" + ending + " (channel number)"});
+      continue;
+    }
+    (*cases)[stem.substr(0, stem.size() - 5)].channels[static_cast<int>(ch)] = f.abs;
+  }
+  return Status::Ok();
+}
+
+void AddNnunetCases(const std::string& src, const std::string& folder, const std::string& ending,
+                    int channels, bool labeled, SourcePlan* plan) {
+  std::map<std::string, NnunetCase> cases;
+  Status s = ListNnunetFolder(src + "/" + folder, ending, plan, &cases);
+  if (!s.ok()) { plan->bad.push_back({src + "/" + folder, s.message()}); return; }
+  for (const auto& [name, c] : cases) {
+    CaseInput in;
+    in.name = folder + "/" + name;
+    in.split = labeled ? "" : "test";
+    std::string missing;
+    for (int k = 0; k < channels; ++k) {
+      auto it = c.channels.find(k);
+      if (it == c.channels.end()) { missing += (missing.empty() ? "" : ", ") + std::to_string(k); continue; }
+      in.images.push_back(it->second);
+    }
+    if (!missing.empty() || static_cast<int>(c.channels.size()) != channels) {
+      plan->bad.push_back({src + "/" + in.name, "case has channels " + std::to_string(c.channels.size()) +
+                                                " files but dataset.json names " + std::to_string(channels) +
+                                                (missing.empty() ? "" : " (missing channel " + missing + ")")});
+      continue;
+    }
+    if (labeled) {
+      in.mask = src + "/labelsTr/" + name + ending;
+      std::error_code ec;
+      if (!fs::is_regular_file(in.mask, ec)) {
+        plan->bad.push_back({src + "/" + in.name, "no label file labelsTr/" + name + ending});
+        continue;
+      }
+    } else {
+      plan->unlabeled_masks = true;
+    }
+    plan->cases.push_back(std::move(in));
+  }
+}
+
+}  // namespace
+
+Status PlanNnunet(const std::string& src, SourcePlan* plan) {
+  const std::string json_path = src + "/dataset.json";
+  ASSIGN_OR_RETURN(std::string text, ReadTextFile(json_path));
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Corruption(json_path + ": not valid JSON");
+  const nlohmann::json* names = j.contains("channel_names") ? &j["channel_names"]
+                                : j.contains("modality") ? &j["modality"] : nullptr;
+  if (names == nullptr || !names->is_object() || names->empty()) {
+    return Corruption(json_path + ": missing 'channel_names' object");
+  }
+  std::string ending = ".nii.gz";
+  if (j.contains("file_ending") && j["file_ending"].is_string()) ending = j["file_ending"].get<std::string>();
+  if (KindFromName("x" + ending) != ImageKind::kNifti) return Unsupported(json_path + ": file_ending " + ending + " (only NIfTI)");
+  plan->channel_names_json = names->dump();
+  if (j.contains("labels")) plan->mask_labels_json = j["labels"].dump();
+  plan->has_mask = true;
+  const int channels = static_cast<int>(names->size());
+  AddNnunetCases(src, "imagesTr", ending, channels, true, plan);
+  std::error_code ec;
+  if (fs::is_directory(src + "/imagesTs", ec)) AddNnunetCases(src, "imagesTs", ending, channels, false, plan);
+  if (plan->cases.empty() && plan->bad.empty()) return NotFound(src + "/imagesTr: no cases found");
+  return Status::Ok();
+}
+
+namespace {
+
+// "slice_0012_266_266_1.50_1.50.png" -> slice number text and (sx, sy).
+bool ParseSliceName(const std::string& n, std::string* slice, std::vector<double>* spacing) {
+  if (n.rfind("slice_", 0) != 0 || KindFromName(n) != ImageKind::kPng) return false;
+  std::vector<std::string> parts;
+  std::string cur;
+  for (char c : n.substr(0, n.size() - 4)) {
+    if (c == '_') { parts.push_back(cur); cur.clear(); } else cur += c;
+  }
+  parts.push_back(cur);
+  if (parts.size() != 6) return false;
+  double sx, sy;
+  if (!ParseDouble(parts[4], &sx) || !ParseDouble(parts[5], &sy)) return false;
+  *slice = parts[1];
+  *spacing = {sx, sy};
+  return true;
+}
+
+}  // namespace
+
+Status PlanRle(const std::string& src, SourcePlan* plan) {
+  const std::string csv = src + "/train.csv";
+  ASSIGN_OR_RETURN(std::string text, ReadTextFile(csv));
+  ASSIGN_OR_RETURN(auto rows, ParseCsv(text, csv));
+  if (rows.empty()) return Corruption(csv + ": empty csv");
+  int id = Column(rows[0], "id"), cls = Column(rows[0], "class"), seg = Column(rows[0], "segmentation");
+  if (id < 0 || cls < 0 || seg < 0) return Corruption(csv + ": header must have id, class, segmentation");
+  std::set<std::string> classes;
+  std::map<std::string, std::map<std::string, std::string>> rle;
+  for (size_t r = 1; r < rows.size(); ++r) {
+    const auto& row = rows[r];
+    if (row.size() < rows[0].size()) {
+      if (row.size() == rows[0].size() - 1 && seg == static_cast<int>(rows[0].size()) - 1) {
+        classes.insert(row[cls]);  // empty trailing segmentation
+        continue;
+      }
+      return Corruption(csv + ": line " + std::to_string(r + 1) + ": too few columns");
+    }
+    classes.insert(row[cls]);
+    if (!row[seg].empty()) rle[row[id]][row[cls]] = row[seg];
+  }
+  std::vector<ListedFile> files;
+  RETURN_IF_ERROR(ListFiles(src + "/train", true, &files, &plan->bad));
+  nlohmann::json labels = nlohmann::json::object();
+  int k = 0;
+  for (const auto& c : classes) labels[c] = k++;
+  plan->mask_labels_json = labels.dump();
+  plan->has_mask = true;
+  for (const auto& f : files) {
+    fs::path rel(f.rel);
+    std::string slice;
+    std::vector<double> spacing;
+    if (rel.parent_path().filename() != "scans" || !ParseSliceName(rel.filename().string(), &slice, &spacing)) {
+      ++plan->ignored_files;
+      continue;
+    }
+    CaseInput in;
+    in.name = rel.parent_path().parent_path().filename().string() + "_slice_" + slice;
+    in.images = {f.abs};
+    in.spacing = spacing;
+    auto it = rle.find(in.name);
+    for (const auto& c : classes) {
+      std::string s;
+      if (it != rle.end() && it->second.count(c)) s = it->second.at(c);
+      in.rle.push_back(s);
+    }
+    plan->cases.push_back(std::move(in));
+  }
+  if (plan->cases.empty() && plan->bad.empty()) return NotFound(src + "/train: no scans/slice_*.png files found");
+  return Status::Ok();
+}
+
+}  // namespace detail
+}  // namespace shardify::convert

@@ -1,0 +1,102 @@
+// Option parsing helpers and the human summary (see convert.h).
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "convert/convert.h"
+#include "convert/source_internal.h"
+
+namespace shardify::convert {
+
+Result<std::vector<std::pair<std::string, double>>> ParseSplitSpec(const std::string& spec) {
+  std::vector<std::pair<std::string, double>> out;
+  std::stringstream ss(spec);
+  std::string item;
+  double total = 0;
+  while (std::getline(ss, item, ',')) {
+    size_t eq = item.find('=');
+    double f = 0;
+    if (eq == std::string::npos || eq == 0 || !detail::ParseDouble(item.substr(eq + 1), &f) || !(f > 0)) {
+      return InvalidArgument("--split: '" + item + "' is not name=fraction with a fraction > 0");
+    }
+    std::string name = item.substr(0, eq);
+    for (const auto& [n, x] : out) {
+      if (n == name) return InvalidArgument("--split: split '" + name + "' is named twice");
+    }
+    out.push_back({name, f});
+    total += f;
+  }
+  if (out.empty()) return InvalidArgument("--split: empty specification");
+  if (std::fabs(total - 1.0) > 1e-6) {
+    return InvalidArgument("--split: fractions sum to " + std::to_string(total) + ", expected 1");
+  }
+  return out;
+}
+
+Result<uint64_t> ParseByteSize(const std::string& text) {
+  if (text.empty()) return InvalidArgument("empty size");
+  uint64_t mult = 1;
+  std::string num = text;
+  char last = static_cast<char>(std::toupper(static_cast<unsigned char>(text.back())));
+  if (last == 'K' || last == 'M' || last == 'G' || last == 'T') {
+    num.pop_back();
+    mult = last == 'K' ? 1ull << 10 : last == 'M' ? 1ull << 20 : last == 'G' ? 1ull << 30 : 1ull << 40;
+  }
+  int64_t v = 0;
+  if (!detail::ParseInt(num, &v) || v <= 0 || static_cast<uint64_t>(v) > UINT64_MAX / mult) {
+    return InvalidArgument("'" + text + "' is not a size like 268435456, 256M or 1G");
+  }
+  return static_cast<uint64_t>(v) * mult;
+}
+
+namespace {
+
+std::string Bytes(uint64_t b) {
+  char buf[64];
+  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) { v /= 1024; ++u; }
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, unit[u]);
+  return buf;
+}
+
+}  // namespace
+
+std::string FormatSummary(const ConvertSummary& s) {
+  std::ostringstream o;
+  o << (s.dry_run ? "dry run (nothing written): " : "") << s.samples << " samples, layout " << s.layout << "\n";
+  o << "  splits:";
+  for (const auto& sp : s.splits) o << " " << sp.name << "=" << sp.samples;
+  o << "\n";
+  if (!s.classes.empty()) {
+    o << "  classes (" << s.classes.size() << "):";
+    for (const auto& c : s.classes) o << " " << c;
+    o << "\n";
+  }
+  o << "  fields:";
+  for (size_t i = 0; i < s.fields.size(); ++i) o << (i ? "; " : " ") << s.fields[i];
+  o << "\n";
+  if (!s.dry_run) {
+    char line[256];
+    double ratio = s.bytes_in > 0 ? static_cast<double>(s.bytes_out) / static_cast<double>(s.bytes_in) : 0.0;
+    std::snprintf(line, sizeof line, "  bytes in %s, out %s (%zu shard%s), ratio %.3f%s\n", Bytes(s.bytes_in).c_str(),
+                  Bytes(s.bytes_out).c_str(), static_cast<size_t>(s.shards), s.shards == 1 ? "" : "s", ratio,
+                  s.dictionary ? ", zstd dictionary" : "");
+    o << line;
+  }
+  char t[128];
+  std::snprintf(t, sizeof t, "  %.2f s, %.0f files/s\n", s.seconds,
+                s.seconds > 0 ? static_cast<double>(s.samples) / s.seconds : 0.0);
+  o << t;
+  if (s.ignored_files > 0) o << "  ignored " << s.ignored_files << " file(s) that are not inputs of this layout\n";
+  if (!s.skipped.empty()) {
+    o << "  skipped " << s.skipped.size() << " input(s)" << (s.dry_run ? "" : ", listed in skipped.tsv") << ":\n";
+    for (size_t i = 0; i < s.skipped.size() && i < 5; ++i) o << "    " << s.skipped[i].reason << "\n";
+    if (s.skipped.size() > 5) o << "    ...\n";
+  }
+  for (const auto& w : s.warnings) o << "  warning: " << w << "\n";
+  return o.str();
+}
+
+}  // namespace shardify::convert

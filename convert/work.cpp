@@ -1,0 +1,232 @@
+// Threaded work of the pipeline (see work_internal.h).
+#include "convert/work_internal.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace fs = std::filesystem;
+
+namespace shardify::convert::detail {
+namespace {
+
+bool IsSet(const std::atomic<bool>* f) { return f != nullptr && f->load(); }
+
+// Joins its threads when destroyed, so no early return leaves one running.
+class ThreadGroup {
+ public:
+  ~ThreadGroup() { Join(); }
+  void Add(std::function<void()> fn) { threads_.emplace_back(std::move(fn)); }
+  void Join() {
+    for (auto& t : threads_) if (t.joinable()) t.join();
+    threads_.clear();
+  }
+
+ private:
+  std::vector<std::thread> threads_;
+};
+
+uint64_t CaseBytes(const CaseInput& in) {
+  uint64_t n = 0;
+  for (const auto& p : in.images) n += PathBytes(p);
+  if (!in.mask.empty()) n += PathBytes(in.mask);
+  return n;
+}
+
+}  // namespace
+
+uint64_t PathBytes(const std::string& path) {
+  std::error_code ec;
+  uint64_t n = fs::file_size(path, ec);
+  return ec ? 0 : n;
+}
+
+Status WriteFileAtomic(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    out.flush();
+    if (!out) return IOError(tmp + ": cannot write");
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return IOError(path + ": cannot rename from " + tmp + ": " + ec.message());
+  return Status::Ok();
+}
+
+Status ParallelFor(size_t n, int threads, const std::atomic<bool>* cancel, const char* phase,
+                   ProgressSink* progress, const std::function<void(size_t)>& fn) {
+  std::atomic<size_t> next{0}, done{0};
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  int finished = 0;
+  const int workers = std::max(1, std::min<int>(threads, static_cast<int>(std::max<size_t>(n, 1))));
+  ThreadGroup group;
+  for (int t = 0; t < workers; ++t) {
+    group.Add([&] {
+      for (size_t i; !stop.load() && (i = next.fetch_add(1)) < n;) {
+        fn(i);
+        done.fetch_add(1);
+      }
+      std::lock_guard<std::mutex> l(mu);
+      ++finished;
+      cv.notify_all();
+    });
+  }
+  std::unique_lock<std::mutex> l(mu);
+  while (finished < workers) {
+    cv.wait_for(l, std::chrono::milliseconds(100));
+    if (IsSet(cancel)) stop = true;
+    if (progress != nullptr) {
+      l.unlock();
+      progress->OnProgress(Progress{phase, done.load(), n, 0});
+      l.lock();
+    }
+  }
+  l.unlock();
+  group.Join();
+  if (IsSet(cancel)) return Cancelled("conversion cancelled");
+  return Status::Ok();
+}
+
+namespace {
+
+// Workers decode, build and compress (each with its own Encoder); the appending thread
+// only writes, in input order. Output bytes do not depend on the thread count.
+struct Slot {
+  bool ready = false;
+  EncodedSamplePtr sample;
+  Status status;
+  uint64_t bytes = 0;
+};
+
+Slot EncodeOne(const EncodeJob& job, size_t case_index, Encoder& encoder) {
+  const CaseInput& in = job.plan->cases[case_index];
+  Slot s;
+  std::vector<uint8_t> cached = std::move((*job.small_files)[case_index]);
+  auto data = DecodeCase(*job.plan, in, &cached);
+  if (!data.ok()) { s.status = data.status(); return s; }
+  const uint64_t known = data->image.info.file_bytes;
+  if (in.idx_set < 0) s.bytes = in.images.size() == 1 && in.mask.empty() && known > 0 ? known : CaseBytes(in);
+  auto sample = BuildSample(*job.schema, in, std::move(data).value());
+  if (!sample.ok()) { s.status = sample.status(); return s; }
+  auto encoded = encoder.Encode(std::move(sample).value());
+  if (!encoded.ok()) {
+    s.status = encoded.status().WithContext(in.name);
+    return s;
+  }
+  s.sample = std::move(encoded).value();
+  return s;
+}
+
+// Bounded reorder window between the encode threads and the appending thread.
+struct Sequencer {
+  std::mutex mu;
+  std::condition_variable ready_cv, space_cv;
+  std::vector<Slot> slots;
+  size_t consumed = 0;
+  bool stop = false;
+};
+
+}  // namespace
+
+Result<std::vector<CaseFailure>> EncodeAll(const EncodeJob& job, bool skip, std::vector<size_t>* written,
+                                           uint64_t* bytes_in) {
+  const std::vector<size_t>& order = *job.order;
+  const size_t n = order.size();
+  const size_t window = job.window > 0 ? job.window : 16 * static_cast<size_t>(std::max(1, job.threads));
+  Sequencer seq;
+  seq.slots.resize(window);
+  std::atomic<size_t> next{0};
+  auto stop_all = [&] {
+    std::lock_guard<std::mutex> l(seq.mu);
+    seq.stop = true;
+    seq.space_cv.notify_all();
+  };
+  const int threads = std::max(1, job.threads);
+  std::vector<std::unique_ptr<Encoder>> encoders;  // made here: NewEncoder is not thread-safe
+  for (int t = 0; t < threads; ++t) encoders.push_back(job.writer->NewEncoder());
+  ThreadGroup group;
+  for (int t = 0; t < threads; ++t) {
+    group.Add([&, t] {
+      Encoder& encoder = *encoders[static_cast<size_t>(t)];
+      for (size_t i; (i = next.fetch_add(1)) < n;) {
+        {
+          std::unique_lock<std::mutex> l(seq.mu);
+          seq.space_cv.wait(l, [&] { return seq.stop || i < seq.consumed + window; });
+          if (seq.stop) return;
+        }
+        Slot s = EncodeOne(job, order[i], encoder);
+        bool wake;
+        {
+          std::lock_guard<std::mutex> l(seq.mu);
+          s.ready = true;
+          seq.slots[i % window] = std::move(s);
+          wake = i == seq.consumed;  // the appender waits for exactly this slot
+        }
+        if (wake) seq.ready_cv.notify_one();
+      }
+    });
+  }
+  std::vector<CaseFailure> failures;
+  Status result;
+  for (size_t j = 0; j < n && result.ok(); ++j) {
+    Slot s;
+    {
+      std::unique_lock<std::mutex> l(seq.mu);
+      while (!seq.slots[j % window].ready && !IsSet(job.cancel)) seq.ready_cv.wait_for(l, std::chrono::milliseconds(50));
+      if (IsSet(job.cancel)) { result = Cancelled("conversion cancelled"); break; }
+      s = std::move(seq.slots[j % window]);
+      seq.slots[j % window] = Slot{};
+      seq.consumed = j + 1;
+    }
+    seq.space_cv.notify_all();
+    *bytes_in += s.bytes;
+    const CaseInput& in = job.plan->cases[order[j]];
+    if (!s.status.ok()) {
+      if (skip) failures.push_back({in.name, s.status}); else result = s.status;
+    } else {
+      result = job.writer->Append(std::move(s.sample));
+      if (result.ok()) written->push_back(order[j]);
+    }
+    if (job.progress != nullptr) job.progress->OnProgress(Progress{"convert", j + 1, n, *bytes_in});
+  }
+  stop_all();
+  group.Join();
+  if (!result.ok()) return result;
+  return failures;
+}
+
+Status TrainDictionaries(const SourcePlan& plan, const Schema& schema, const std::vector<size_t>& order,
+                         DatasetWriter& writer, ConvertSummary* sum) {
+  const size_t want = std::min<size_t>(order.size(), 2000);
+  std::vector<std::vector<uint8_t>> images(want), masks(want);
+  Status st = ParallelFor(want, static_cast<int>(std::thread::hardware_concurrency()), nullptr, "dictionary", nullptr,
+                          [&](size_t k) {
+                            const CaseInput& in = plan.cases[order[k * order.size() / want]];
+                            auto d = DecodeCase(plan, in);
+                            if (!d.ok()) return;
+                            images[k] = std::move(d->image.pixels);
+                            if (d->has_mask) masks[k] = std::move(d->mask.pixels);
+                          });
+  RETURN_IF_ERROR(st);
+  auto train = [&](const char* field, std::vector<std::vector<uint8_t>>& samples) {
+    std::vector<std::vector<uint8_t>> use;
+    for (auto& s : samples) if (!s.empty()) use.push_back(std::move(s));
+    Status t = writer.TrainDictionary(field, use);
+    if (!t.ok()) sum->warnings.push_back(std::string("no dictionary for field ") + field + ": " + t.ToString());
+    return t.ok();
+  };
+  sum->dictionary = train("image", images);
+  if (schema.mask >= 0) train("mask", masks);
+  return Status::Ok();
+}
+
+}  // namespace shardify::convert::detail

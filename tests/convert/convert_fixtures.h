@@ -1,0 +1,83 @@
+// Fixtures for the converter tests: temporary directories, image files written at run
+// time (ITK through convert/image_io.h; libpng directly for palette and low bit depths),
+// and helpers that read a converted dataset back.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "convert/convert.h"
+#include "convert/image_io.h"
+#include "format/dataset.h"
+
+namespace shardify::convert::testing {
+
+// A fresh directory under the system temp dir, removed with everything in it.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& rel) const { return path_ + "/" + rel; }
+
+ private:
+  std::string path_;
+};
+
+// Directory of the real example images from insighttoolkit5-examples.
+std::string ItkDataDir();
+
+void MakeDirs(const std::string& dir);
+void WriteText(const std::string& path, const std::string& text);
+std::vector<uint8_t> ReadBytes(const std::string& path);
+void WriteBytes(const std::string& path, const std::vector<uint8_t>& bytes);
+
+// Deterministic pixels: n bytes from `seed`, smooth enough to compress.
+std::vector<uint8_t> Pixels(size_t n, uint32_t seed);
+
+// An 8-bit PNG of shape [c, h, w] (via ITK), pixels from Pixels(seed). Returns the pixels.
+std::vector<uint8_t> WritePng(const std::string& path, int c, int h, int w, uint32_t seed);
+// A PNG with libpng: `color_type` and `bit_depth` as in png.h; palette images get a
+// `palette_size`-entry gray-ish palette (and a tRNS chunk when `trns`). `rows` are the
+// packed sample values per pixel (one value per channel, before bit packing).
+void WriteRawPng(const std::string& path, int w, int h, int color_type, int bit_depth,
+                 const std::vector<uint16_t>& values, bool trns = false);
+
+// A 3D NIfTI-1 volume [1, d, h, w] of `dtype` with a non-trivial geometry.
+Geometry TestGeometry(double shift = 0);
+void WriteVolume(const std::string& path, DType dtype, int d, int h, int w, uint32_t seed,
+                 const Geometry& g = TestGeometry(), int channels = 1);
+
+// Converts with test-friendly defaults (no fsync, 2 threads) and returns the result.
+Result<ConvertSummary> RunConvert(const std::string& src, const std::string& dst,
+                                  ConvertOptions o = ConvertOptions());
+
+// Reads a converted dataset back.
+struct Readback {
+  std::unique_ptr<Dataset> ds;
+  int Field(const std::string& name) const;  // asserts it exists
+  std::vector<uint8_t> Array(uint64_t sample, const std::string& field) const;
+  Shape ShapeOf(uint64_t sample, const std::string& field) const;
+  int64_t Int(uint64_t sample, const std::string& field) const;
+  std::string Str(uint64_t sample, const std::string& field) const;
+  std::vector<double> Doubles(uint64_t sample, const std::string& field) const;
+};
+Readback Open(const std::string& dir);
+
+// Geometry as ITK's NIfTI ImageIO reads it (3 spatial axes).
+Geometry ItkGeometry(const std::string& path);
+// Voxels as ITK's NIfTI ImageIO reads them (for files without scaling).
+std::vector<uint8_t> ItkVoxels(const std::string& path);
+
+// The same NIfTI-1 file in big-endian byte order (header fields and voxels swapped).
+std::vector<uint8_t> ToBigEndianNifti1(const std::vector<uint8_t>& le, size_t elem_size);
+// The same data as a NIfTI-2 file (header rebuilt, voxels after a 544-byte offset).
+std::vector<uint8_t> ToNifti2(const std::vector<uint8_t>& n1);
+
+// True when every value of a and b differs by at most tol (relative to max(1, |a|)).
+bool Near(const std::vector<double>& a, const std::vector<double>& b, double tol = 1e-5);
+
+}  // namespace shardify::convert::testing

@@ -1,0 +1,287 @@
+// Each source layout converts into the fields of docs/CONVENTIONS.md.
+#include <zlib.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "tests/convert/convert_fixtures.h"
+
+using namespace shardify;
+using namespace shardify::convert;
+using namespace shardify::convert::testing;
+
+namespace {
+
+void WriteIdx(const std::string& path, uint8_t rank, const std::vector<uint32_t>& dims, const std::vector<uint8_t>& data) {
+  std::vector<uint8_t> b = {0, 0, 0x08, rank};
+  for (uint32_t d : dims) {
+    for (int k = 3; k >= 0; --k) b.push_back(static_cast<uint8_t>(d >> (8 * k)));
+  }
+  b.insert(b.end(), data.begin(), data.end());
+  gzFile f = gzopen(path.c_str(), "wb");
+  REQUIRE(f != nullptr);
+  REQUIRE(gzwrite(f, b.data(), static_cast<unsigned>(b.size())) == static_cast<int>(b.size()));
+  gzclose(f);
+}
+
+std::vector<uint8_t> GunzipHead(const std::string& path, size_t n) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  std::vector<uint8_t> out(n);
+  int got = gzread(f, out.data(), static_cast<unsigned>(n));
+  gzclose(f);
+  out.resize(got > 0 ? static_cast<size_t>(got) : 0);
+  return out;
+}
+
+std::string Meta(const FieldSpec& f, const std::string& key) {
+  for (const auto& kv : f.meta) if (kv.key == key) return kv.value;
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("convert: folder layout takes labels from sorted class folders") {
+  TempDir dir;
+  const std::string src = dir / "src";
+  auto a = WritePng(src + "/dog/b.png", 1, 4, 5, 1);
+  auto b = WritePng(src + "/cat/x.png", 1, 4, 5, 2);
+  auto c = WritePng(src + "/cat/a.png", 1, 4, 5, 3);
+  auto r = RunConvert(src, dir / "out");
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  CHECK(r->layout == "folder");
+  auto rb = Open(dir / "out");
+  const Manifest& m = rb.ds->manifest();
+  CHECK(m.classes == std::vector<std::string>{"cat", "dog"});
+  REQUIRE(m.num_samples == 3);
+  CHECK(m.fields[rb.Field("image")].shape == Shape{1, 4, 5});
+  CHECK(rb.Str(0, "path") == "cat/a.png");
+  CHECK(rb.Str(1, "path") == "cat/x.png");
+  CHECK(rb.Str(2, "path") == "dog/b.png");
+  CHECK(rb.Int(0, "label") == 0);
+  CHECK(rb.Int(2, "label") == 1);
+  CHECK(rb.Array(0, "image") == c);
+  CHECK(rb.Array(1, "image") == b);
+  CHECK(rb.Array(2, "image") == a);
+  CHECK(m.provenance.converter == "shardify");
+  CHECK(!m.provenance.converter_version.empty());
+  CHECK(m.provenance.source == src);
+}
+
+TEST_CASE("convert: idx layout reads .gz pairs, train and t10k become splits") {
+  TempDir dir;
+  const std::string src = dir / "mnist";
+  MakeDirs(src);
+  std::vector<uint8_t> train = Pixels(5 * 4 * 3, 1), test = Pixels(2 * 4 * 3, 2);
+  WriteIdx(src + "/train-images-idx3-ubyte.gz", 3, {5, 4, 3}, train);
+  WriteIdx(src + "/train-labels-idx1-ubyte.gz", 1, {5}, {3, 1, 4, 1, 5});
+  WriteIdx(src + "/t10k-images-idx3-ubyte.gz", 3, {2, 4, 3}, test);
+  WriteIdx(src + "/t10k-labels-idx1-ubyte.gz", 1, {2}, {9, 2});
+  ConvertOptions o;
+  o.class_names = {"c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9"};
+  auto r = RunConvert(src, dir / "out", o);
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  CHECK(r->layout == "idx");
+  auto rb = Open(dir / "out");
+  const Manifest& m = rb.ds->manifest();
+  REQUIRE(m.splits.size() == 2);
+  CHECK(m.splits[0].name == "train");
+  CHECK(m.splits[0].num_samples == 5);
+  CHECK(m.splits[1].name == "test");
+  CHECK(m.classes.size() == 10);
+  CHECK(rb.Int(2, "label") == 4);
+  CHECK(rb.Int(6, "label") == 2);
+  CHECK(rb.ShapeOf(0, "image") == Shape{1, 4, 3});
+  CHECK(rb.Array(4, "image") == std::vector<uint8_t>(train.begin() + 48, train.end()));
+  CHECK(rb.Array(5, "image") == std::vector<uint8_t>(test.begin(), test.begin() + 12));
+}
+
+TEST_CASE("convert: csv layout with class-name labels, split column and scalar columns") {
+  TempDir dir;
+  auto p0 = WritePng(dir / "imgs/a.png", 1, 3, 3, 1);
+  auto p1 = WritePng(dir / "imgs/b.png", 1, 3, 3, 2);
+  auto p2 = WritePng(dir / "imgs/c.png", 1, 3, 3, 3);
+  WriteText(dir / "list.csv",
+            "image,label,split,age,weight,site\n"
+            "imgs/a.png,lung,val,40,1.5,\"north, 2\"\n"
+            "imgs/b.png,heart,train,51,2,south\n"
+            "imgs/c.png,lung,train,63,0.25,east\n");
+  auto r = RunConvert(dir / "list.csv", dir / "out");
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  auto rb = Open(dir / "out");
+  const Manifest& m = rb.ds->manifest();
+  CHECK(m.classes == std::vector<std::string>{"heart", "lung"});
+  REQUIRE(m.splits.size() == 2);
+  CHECK(m.splits[0].name == "train");
+  CHECK(m.splits[0].num_samples == 2);
+  CHECK(m.splits[1].name == "val");
+  CHECK(rb.Str(0, "path") == "imgs/b.png");
+  CHECK(rb.Int(0, "label") == 0);
+  CHECK(rb.Array(2, "image") == p0);
+  CHECK(m.fields[rb.Field("age")].kind == FieldKind::kInt);
+  CHECK(m.fields[rb.Field("weight")].kind == FieldKind::kFloat);
+  CHECK(m.fields[rb.Field("site")].kind == FieldKind::kString);
+  CHECK(rb.Int(1, "age") == 63);
+  CHECK(rb.Str(2, "site") == "north, 2");
+  auto v = rb.ds->Sample(1);
+  REQUIRE(v.ok());
+  CHECK(*v->float_value(static_cast<size_t>(rb.Field("weight"))) == 0.25);
+  (void)p1;
+  (void)p2;
+}
+
+TEST_CASE("convert: pairs layout stores 16-bit images with 8-bit masks") {
+  TempDir dir;
+  std::vector<uint16_t> v(6 * 4);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<uint16_t>(i * 1000);
+  WriteRawPng(dir / "src/images/s1.png", 6, 4, 2 /*gray*/ - 2, 16, v);
+  std::vector<uint16_t> mv(6 * 4);
+  for (size_t i = 0; i < mv.size(); ++i) mv[i] = static_cast<uint16_t>(i % 3);
+  WriteRawPng(dir / "src/masks/s1.png", 6, 4, 0, 8, mv);
+  auto r = RunConvert(dir / "src", dir / "out");
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  CHECK(r->layout == "pairs");
+  auto rb = Open(dir / "out");
+  const Manifest& m = rb.ds->manifest();
+  CHECK(m.fields[rb.Field("image")].dtype == DType::kU16);
+  CHECK(m.fields[rb.Field("mask")].dtype == DType::kU8);
+  CHECK(rb.ShapeOf(0, "mask") == Shape{1, 4, 6});
+  std::vector<uint8_t> mask = rb.Array(0, "mask");
+  for (size_t i = 0; i < mv.size(); ++i) CHECK(mask[i] == mv[i]);
+  std::vector<uint8_t> img = rb.Array(0, "image");
+  uint16_t px5;
+  std::memcpy(&px5, &img[10], 2);
+  CHECK(px5 == 5000);
+}
+
+TEST_CASE("convert: rle layout decodes one mask channel per class and keeps spacing") {
+  TempDir dir;
+  const std::string src = dir / "gi";
+  std::vector<uint16_t> v(6 * 4, 300);
+  WriteRawPng(src + "/train/case7/case7_day2/scans/slice_0001_6_4_1.50_1.25.png", 6, 4, 0, 16, v);
+  WriteRawPng(src + "/train/case7/case7_day2/scans/slice_0002_6_4_1.50_1.25.png", 6, 4, 0, 16, v);
+  WriteText(src + "/train.csv",
+            "id,class,segmentation\n"
+            "case7_day2_slice_0001,large_bowel,1 3 10 2\n"
+            "case7_day2_slice_0001,small_bowel,\n"
+            "case7_day2_slice_0001,stomach,2 2\n"
+            "case7_day2_slice_0002,large_bowel,\n"
+            "case7_day2_slice_0002,small_bowel,24 1\n"
+            "case7_day2_slice_0002,stomach,\n");
+  auto r = RunConvert(src, dir / "out");
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  CHECK(r->layout == "rle");
+  auto rb = Open(dir / "out");
+  REQUIRE(rb.ds->num_samples() == 2);
+  CHECK(rb.Str(0, "path") == "case7_day2_slice_0001");
+  CHECK(rb.ShapeOf(0, "mask") == Shape{3, 4, 6});
+  std::vector<uint8_t> m0 = rb.Array(0, "mask");
+  std::vector<uint8_t> want(72, 0);
+  for (int i : {0, 1, 2, 9, 10}) want[static_cast<size_t>(i)] = 1;  // large_bowel
+  for (int i : {1, 2}) want[static_cast<size_t>(48 + i)] = 1;       // stomach
+  CHECK(m0 == want);
+  std::vector<uint8_t> m1 = rb.Array(1, "mask");
+  CHECK(m1[24 + 23] == 1);
+  CHECK(rb.Doubles(0, "image.spacing") == std::vector<double>{1.5, 1.25});
+  CHECK(Meta(rb.ds->manifest().fields[rb.Field("mask")], "labels") == R"({"large_bowel":0,"small_bowel":1,"stomach":2})");
+}
+
+TEST_CASE("convert: nnunet layout stacks channels, keeps geometry and header, imagesTs is test") {
+  TempDir dir;
+  const std::string src = dir / "Dataset001";
+  WriteText(src + "/dataset.json", R"({"channel_names": {"0": "T2", "1": "ADC"},
+    "labels": {"background": 0, "tumor": 1}, "numTraining": 2, "file_ending": ".nii.gz"})");
+  for (const char* c : {"case_001", "case_002"}) {
+    WriteVolume(src + "/imagesTr/" + c + "_0000.nii.gz", DType::kI16, 3, 4, 5, 1);
+    WriteVolume(src + "/imagesTr/" + c + "_0001.nii.gz", DType::kI16, 3, 4, 5, 2);
+    WriteVolume(src + "/labelsTr/" + std::string(c) + ".nii.gz", DType::kU8, 3, 4, 5, 3);
+  }
+  WriteVolume(src + "/imagesTs/case_009_0000.nii.gz", DType::kI16, 3, 4, 5, 4);
+  WriteVolume(src + "/imagesTs/case_009_0001.nii.gz", DType::kI16, 3, 4, 5, 5);
+  auto r = RunConvert(src, dir / "out");
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  CHECK(r->layout == "nnunet");
+  auto rb = Open(dir / "out");
+  const Manifest& m = rb.ds->manifest();
+  REQUIRE(m.num_samples == 3);
+  REQUIRE(m.splits.size() == 2);
+  CHECK(m.splits[1].name == "test");
+  CHECK(m.fields[rb.Field("image")].shape == Shape{2, 3, 4, 5});
+  CHECK(m.fields[rb.Field("mask")].shape == Shape{-1, 3, 4, 5});
+  CHECK(Meta(m.fields[rb.Field("image")], "channel_names") == R"({"0":"T2","1":"ADC"})");
+  CHECK(Meta(m.fields[rb.Field("mask")], "labels") == R"({"background":0,"tumor":1})");
+  const std::string ch1 = src + "/imagesTr/case_001_0001.nii.gz";
+  std::vector<uint8_t> img = rb.Array(0, "image");
+  std::vector<uint8_t> itk1 = ItkVoxels(ch1);
+  REQUIRE(img.size() == 2 * itk1.size());
+  CHECK(std::vector<uint8_t>(img.begin() + static_cast<std::ptrdiff_t>(itk1.size()), img.end()) == itk1);
+  CHECK(rb.Array(0, "mask") == ItkVoxels(src + "/labelsTr/case_001.nii.gz"));
+  const Geometry g = ItkGeometry(src + "/imagesTr/case_001_0000.nii.gz");
+  CHECK(rb.Doubles(0, "image.spacing") == g.spacing);
+  CHECK(rb.Doubles(0, "image.origin") == g.origin);
+  CHECK(rb.Doubles(0, "image.direction") == g.direction);
+  CHECK(Near(g.origin, TestGeometry().origin, 1e-4));
+  std::string hdr = rb.Str(0, "image.nifti_header");
+  CHECK(std::vector<uint8_t>(hdr.begin(), hdr.end()) == GunzipHead(src + "/imagesTr/case_001_0000.nii.gz", 348));
+  CHECK(rb.ShapeOf(2, "mask") == Shape{0, 3, 4, 5});
+  CHECK(rb.Str(2, "path") == "imagesTs/case_009");
+}
+
+TEST_CASE("convert: nifti layout stores differing sizes as variable dims (-1)") {
+  TempDir dir;
+  WriteVolume(dir / "vols/a.nii.gz", DType::kF32, 3, 4, 5, 1);
+  WriteVolume(dir / "vols/sub/b.nii", DType::kF32, 2, 4, 6, 2);
+  WriteVolume(dir / "vols/c.nii.gz", DType::kF32, 2, 4, 6, 3, TestGeometry(), 2);
+  auto r = RunConvert(dir / "vols", dir / "out");
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  CHECK(r->layout == "nifti");
+  auto rb = Open(dir / "out");
+  CHECK(rb.ds->manifest().fields[rb.Field("image")].shape == Shape{-1, -1, 4, -1});
+  CHECK(rb.ShapeOf(0, "image") == Shape{1, 3, 4, 5});
+  CHECK(rb.ShapeOf(1, "image") == Shape{2, 2, 4, 6});
+  CHECK(rb.ShapeOf(2, "image") == Shape{1, 2, 4, 6});
+  CHECK(rb.Str(2, "path") == "sub/b.nii");
+  CHECK(rb.Array(2, "image") == ItkVoxels(dir / "vols/sub/b.nii"));
+  CHECK(rb.Int(0, "label") == -1);
+}
+
+TEST_CASE("convert: --split is stratified by class, seeded and deterministic") {
+  TempDir dir;
+  for (int c = 0; c < 3; ++c) {
+    for (int i = 0; i < 10; ++i) WritePng(dir / ("src/c" + std::to_string(c) + "/" + std::to_string(i) + ".png"), 1, 2, 2, static_cast<uint32_t>(i));
+  }
+  ConvertOptions o;
+  o.split = {{"train", 0.6}, {"val", 0.2}, {"test", 0.2}};
+  o.seed = 7;
+  auto r = RunConvert(dir / "src", dir / "a", o);
+  REQUIRE(r.ok());
+  auto rb = Open(dir / "a");
+  const Manifest& m = rb.ds->manifest();
+  REQUIRE(m.splits.size() == 3);
+  CHECK(m.splits[0].num_samples == 18);
+  CHECK(m.splits[1].num_samples == 6);
+  CHECK(m.splits[2].num_samples == 6);
+  std::map<int64_t, int> val_per_class;
+  std::vector<std::string> val_paths;
+  for (uint64_t i = m.splits[1].first_sample; i < m.splits[1].first_sample + 6; ++i) {
+    ++val_per_class[rb.Int(i, "label")];
+    val_paths.push_back(rb.Str(i, "path"));
+  }
+  CHECK(val_per_class == std::map<int64_t, int>{{0, 2}, {1, 2}, {2, 2}});
+  REQUIRE(RunConvert(dir / "src", dir / "b", o).ok());
+  CHECK(ReadBytes(dir / "a/shard-00000.sfs") == ReadBytes(dir / "b/shard-00000.sfs"));
+  o.seed = 8;
+  REQUIRE(RunConvert(dir / "src", dir / "c", o).ok());
+  auto rc = Open(dir / "c");
+  std::vector<std::string> other;
+  for (uint64_t i = 18; i < 24; ++i) other.push_back(rc.Str(i, "path"));
+  CHECK(other != val_paths);
+}

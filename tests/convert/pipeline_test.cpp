@@ -1,0 +1,267 @@
+// Pipeline behaviour: identical bytes for any thread count, cancellation, kill -9 and
+// Ctrl-C of the CLI, dictionaries.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "tests/convert/convert_fixtures.h"
+
+using namespace shardify;
+using namespace shardify::convert;
+using namespace shardify::convert::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::map<std::string, std::vector<uint8_t>> DirBytes(const std::string& dir) {
+  std::map<std::string, std::vector<uint8_t>> out;
+  for (const auto& e : fs::directory_iterator(dir)) out[e.path().filename().string()] = ReadBytes(e.path().string());
+  return out;
+}
+
+// A class-folder source of `n` PNGs in 3 classes, sizes varying with the index.
+std::string ManyPngs(const TempDir& dir, int n, int size = 8) {
+  for (int i = 0; i < n; ++i) {
+    char name[64];
+    std::snprintf(name, sizeof name, "src/c%d/%04d.png", i % 3, i);
+    WritePng(dir / name, 1 + (i % 7 == 0 ? 2 : 0), size + i % 3, size, static_cast<uint32_t>(i));
+  }
+  return dir / "src";
+}
+
+bool HasDatasetFiles(const std::string& dir) {
+  if (!fs::exists(dir)) return false;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::string n = e.path().filename().string();
+    if (n.rfind("shard-", 0) == 0 || n.rfind("manifest", 0) == 0) return true;
+  }
+  return false;
+}
+
+class CancelAt final : public ProgressSink {
+ public:
+  CancelAt(std::atomic<bool>* flag, uint64_t at) : flag_(flag), at_(at) {}
+  void OnProgress(const Progress& p) override {
+    if (std::strcmp(p.phase, "convert") == 0 && p.done >= at_) flag_->store(true);
+    ++calls;
+  }
+  int calls = 0;
+
+ private:
+  std::atomic<bool>* flag_;
+  uint64_t at_;
+};
+
+pid_t Spawn(const std::vector<std::string>& args) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits until `dir` holds a shard file (or the child exits); true if one appeared.
+bool WaitForShard(const std::string& dir, pid_t pid) {
+  for (int i = 0; i < 20000; ++i) {
+    if (HasDatasetFiles(dir)) return true;
+    int st;
+    if (waitpid(pid, &st, WNOHANG) == pid) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("convert: output is byte-identical for 1, 2 and 4 threads and any window") {
+  TempDir dir;
+  std::string src = ManyPngs(dir, 60);
+  ConvertOptions o;
+  o.shard_bytes = 2048;
+  o.split = {{"train", 0.7}, {"val", 0.3}};
+  o.threads = 1;
+  auto r1 = RunConvert(src, dir / "t1", o);
+  INFO(r1.status().ToString());
+  REQUIRE(r1.ok());
+  CHECK(r1->shards > 2);
+  CHECK(Open(dir / "t1").ds->manifest().fields[0].shape == Shape{-1, -1, 8});
+  o.threads = 2;
+  REQUIRE(RunConvert(src, dir / "t2", o).ok());
+  o.threads = 4;
+  o.window = 3;
+  REQUIRE(RunConvert(src, dir / "t4", o).ok());
+  auto a = DirBytes(dir / "t1");
+  CHECK(a.size() == r1->shards + 1);
+  CHECK(a == DirBytes(dir / "t2"));
+  CHECK(a == DirBytes(dir / "t4"));
+}
+
+TEST_CASE("convert: a cancelled conversion leaves no dataset files and a re-run works") {
+  TempDir dir;
+  std::string src = ManyPngs(dir, 40);
+  std::atomic<bool> cancel{false};
+  CancelAt sink(&cancel, 10);
+  ConvertOptions o;
+  o.shard_bytes = 1024;
+  o.cancel = &cancel;
+  o.source = src;
+  o.dest = dir / "out";
+  o.fsync = false;
+  o.threads = 2;
+  auto r = Convert(o, &sink);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == StatusCode::kCancelled);
+  CHECK(sink.calls >= 10);
+  CHECK_FALSE(HasDatasetFiles(dir / "out"));
+  cancel = false;
+  o.cancel = nullptr;
+  auto again = Convert(o);
+  INFO(again.status().ToString());
+  REQUIRE(again.ok());
+  CHECK(Open(dir / "out").ds->num_samples() == 40);
+}
+
+TEST_CASE("convert: kill -9 of shardify mid-way leaves no manifest; running again works") {
+  TempDir dir;
+  std::string src = ManyPngs(dir, 600, 24);
+  const std::string out = dir / "out";
+  pid_t pid = Spawn({SHARDIFY_BIN, src, "-o", out, "--threads", "1", "--level", "19", "--shard-size", "4K",
+                     "--no-fsync", "-q"});
+  REQUIRE(pid > 0);
+  const bool started = WaitForShard(out, pid);
+  kill(pid, SIGKILL);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  REQUIRE(started);
+  REQUIRE(WIFSIGNALED(st));
+  CHECK_FALSE(fs::exists(out + "/manifest.sfm"));
+  auto r = RunConvert(src, out);
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  CHECK(Open(out).ds->num_samples() == 600);
+  for (const auto& e : fs::directory_iterator(out)) CHECK(e.path().extension() != ".tmp");
+}
+
+TEST_CASE("convert: Ctrl-C (SIGINT) stops shardify with exit 130 and removes its files") {
+  TempDir dir;
+  std::string src = ManyPngs(dir, 600, 24);
+  const std::string out = dir / "out";
+  pid_t pid = Spawn({SHARDIFY_BIN, src, "-o", out, "--threads", "1", "--level", "19", "--shard-size", "4K",
+                     "--no-fsync"});
+  REQUIRE(pid > 0);
+  const bool started = WaitForShard(out, pid);
+  kill(pid, SIGINT);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  REQUIRE(started);
+  REQUIRE(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 130);
+  CHECK_FALSE(HasDatasetFiles(out));
+}
+
+TEST_CASE("convert: --dict trains a dictionary stored with the image field") {
+  TempDir dir;
+  std::string src = ManyPngs(dir, 30);
+  ConvertOptions o;
+  o.dict = true;
+  auto r = RunConvert(src, dir / "out", o);
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  auto rb = Open(dir / "out");
+  if (r->dictionary) {
+    CHECK_FALSE(rb.ds->manifest().fields[rb.Field("image")].zstd_dictionary.empty());
+  } else {
+    REQUIRE_FALSE(r->warnings.empty());  // training may refuse tiny inputs; it must say so
+    CHECK(r->warnings.back().find("dictionary") != std::string::npos);
+  }
+  for (uint64_t i = 0; i < 30; ++i) CHECK(rb.Array(i, "image").size() == static_cast<size_t>(rb.ShapeOf(i, "image")[0] * rb.ShapeOf(i, "image")[1] * 8));
+}
+
+TEST_CASE("convert: split and byte-size option parsing") {
+  auto s = ParseSplitSpec("train=0.8,val=0.1,test=0.1");
+  REQUIRE(s.ok());
+  CHECK(s->size() == 3);
+  CHECK((*s)[1].first == "val");
+  CHECK_FALSE(ParseSplitSpec("train=0.8,val=0.1").ok());
+  CHECK_FALSE(ParseSplitSpec("train=0.5,train=0.5").ok());
+  CHECK_FALSE(ParseSplitSpec("train").ok());
+  CHECK(*ParseByteSize("256M") == 256ull << 20);
+  CHECK(*ParseByteSize("4k") == 4096);
+  CHECK(*ParseByteSize("1000") == 1000);
+  CHECK_FALSE(ParseByteSize("-5").ok());
+  CHECK_FALSE(ParseByteSize("12Q").ok());
+}
+
+namespace {
+
+// Runs `cmd` through the shell; returns its exit code and stdout+stderr.
+int Shell(const std::string& cmd, std::string* out) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out->append(buf, n);
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+}  // namespace
+
+TEST_CASE("convert: the shardify CLI prints a summary, explains --help and refuses bad usage") {
+  TempDir dir;
+  std::string src = ManyPngs(dir, 6);
+  std::string out;
+  CHECK(Shell(std::string(SHARDIFY_BIN) + " '" + src + "' -o '" + dir.path() + "/ds' --no-fsync --split train=0.5,val=0.5", &out) == 0);
+  CHECK(out.find("6 samples, layout folder") != std::string::npos);
+  CHECK(out.find("train=3 val=3") != std::string::npos);
+  CHECK(out.find("files/s") != std::string::npos);
+  CHECK(out.find("ratio") != std::string::npos);
+  out.clear();
+  CHECK(Shell(std::string(SHARDIFY_BIN) + " --help", &out) == 0);
+  for (const char* opt : {"--threads", "--level", "--shard-size", "--dict", "--split", "--seed", "--on-error",
+                          "--overwrite", "--dry-run", "--layout"}) {
+    CHECK(out.find(opt) != std::string::npos);
+  }
+  out.clear();
+  CHECK(Shell(std::string(SHARDIFY_BIN) + " '" + src + "' -o '" + dir.path() + "/ds2' --split train=2", &out) == 2);
+  out.clear();
+  CHECK(Shell(std::string(SHARDIFY_BIN) + " '" + dir.path() + "/nope' -o '" + dir.path() + "/ds3'", &out) == 1);
+  CHECK(out.find("nope") != std::string::npos);
+}
+
+TEST_CASE("convert: garbled JPEG data and bad csv rows do not crash and name the input") {
+  TempDir dir;
+  MakeDirs(dir / "src/a");
+  std::vector<uint8_t> px = Pixels(64 * 64, 5);
+  REQUIRE(WriteImage2D(dir / "src/a/ok.jpg", DType::kU8, {1, 64, 64}, px).ok());
+  std::vector<uint8_t> jpg = ReadBytes(dir / "src/a/ok.jpg");
+  for (size_t i = 20; i + 2 < jpg.size(); i += 3) jpg[i] = static_cast<uint8_t>(jpg[i] * 13 + 7);
+  WriteBytes(dir / "src/a/garbled.jpg", jpg);
+  ConvertOptions o;
+  o.skip_errors = true;
+  auto r = RunConvert(dir / "src", dir / "out", o);  // either decodes (libjpeg is lenient) or is skipped
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  CHECK(r->samples + r->skipped.size() == 2);
+  for (const auto& s : r->skipped) CHECK(s.reason.find("garbled.jpg") != std::string::npos);
+  WriteText(dir / "t.csv", "image,label\nsrc/a/ok.jpg,1\nsrc/a/ok.jpg\n");
+  auto c = RunConvert(dir / "t.csv", dir / "out2");
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.status().message().find("t.csv: line 3") != std::string::npos);
+}
