@@ -29,9 +29,11 @@ struct ConvertOptions {
   std::string dest;                    // dataset directory to create
   Layout layout = Layout::kAuto;
   int threads = 0;                     // 0: all cores
-  int zstd_level = 3;                  // 1..19
+  int zstd_level = 0;                  // 1..19; 0: auto (9 for samples up to 64 KiB, else 3)
   uint64_t shard_bytes = 256ull << 20; // target shard size
-  bool dict = false;                   // train a zstd dictionary per image/mask field
+  int dict = -1;                       // train a zstd dictionary per image/mask field:
+                                       // 1 yes, 0 no, -1 auto (yes for samples up to 64 KiB,
+                                       // when there are at least 1,000 of them)
   std::vector<std::pair<std::string, double>> split;  // e.g. {{"train",.8},{"val",.2}}; empty: none
   uint64_t seed = 0;                   // seeds the split assignment
   bool skip_errors = false;            // --on-error skip

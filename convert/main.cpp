@@ -5,6 +5,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "convert/convert.h"
@@ -48,17 +49,20 @@ int main(int argc, char** argv) {
       "that looks like a dataset). Exit codes: 0 done, 1 failed, 2 bad usage, 130 interrupted."};
   std::string src, dst, layout = "auto", split, on_error = "fail", shard_size = "256M", classes;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  int level = 3;
+  std::string level = "auto";
   uint64_t seed = 0;
-  bool dict = false, overwrite = false, dry_run = false, no_fsync = false, quiet = false;
+  bool dict = false, no_dict = false, overwrite = false, dry_run = false, no_fsync = false, quiet = false;
   app.add_option("SRC", src, "Source directory, or a .csv file for the csv layout")->required();
   app.add_option("-o,--output", dst, "Destination dataset directory (created if missing)")->required();
   app.add_option("--layout", layout, "auto, folder, csv, pairs, rle, nnunet, nifti or idx")->capture_default_str();
   app.add_option("--threads", threads, "Decode/compress threads (default: all cores)")->capture_default_str()
       ->check(CLI::Range(1, 1024));
-  app.add_option("--level", level, "zstd compression level, 1..19")->capture_default_str()->check(CLI::Range(1, 19));
+  app.add_option("--level", level, "zstd compression level 1..19, or auto: 9 when samples are at most 64 KiB\n"
+                                   "(small images gain from it at no cost in speed), else 3")->capture_default_str();
   app.add_option("--shard-size", shard_size, "Target shard size: bytes, or with K/M/G suffix")->capture_default_str();
-  app.add_flag("--dict", dict, "Train a zstd dictionary per image/mask field (helps small images)");
+  app.add_flag("--dict", dict, "Train a zstd dictionary per image/mask field (default: when there are at least\n"
+                               "1,000 samples of at most 64 KiB, where it saves 2-3%)");
+  app.add_flag("--no-dict", no_dict, "Never train a dictionary");
   app.add_option("--split", split, "Random stratified splits, e.g. train=0.8,val=0.1,test=0.1 (default: none;\n"
                                    "a layout's own split, like idx train/t10k, imagesTs or a csv split column, wins)");
   app.add_option("--seed", seed, "Seed of the --split assignment")->capture_default_str();
@@ -78,7 +82,17 @@ int main(int argc, char** argv) {
   if (!parsed_layout) { std::fprintf(stderr, "shardify: unknown --layout '%s'\n", layout.c_str()); return 2; }
   o.layout = *parsed_layout;
   o.threads = threads;
-  o.zstd_level = level;
+  if (level == "auto") {
+    o.zstd_level = 0;
+  } else {
+    char* end = nullptr;
+    const long l = std::strtol(level.c_str(), &end, 10);
+    if (end == level.c_str() || *end != '\0' || l < 1 || l > 19) {
+      std::fprintf(stderr, "shardify: --level must be auto or 1..19, got '%s'\n", level.c_str());
+      return 2;
+    }
+    o.zstd_level = static_cast<int>(l);
+  }
   auto bytes = ParseByteSize(shard_size);
   if (!bytes.ok()) { std::fprintf(stderr, "shardify: --shard-size: %s\n", bytes.status().message().c_str()); return 2; }
   o.shard_bytes = *bytes;
@@ -88,7 +102,8 @@ int main(int argc, char** argv) {
     o.split = *s;
   }
   o.seed = seed;
-  o.dict = dict;
+  if (dict && no_dict) { std::fprintf(stderr, "shardify: --dict and --no-dict exclude each other\n"); return 2; }
+  o.dict = dict ? 1 : no_dict ? 0 : -1;
   o.skip_errors = on_error == "skip";
   o.overwrite = overwrite;
   o.dry_run = dry_run;

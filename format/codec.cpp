@@ -46,19 +46,19 @@ Result<Codec> Compressor::Compress(const uint8_t* src, size_t size, const ZstdDi
 }
 
 Status DecodeBlob(Codec codec, const uint8_t* stored, uint64_t stored_size, uint64_t raw_size, void* dst,
-                  void* dctx, const ZstdDictionary* dict, const std::string& where) {
+                  void* dctx, const ZstdDictionary* dict) {
   if (codec == Codec::kRaw) {
     if (stored_size != raw_size)
-      return Corruption(where + ": raw blob of " + std::to_string(stored_size) + " bytes, expected " +
+      return Corruption(std::string("raw blob of ") + std::to_string(stored_size) + " bytes, expected " +
                         std::to_string(raw_size));
     if (raw_size > 0) std::memcpy(dst, stored, raw_size);
     return Status::Ok();
   }
   if (codec == Codec::kZstdDict && dict == nullptr)
-    return Corruption(where + ": blob uses a dictionary but the field has none");
+    return Corruption(std::string("blob uses a dictionary but the field has none"));
   const unsigned long long declared = ZSTD_getFrameContentSize(stored, stored_size);
   if (declared != raw_size)
-    return Corruption(where + ": zstd frame declares " +
+    return Corruption(std::string("zstd frame declares ") +
                       (declared == ZSTD_CONTENTSIZE_ERROR     ? std::string("an invalid header")
                        : declared == ZSTD_CONTENTSIZE_UNKNOWN ? std::string("no content size")
                                                               : std::to_string(declared) + " bytes") +
@@ -68,9 +68,9 @@ Status DecodeBlob(Codec codec, const uint8_t* stored, uint64_t stored_size, uint
                        ? ZSTD_decompress_usingDDict(ctx, dst, raw_size, stored, stored_size,
                                                     static_cast<const ZSTD_DDict*>(dict->ddict()))
                        : ZSTD_decompressDCtx(ctx, dst, raw_size, stored, stored_size);
-  if (ZSTD_isError(n)) return Corruption(where + ": zstd: " + ZSTD_getErrorName(n));
+  if (ZSTD_isError(n)) return Corruption(std::string("zstd: ") + ZSTD_getErrorName(n));
   if (n != raw_size)
-    return Corruption(where + ": decoded " + std::to_string(n) + " bytes, expected " + std::to_string(raw_size));
+    return Corruption(std::string("decoded ") + std::to_string(n) + " bytes, expected " + std::to_string(raw_size));
   return Status::Ok();
 }
 

@@ -46,9 +46,10 @@ class Compressor {
 };
 
 // Decodes `stored` into dst (exactly raw_size bytes). Never writes past dst + raw_size and
-// checks that the frame declares and produces exactly raw_size bytes. `where` prefixes errors.
+// checks that the frame declares and produces exactly raw_size bytes. Allocates nothing
+// unless it fails; callers add where the blob is to the error.
 Status DecodeBlob(Codec codec, const uint8_t* stored, uint64_t stored_size, uint64_t raw_size, void* dst,
-                  void* dctx, const ZstdDictionary* dict, const std::string& where);
+                  void* dctx, const ZstdDictionary* dict);
 
 Result<std::vector<uint8_t>> TrainZstdDictionary(const std::vector<std::vector<uint8_t>>& samples,
                                                  size_t dict_bytes);

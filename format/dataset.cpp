@@ -242,18 +242,17 @@ Status SampleView::Decode(size_t field, void* dst, size_t dst_size, Decoder& dec
     return DecodeRegion(field, Shape(s.size(), 0), s, dst, dst_size, decoder);
   }
   ASSIGN_OR_RETURN(const BlobInfo b, blob(field));
-  const std::string& name = dataset_->manifest_.fields[field].name;
-  auto where = [&] { return shard_->path() + " sample " + std::to_string(index_) + " field '" + name + "'"; };
   if (dst_size < b.raw_size)
-    return InvalidArgument(where() + ": destination holds " + std::to_string(dst_size) + " bytes, needs " +
+    return InvalidArgument(Where(field) + ": destination holds " + std::to_string(dst_size) + " bytes, needs " +
                            std::to_string(b.raw_size));
   if (dataset_->options_.verify_checksums) {
     const uint64_t sum = Checksum64(b.data, b.stored_size);
     if (sum != b.checksum)
-      return Corruption(where() + ": blob checksum mismatch: expected " + Hex64(b.checksum) + ", found " + Hex64(sum));
+      return Corruption(Where(field) + ": blob checksum mismatch: expected " + Hex64(b.checksum) + ", found " + Hex64(sum));
   }
-  return detail::DecodeBlob(b.codec, b.data, b.stored_size, b.raw_size, dst, decoder.zstd_context(),
-                            dataset_->impl_->dicts[field].get(), where());
+  const Status s = detail::DecodeBlob(b.codec, b.data, b.stored_size, b.raw_size, dst, decoder.zstd_context(),
+                                      dataset_->impl_->dicts[field].get());
+  return s.ok() ? s : s.WithContext(Where(field));
 }
 
 }  // namespace shardify
@@ -262,15 +261,16 @@ namespace shardify {
 
 Status SampleView::DecodeChunk(size_t field, uint64_t k, uint8_t* dst, Decoder& decoder) const {
   ASSIGN_OR_RETURN(const BlobInfo b, chunk(field, k));
-  const std::string where = Where(field) + " chunk " + std::to_string(k);
+  auto where = [&] { return Where(field) + " chunk " + std::to_string(k); };
   if (dataset_->options_.verify_checksums) {
     const uint64_t sum = Checksum64(b.data, b.stored_size);
     if (sum != b.checksum)
-      return Corruption(where + ": chunk checksum mismatch: expected " + Hex64(b.checksum) + ", found " + Hex64(sum));
+      return Corruption(where() + ": chunk checksum mismatch: expected " + Hex64(b.checksum) + ", found " + Hex64(sum));
   }
   ++decoder.chunks_decoded_;
-  return detail::DecodeBlob(b.codec, b.data, b.stored_size, b.raw_size, dst, decoder.zstd_context(),
-                            dataset_->impl_->dicts[field].get(), where);
+  const Status s = detail::DecodeBlob(b.codec, b.data, b.stored_size, b.raw_size, dst, decoder.zstd_context(),
+                                      dataset_->impl_->dicts[field].get());
+  return s.ok() ? s : s.WithContext(where());
 }
 
 namespace {

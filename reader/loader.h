@@ -5,16 +5,19 @@
 //   while (true) {
 //     ASSIGN_OR_RETURN(std::shared_ptr<Batch> b, loader->Next());
 //     if (!b) break;            // the run (options.epochs) is over
-//     ... use b->field(0).data ...
+//     ... use b->Find("image")->data ...
 //   }                           // dropping the last reference recycles the slot
 //
-// Memory: prefetch slots x batch bytes + the shard indices; independent of dataset size.
+// Memory: (prefetch + 1) slots x batch bytes + the shard indices and one epoch's order
+// (8 bytes a sample); the slots do not grow with the dataset.
 // Order: batches come out in sampler order whatever the thread count.
 // Errors: a sample that fails to decode surfaces from Next() on the caller's thread with
-// the sample named; the Loader is then closed (Next() keeps returning that error).
+// the sample, its shard file, epoch and step named; every batch before it is delivered
+// first. The Loader is then closed: its workers stop and Next() keeps returning that
+// error (open a new Loader, e.g. resumed from State(), to go on).
 // Thread-safety: Next(), State() and the destructor are for one consumer thread.
 // The destructor stops the workers and waits for them; outstanding Batches stay valid
-// until released.
+// until released; a Batch may be released on any thread.
 #pragma once
 
 #include <cstdint>
@@ -35,20 +38,21 @@ class Dataset;
 bool CudaDeviceAvailable();
 
 struct LoaderOptions {
-  std::string split = "train";       // which split to read
-  std::vector<std::string> fields;   // fields to load; empty = all
+  std::string split = "train";      // which split to read
+  std::vector<std::string> fields;  // fields to load; empty = all
   size_t batch_size = 64;
-  SamplerOptions sampler;            // order, seed, epochs, rank/world, drop_last
-  size_t threads = 0;                // decode threads; 0 = all cores
-  size_t prefetch = 4;               // batches decoded ahead of the consumer (>= 1)
-  bool verify_checksums = true;
-  bool pin_memory = true;            // use cudaHostAlloc when a CUDA device answers
+  SamplerOptions sampler;        // order, seed, epochs, rank/world, drop_last
+  size_t threads = 0;            // decode threads; 0 = all cores
+  size_t prefetch = 4;           // batches decoded ahead of the consumer (>= 1)
+  bool verify_checksums = true;  // Open(dir) only; Open(dataset) keeps its ReadOptions
+  bool pin_memory = true;        // use cudaHostAlloc when a CUDA device answers
   // Also copy each batch to the device on the Loader's own stream (needs
   // CudaDeviceAvailable(); Open() fails with Unsupported otherwise). The caller must be
   // done with a batch's device memory, queued GPU work included, before releasing it.
+  // Open() makes `device` the current CUDA device of the calling thread.
   bool stage_to_device = false;
-  int device = 0;                    // CUDA device for staging
-  size_t max_open_shards = 64;
+  int device = 0;               // CUDA device for staging
+  size_t max_open_shards = 64;  // Open(dir) only, as verify_checksums
 };
 
 // One field of a batch: a contiguous [B, ...] array in the source dtype (ndarray fields,
@@ -62,15 +66,15 @@ struct BatchField {
   std::vector<Shape> sample_shapes;  // each sample's own shape (ndarray)
   void* data = nullptr;              // host memory, 256-byte aligned, pinned when possible
   size_t bytes = 0;
-  void* device_data = nullptr;       // when staged: the same bytes on the device
+  void* device_data = nullptr;  // when staged: the same bytes on the device
 };
 
 struct Batch {
   uint64_t epoch = 0;
-  uint64_t step = 0;                 // index of the batch within its epoch
-  std::vector<uint64_t> indices;     // global sample indices, in batch order
+  uint64_t step = 0;              // index of the batch within its epoch
+  std::vector<uint64_t> indices;  // global sample indices, in batch order
   std::vector<BatchField> fields;
-  bool pinned = false;               // host buffers are CUDA pinned memory
+  bool pinned = false;  // host buffers are CUDA pinned memory
   // When staged: a cudaEvent_t recorded after the copy; wait on it before use.
   void* device_ready_event = nullptr;
   const BatchField* Find(const std::string& name) const;
@@ -83,8 +87,7 @@ class Loader {
   // options, or any error opening the dataset.
   static Result<std::unique_ptr<Loader>> Open(const std::string& dir, LoaderOptions options);
   // Same, over a dataset the caller has opened; `dataset` must outlive the Loader.
-  static Result<std::unique_ptr<Loader>> Open(std::shared_ptr<const Dataset> dataset,
-                                              LoaderOptions options);
+  static Result<std::unique_ptr<Loader>> Open(std::shared_ptr<const Dataset> dataset, LoaderOptions options);
   virtual ~Loader() = default;
 
   // The next batch, or nullptr when every epoch is done.

@@ -14,10 +14,10 @@
 namespace shardify {
 
 enum class SampleOrder {
-  kSequential,      // split order
-  kShuffle,         // a seeded permutation of the whole split every epoch
-  kShardWindowed,   // shuffle shard order, then samples within a window of shards
-  kClassBalanced,   // draw with replacement, each class equally likely
+  kSequential,     // split order
+  kShuffle,        // a seeded permutation of the whole split every epoch
+  kShardWindowed,  // shuffle shard order, then samples within a window of shards
+  kClassBalanced,  // draw with replacement, each class equally likely
 };
 
 struct SamplerState {
@@ -30,16 +30,12 @@ struct SamplerOptions {
   SampleOrder order = SampleOrder::kShuffle;
   uint64_t seed = 0;
   uint64_t epochs = 1;
-  size_t rank = 0;          // this process's rank in distributed training
+  size_t rank = 0;  // this process's rank in distributed training
   size_t world_size = 1;
-  bool drop_last = false;   // drop the last partial batch (of each rank)
-  size_t window_shards = 4; // kShardWindowed: shards mixed together
+  bool drop_last = false;              // drop the last partial batch (of each rank)
+  size_t window_shards = 4;            // kShardWindowed: shards mixed together
   std::optional<SamplerState> resume;  // start here instead of (0, 0)
 };
-
-}  // namespace shardify
-
-namespace shardify {
 
 // The order of one split, batch by batch, for one rank. Immutable after Create().
 //
@@ -57,8 +53,8 @@ namespace shardify {
 // positions r, r + world, r + 2 world, ... Without drop_last the order is padded by
 // wrapping around to its start until its length is a multiple of world_size (at most
 // world_size - 1 samples are read twice per epoch); with drop_last the tail is dropped
-// instead. Every rank then has the same number of samples and of batches; the last
-// batch of a rank is partial unless drop_last.
+// instead, and so is each rank's partial last batch. Every rank then has the same number
+// of samples and of batches; the last batch of a rank is partial unless drop_last.
 //
 // Thread-safety: const methods may be called from any number of threads.
 class Sampler {
@@ -68,15 +64,11 @@ class Sampler {
   // per split sample (used by kClassBalanced; may be empty otherwise).
   // Errors: batch_size 0, rank >= world_size, world_size 0, window_shards 0, an empty
   // split, a resume point past the end, kClassBalanced without labels >= 0.
-  static Result<Sampler> Create(const SamplerOptions& options, uint64_t first,
-                                uint64_t count, size_t batch_size,
-                                std::vector<uint64_t> shard_starts = {},
-                                std::vector<int64_t> labels = {});
+  static Result<Sampler> Create(const SamplerOptions& options, uint64_t first, uint64_t count, size_t batch_size,
+                                std::vector<uint64_t> shard_starts = {}, std::vector<int64_t> labels = {});
 
   // Samples this rank sees per epoch (after padding or dropping).
-  uint64_t samples_per_rank() const {
-    return options_.drop_last ? batches_ * batch_size_ : per_rank_;
-  }
+  uint64_t samples_per_rank() const { return options_.drop_last ? batches_ * batch_size_ : per_rank_; }
   uint64_t batches_per_epoch() const { return batches_; }
   const SamplerOptions& options() const { return options_; }
   // Where the run starts: options.resume or (0, 0).
@@ -90,8 +82,7 @@ class Sampler {
   std::vector<uint64_t> EpochOrder(uint64_t epoch) const;
   // Global indices of this rank's batch `step` of an epoch whose EpochOrder is `order`.
   // Preconditions: step < batches_per_epoch().
-  void BatchIndices(const std::vector<uint64_t>& order, uint64_t step,
-                    std::vector<uint64_t>* out) const;
+  void BatchIndices(const std::vector<uint64_t>& order, uint64_t step, std::vector<uint64_t>* out) const;
 
  private:
   Sampler() = default;

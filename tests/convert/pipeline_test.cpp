@@ -94,6 +94,7 @@ TEST_CASE("convert: output is byte-identical for 1, 2 and 4 threads and any wind
   std::string src = ManyPngs(dir, 60);
   ConvertOptions o;
   o.shard_bytes = 2048;
+  o.zstd_level = 3;  // small shards, so that there are several
   o.split = {{"train", 0.7}, {"val", 0.3}};
   o.threads = 1;
   auto r1 = RunConvert(src, dir / "t1", o);

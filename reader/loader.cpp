@@ -1,0 +1,142 @@
+#include "reader/loader.h"
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+#include "format/dataset.h"
+#include "reader/cuda_internal.h"
+#include "reader/ring_internal.h"
+
+namespace shardify {
+
+bool CudaDeviceAvailable() { return detail::CudaDeviceAnswers(); }
+
+const BatchField* Batch::Find(const std::string& name) const {
+  for (const BatchField& f : fields) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+namespace {
+
+bool Batchable(FieldKind k) { return k == FieldKind::kNdarray || k == FieldKind::kInt || k == FieldKind::kFloat; }
+
+Result<detail::FieldPlan> PlanField(const Manifest& m, size_t index) {
+  const FieldSpec& spec = m.fields[index];
+  detail::FieldPlan p;
+  p.index = index;
+  p.name = spec.name;
+  p.kind = spec.kind;
+  p.dtype = spec.dtype;
+  p.schema = spec.shape;
+  p.variable = spec.kind == FieldKind::kNdarray && spec.variable_shape();
+  p.chunked = spec.kind == FieldKind::kNdarray && spec.chunked();
+  if (spec.kind != FieldKind::kNdarray) {
+    p.fixed_bytes = 8;
+  } else if (!p.variable) {
+    ASSIGN_OR_RETURN(p.fixed_bytes, ByteSize(spec.shape, spec.dtype));
+  }
+  return p;
+}
+
+Result<std::vector<detail::FieldPlan>> PlanFields(const Manifest& m, const std::vector<std::string>& names) {
+  std::vector<detail::FieldPlan> plans;
+  if (names.empty()) {
+    for (size_t i = 0; i < m.fields.size(); ++i) {
+      if (!Batchable(m.fields[i].kind)) continue;
+      ASSIGN_OR_RETURN(detail::FieldPlan p, PlanField(m, i));
+      plans.push_back(std::move(p));
+    }
+  }
+  for (const std::string& name : names) {
+    const int i = m.FindField(name);
+    if (i < 0) return NotFound("loader: the dataset has no field '" + name + "'");
+    if (!Batchable(m.fields[i].kind)) {
+      return InvalidArgument(std::string("loader: field '") + name + "' is of kind " + FieldKindName(m.fields[i].kind) +
+                             ", which is not batched");
+    }
+    ASSIGN_OR_RETURN(detail::FieldPlan p, PlanField(m, static_cast<size_t>(i)));
+    plans.push_back(std::move(p));
+  }
+  if (plans.empty()) return InvalidArgument("loader: no ndarray, int or float field to load");
+  return plans;
+}
+
+// The `label` of every sample of the split, read from the shard indices (O(N), no blobs).
+Result<std::vector<int64_t>> ReadLabels(const Dataset& d, const SplitInfo& split) {
+  const int field = d.manifest().FindField("label");
+  if (field < 0 || d.manifest().fields[field].kind != FieldKind::kInt) {
+    return InvalidArgument("loader: class-balanced order needs an int field 'label'");
+  }
+  std::vector<int64_t> labels(split.num_samples);
+  for (uint64_t i = 0; i < split.num_samples; ++i) {
+    ASSIGN_OR_RETURN(SampleView view, d.Sample(split.first_sample + i));
+    ASSIGN_OR_RETURN(labels[i], view.int_value(static_cast<size_t>(field)));
+  }
+  return labels;
+}
+
+Status CheckOptions(const LoaderOptions& o) {
+  if (o.batch_size == 0) return InvalidArgument("loader: batch_size must be >= 1");
+  if (o.prefetch == 0) return InvalidArgument("loader: prefetch must be >= 1");
+  if (o.prefetch > 1024) return InvalidArgument("loader: prefetch must be <= 1024");
+  if (o.stage_to_device && !detail::CudaDeviceAnswers()) {
+    return Unsupported("loader: stage_to_device needs a CUDA device, and none answers");
+  }
+  return Status::Ok();
+}
+
+class LoaderImpl final : public Loader {
+ public:
+  explicit LoaderImpl(std::shared_ptr<detail::Ring> ring) : ring_(std::move(ring)) {}
+  ~LoaderImpl() override { ring_->Stop(); }
+  Result<std::shared_ptr<Batch>> Next() override { return ring_->Next(); }
+  SamplerState State() const override { return ring_->State(); }
+  uint64_t batches_per_epoch() const override { return ring_->sampler().batches_per_epoch(); }
+  const Dataset& dataset() const override { return ring_->dataset(); }
+  size_t ring_bytes() const override { return ring_->ring_bytes(); }
+
+ private:
+  std::shared_ptr<detail::Ring> ring_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, LoaderOptions options) {
+  ReadOptions read;
+  read.verify_checksums = options.verify_checksums;
+  read.max_open_shards = options.max_open_shards;
+  ASSIGN_OR_RETURN(std::unique_ptr<Dataset> dataset, Dataset::Open(dir, read));
+  return Open(std::shared_ptr<const Dataset>(std::move(dataset)), std::move(options));
+}
+
+Result<std::unique_ptr<Loader>> Loader::Open(std::shared_ptr<const Dataset> dataset, LoaderOptions options) {
+  if (!dataset) return InvalidArgument("loader: no dataset");
+  RETURN_IF_ERROR(CheckOptions(options));
+  const Manifest& m = dataset->manifest();
+  const SplitInfo* split = m.FindSplit(options.split);
+  if (split == nullptr) {
+    return NotFound("loader: " + dataset->dir() + " has no split '" + options.split + "'");
+  }
+  ASSIGN_OR_RETURN(std::vector<detail::FieldPlan> fields, PlanFields(m, options.fields));
+  std::vector<int64_t> labels;
+  if (options.sampler.order == SampleOrder::kClassBalanced) {
+    ASSIGN_OR_RETURN(labels, ReadLabels(*dataset, *split));
+  }
+  std::vector<uint64_t> shard_starts;
+  for (const ShardInfo& s : m.shards) shard_starts.push_back(s.first_sample);
+  Result<Sampler> sampler = Sampler::Create(options.sampler, split->first_sample, split->num_samples,
+                                            options.batch_size, std::move(shard_starts), std::move(labels));
+  if (!sampler.ok()) return sampler.status().WithContext("loader: " + dataset->dir());
+  size_t threads = options.threads;
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  const bool pinned = options.pin_memory && detail::CudaDeviceAnswers();
+  auto ring = std::make_shared<detail::Ring>(std::move(dataset), options, std::move(sampler).value(), std::move(fields),
+                                             pinned);
+  RETURN_IF_ERROR(ring->Start(threads));
+  return std::unique_ptr<Loader>(std::make_unique<LoaderImpl>(std::move(ring)));
+}
+
+}  // namespace shardify

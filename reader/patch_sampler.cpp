@@ -1,0 +1,185 @@
+#include "reader/patch_sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace shardify {
+
+namespace {
+
+// A counter-based generator: the stream for (seed, sample, draw) is fixed.
+class Rng {
+ public:
+  Rng(uint64_t seed, uint64_t index, uint64_t draw, bool forced)
+      : state_(seed ^ (index * 0x9E3779B97F4A7C15ull) ^ (draw * 0xD1B54A32D192ED03ull) ^ (forced ? 0xABCDull : 0)) {}
+  uint64_t Next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [lo, hi].
+  int64_t Uniform(int64_t lo, int64_t hi) {
+    return lo + static_cast<int64_t>(Next() % static_cast<uint64_t>(hi - lo + 1));
+  }
+
+ private:
+  uint64_t state_;
+};
+
+// One element of `dtype` holding `value`, for padding.
+std::vector<uint8_t> PadElement(DType dtype, int64_t value) {
+  std::vector<uint8_t> e(DTypeSize(dtype));
+  auto put = [&](auto v) { std::memcpy(e.data(), &v, sizeof v); };
+  switch (dtype) {
+    case DType::kU8:
+      put(static_cast<uint8_t>(value));
+      break;
+    case DType::kI8:
+      put(static_cast<int8_t>(value));
+      break;
+    case DType::kU16:
+      put(static_cast<uint16_t>(value));
+      break;
+    case DType::kI16:
+      put(static_cast<int16_t>(value));
+      break;
+    case DType::kU32:
+      put(static_cast<uint32_t>(value));
+      break;
+    case DType::kI32:
+      put(static_cast<int32_t>(value));
+      break;
+    case DType::kF32:
+      put(static_cast<float>(value));
+      break;
+    case DType::kF64:
+      put(static_cast<double>(value));
+      break;
+    case DType::kI64:
+      put(value);
+      break;
+    case DType::kF16:
+      break;  // zeros
+  }
+  return e;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PatchSampler>> PatchSampler::Create(const Dataset* dataset, PatchOptions options) {
+  const Manifest& m = dataset->manifest();
+  std::unique_ptr<PatchSampler> s(new PatchSampler(dataset, std::move(options)));
+  const PatchOptions& o = s->options_;
+  if (o.patch.empty()) return InvalidArgument("patch size is empty");
+  for (int64_t d : o.patch)
+    if (d < 1) return InvalidArgument("patch size " + ShapeToString(o.patch) + " has a dimension < 1");
+  if (o.foreground_fraction < 0 || o.foreground_fraction > 1)
+    return InvalidArgument("foreground fraction " + std::to_string(o.foreground_fraction) + " is outside [0, 1]");
+  auto find = [&](const std::string& name, int* out) -> Status {
+    *out = m.FindField(name);
+    if (*out < 0) return NotFound("no field '" + name + "' in " + dataset->dir());
+    const FieldSpec& f = m.fields[*out];
+    if (f.kind != FieldKind::kNdarray || f.shape.size() < o.patch.size())
+      return InvalidArgument("field '" + name + "' is not an ndarray of rank >= " + std::to_string(o.patch.size()));
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(find(o.image_field, &s->image_));
+  if (!o.label_field.empty()) RETURN_IF_ERROR(find(o.label_field, &s->label_));
+  s->locations_ = m.FindField(o.locations_field);
+  if (s->locations_ >= 0 && (m.fields[s->locations_].dtype != DType::kI32 || m.fields[s->locations_].shape.size() != 2))
+    return InvalidArgument("field '" + o.locations_field + "' is not i32 [N, 1 + S]");
+  return s;
+}
+
+Result<Shape> PatchSampler::RegionShape(uint64_t index, int field) const {
+  ASSIGN_OR_RETURN(SampleView v, dataset_->Sample(index));
+  ASSIGN_OR_RETURN(Shape shape, v.shape(static_cast<size_t>(field)));
+  std::copy(options_.patch.begin(), options_.patch.end(), shape.end() - static_cast<ptrdiff_t>(options_.patch.size()));
+  return shape;
+}
+
+Result<uint64_t> PatchSampler::ImageBytes(uint64_t index) const {
+  ASSIGN_OR_RETURN(const Shape s, RegionShape(index, image_));
+  return ByteSize(s, dataset_->manifest().fields[image_].dtype);
+}
+
+Result<uint64_t> PatchSampler::LabelBytes(uint64_t index) const {
+  if (label_ < 0) return uint64_t{0};
+  ASSIGN_OR_RETURN(const Shape s, RegionShape(index, label_));
+  return ByteSize(s, dataset_->manifest().fields[label_].dtype);
+}
+
+bool PatchSampler::Forced(size_t slot, size_t batch_size) const {
+  const auto forced = static_cast<size_t>(std::lround(static_cast<double>(batch_size) * options_.foreground_fraction));
+  return slot + forced >= batch_size;
+}
+
+Status PatchSampler::ChooseStart(const SampleView& v, const Shape& spatial, uint64_t draw, bool forced,
+                                 Decoder& decoder, PatchInfo* info) const {
+  const Shape& patch = options_.patch;
+  const size_t s = patch.size();
+  Rng rng(options_.seed, v.index(), draw, forced);
+  info->start.assign(s, 0);
+  info->forced = forced;
+  info->fg_class = -1;
+  for (size_t a = 0; a < s; ++a) {  // uniform placement; a patch larger than the volume is centred with jitter
+    const int64_t room = spatial[a] - patch[a];
+    info->start[a] = room >= 0 ? rng.Uniform(0, room) : rng.Uniform(room, 0);
+  }
+  if (!forced || locations_ < 0) return Status::Ok();
+  ASSIGN_OR_RETURN(const Shape ls, v.shape(static_cast<size_t>(locations_)));
+  if (ls[0] == 0 || ls[1] != static_cast<int64_t>(1 + s)) return Status::Ok();
+  thread_local std::vector<int32_t> rows;
+  rows.resize(static_cast<size_t>(ls[0] * ls[1]));
+  RETURN_IF_ERROR(v.Decode(static_cast<size_t>(locations_), rows.data(), rows.size() * 4, decoder));
+  std::vector<int32_t> classes;
+  for (int64_t r = 0; r < ls[0]; ++r) classes.push_back(rows[static_cast<size_t>(r * ls[1])]);
+  std::sort(classes.begin(), classes.end());
+  classes.erase(std::unique(classes.begin(), classes.end()), classes.end());
+  const int32_t cls = classes[rng.Next() % classes.size()];
+  std::vector<int64_t> of_class;
+  for (int64_t r = 0; r < ls[0]; ++r)
+    if (rows[static_cast<size_t>(r * ls[1])] == cls) of_class.push_back(r);
+  const int64_t row = of_class[rng.Next() % of_class.size()];
+  for (size_t a = 0; a < s; ++a) {  // centre on the location, kept inside the volume where it fits
+    const int64_t loc = rows[static_cast<size_t>(row * ls[1] + 1 + static_cast<int64_t>(a))];
+    const int64_t room = spatial[a] - patch[a];
+    info->start[a] = std::clamp(loc - patch[a] / 2, std::min<int64_t>(room, 0), std::max<int64_t>(room, 0));
+  }
+  info->fg_class = cls;
+  return Status::Ok();
+}
+
+Status PatchSampler::Sample(uint64_t index, uint64_t draw, bool forced, void* image_dst, size_t image_size,
+                            void* label_dst, size_t label_size, Decoder& decoder, PatchInfo* info) const {
+  ASSIGN_OR_RETURN(SampleView v, dataset_->Sample(index));
+  ASSIGN_OR_RETURN(const Shape image_shape, v.shape(static_cast<size_t>(image_)));
+  const size_t s = options_.patch.size(), lead = image_shape.size() - s;
+  const Shape spatial(image_shape.begin() + static_cast<ptrdiff_t>(lead), image_shape.end());
+  PatchInfo local;
+  PatchInfo* out = info ? info : &local;
+  RETURN_IF_ERROR(ChooseStart(v, spatial, draw, forced, decoder, out));
+  auto region = [&](const Shape& full, Shape* start, Shape* size) {
+    const size_t l = full.size() - s;
+    start->assign(l, 0);
+    size->assign(full.begin(), full.begin() + static_cast<ptrdiff_t>(l));
+    start->insert(start->end(), out->start.begin(), out->start.end());
+    size->insert(size->end(), options_.patch.begin(), options_.patch.end());
+  };
+  Shape start, size;
+  region(image_shape, &start, &size);
+  RETURN_IF_ERROR(v.DecodeRegion(static_cast<size_t>(image_), start, size, image_dst, image_size, decoder));
+  if (label_ < 0) return Status::Ok();
+  ASSIGN_OR_RETURN(const Shape label_shape, v.shape(static_cast<size_t>(label_)));
+  if (!std::equal(spatial.begin(), spatial.end(), label_shape.end() - static_cast<ptrdiff_t>(s)))
+    return InvalidArgument("sample " + std::to_string(index) + ": label shape " + ShapeToString(label_shape) +
+                           " does not match image shape " + ShapeToString(image_shape));
+  region(label_shape, &start, &size);
+  const std::vector<uint8_t> pad = PadElement(dataset_->manifest().fields[label_].dtype, options_.label_pad);
+  return v.DecodeRegion(static_cast<size_t>(label_), start, size, label_dst, label_size, decoder, pad.data());
+}
+
+}  // namespace shardify

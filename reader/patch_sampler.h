@@ -1,0 +1,76 @@
+// PatchSampler: random training patches from volumes, with foreground oversampling.
+//
+// For sample i and draw k, the patch position depends only on (seed, i, k, forced), never
+// on threads or timing. A forced draw centres the patch on a stored foreground location
+// of a class chosen at random among those present in the case (nnU-Net's oversampling);
+// an unforced draw places it uniformly. Parts of a patch outside the volume are padded:
+// the image with 0, the label with `label_pad`. Only the chunks a patch touches are
+// decompressed (SampleView::DecodeRegion), straight into the caller's buffers.
+//
+// Foreground locations come from the ndarray field `locations_field` (i32 [N, 1 + S]: a
+// class value then S spatial coordinates per row, as written by shardify --patch-size);
+// a case without that field or without rows is sampled uniformly.
+//
+// Thread-safety: Sample() is const and may run on many threads, each with its own Decoder.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "format/dataset.h"
+#include "format/status.h"
+#include "format/types.h"
+
+namespace shardify {
+
+struct PatchOptions {
+  std::string image_field = "image";
+  std::string label_field = "mask";  // empty = images only
+  std::string locations_field = "mask.fg_locations";
+  Shape patch;                        // spatial size, applied to the trailing axes (e.g. 128x128x128)
+  double foreground_fraction = 0.33;  // share of each batch forced to contain foreground
+  int64_t label_pad = -1;             // label value outside the volume (cast to the label dtype)
+  uint64_t seed = 0;
+};
+
+struct PatchInfo {
+  Shape start;            // start of the patch in the full array (may be negative: padded)
+  bool forced = false;    // a foreground draw was asked for
+  int64_t fg_class = -1;  // the class it was centred on, or -1
+};
+
+class PatchSampler {
+ public:
+  // Checks the fields exist, are ndarrays of equal spatial rank >= patch rank, and that
+  // the patch is positive. `dataset` must outlive the sampler.
+  static Result<std::unique_ptr<PatchSampler>> Create(const Dataset* dataset, PatchOptions options);
+
+  // Bytes of one image patch and of one label patch (all channels), for sizing buffers.
+  // Precondition: every sample has the channel count of sample `index` (checked in Sample).
+  Result<uint64_t> ImageBytes(uint64_t index) const;
+  Result<uint64_t> LabelBytes(uint64_t index) const;
+
+  // Whether draw `slot` of a batch of `batch_size` is forced to foreground: the last
+  // round(batch_size * foreground_fraction) slots are, as in nnU-Net.
+  bool Forced(size_t slot, size_t batch_size) const;
+
+  // Decodes the patch of sample `index`, draw `draw`, into image_dst (and label_dst when a
+  // label field is set). Errors name the sample.
+  Status Sample(uint64_t index, uint64_t draw, bool forced, void* image_dst, size_t image_size, void* label_dst,
+                size_t label_size, Decoder& decoder, PatchInfo* info = nullptr) const;
+
+  const PatchOptions& options() const { return options_; }
+
+ private:
+  PatchSampler(const Dataset* dataset, PatchOptions options) : dataset_(dataset), options_(std::move(options)) {}
+  Result<Shape> RegionShape(uint64_t index, int field) const;
+  Status ChooseStart(const SampleView& v, const Shape& spatial, uint64_t draw, bool forced, Decoder& decoder,
+                     PatchInfo* info) const;
+
+  const Dataset* dataset_;
+  PatchOptions options_;
+  int image_ = -1, label_ = -1, locations_ = -1;
+};
+
+}  // namespace shardify

@@ -1,0 +1,375 @@
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "reader/ring_internal.h"
+
+namespace shardify::detail {
+namespace {
+
+// Copies a row-major array of shape `in` into the zeroed array of shape `out`
+// (out >= in in every dimension) at the same coordinates.
+void CopyPadded(const uint8_t* src, uint8_t* dst, const Shape& in, const int64_t* out, size_t axis, size_t elem) {
+  if (in.empty()) {
+    std::memcpy(dst, src, elem);
+    return;
+  }
+  if (axis + 1 == in.size()) {
+    std::memcpy(dst, src, static_cast<size_t>(in[axis]) * elem);
+    return;
+  }
+  size_t in_inner = elem, out_inner = elem;
+  for (size_t a = axis + 1; a < in.size(); ++a) {
+    in_inner *= static_cast<size_t>(in[a]);
+    out_inner *= static_cast<size_t>(out[a]);
+  }
+  for (int64_t i = 0; i < in[axis]; ++i) {
+    CopyPadded(src + i * in_inner, dst + i * out_inner, in, out, axis + 1, elem);
+  }
+}
+
+std::string Where(const Batch& b) { return "epoch " + std::to_string(b.epoch) + " step " + std::to_string(b.step); }
+
+}  // namespace
+
+Ring::Ring(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options, Sampler sampler,
+           std::vector<FieldPlan> fields, bool pinned)
+    : dataset_(std::move(dataset)),
+      options_(options),
+      sampler_(std::move(sampler)),
+      fields_(std::move(fields)),
+      pinned_(pinned),
+      total_(sampler_.total_batches()) {}
+
+Ring::~Ring() { Stop(); }
+
+Status Ring::Start(size_t threads) {
+  const size_t b = options_.batch_size;
+  chunk_ = std::clamp<size_t>(b / (4 * threads), 1, 32);
+  if (options_.stage_to_device) {
+    RETURN_IF_ERROR(CudaSetDevice(options_.device));
+    ASSIGN_OR_RETURN(stream_, CudaStream::Create());
+  }
+  for (size_t k = 0; k < options_.prefetch + 1; ++k) {
+    auto slot = std::make_unique<Slot>();
+    slot->host.resize(fields_.size());
+    slot->device.resize(fields_.size());
+    slot->stride.assign(fields_.size(), 0);
+    slot->views.resize(b);
+    slot->batch.pinned = pinned_;
+    slot->batch.indices.reserve(b);
+    slot->batch.fields.resize(fields_.size());
+    for (size_t f = 0; f < fields_.size(); ++f) {
+      BatchField& bf = slot->batch.fields[f];
+      bf.name = fields_[f].name;
+      bf.kind = fields_[f].kind;
+      bf.dtype = fields_[f].kind == FieldKind::kInt     ? DType::kI64
+                 : fields_[f].kind == FieldKind::kFloat ? DType::kF64
+                                                        : fields_[f].dtype;
+      if (!fields_[f].variable) RETURN_IF_ERROR(Grow(*slot, f, fields_[f].fixed_bytes));
+    }
+    if (options_.stage_to_device) {
+      ASSIGN_OR_RETURN(slot->event, CudaEvent::Create());
+    }
+    slots_.push_back(std::move(slot));
+  }
+  for (size_t t = 0; t < threads; ++t) threads_.emplace_back([this] { Work(); });
+  return Status::Ok();
+}
+
+void Ring::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  ready_cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+}
+
+Result<std::shared_ptr<Batch>> Ring::Next() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!failed_.ok()) return failed_;
+  if (handed_ == total_) return std::shared_ptr<Batch>();
+  while (in_flight_.empty() || slots_[in_flight_.front()]->state != SlotState::kReady) {
+    if (stop_) return Cancelled("loader: stopped");
+    const bool any_free =
+        std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->state == SlotState::kFree; });
+    if (in_flight_.empty() && !any_free) {
+      return ResourceExhausted("loader: the caller holds all " + std::to_string(slots_.size()) +
+                               " batch slots; release a batch or raise prefetch");
+    }
+    ready_cv_.wait(lock);
+  }
+  const size_t k = in_flight_.front();
+  in_flight_.pop_front();
+  ++handed_;
+  Slot& slot = *slots_[k];
+  if (!slot.error.ok()) {
+    failed_ = slot.error;
+    slot.state = SlotState::kFree;
+    stop_ = true;
+    work_cv_.notify_all();
+    return failed_;
+  }
+  slot.state = SlotState::kHeld;
+  std::shared_ptr<Ring> self = shared_from_this();
+  return std::shared_ptr<Batch>(&slot.batch, [self, k](Batch*) { self->Release(k); });
+}
+
+SamplerState Ring::State() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sampler_.Advance(handed_);
+}
+
+void Ring::Release(size_t slot) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    slots_[slot]->state = SlotState::kFree;
+  }
+  work_cv_.notify_one();
+  ready_cv_.notify_all();
+}
+
+void Ring::Work() {
+  if (options_.stage_to_device) CudaSetDevice(options_.device).IgnoreError();  // checked in Start
+  Decoder decoder;
+  std::vector<uint8_t> scratch;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    if (TryPlan(lock)) continue;
+    if (TryDecode(lock, decoder, scratch)) continue;
+    work_cv_.wait(lock);
+  }
+}
+
+bool Ring::TryPlan(std::unique_lock<std::mutex>& lock) {
+  if (planning_ || next_plan_ >= total_) return false;
+  auto it = std::find_if(slots_.begin(), slots_.end(), [](const auto& s) { return s->state == SlotState::kFree; });
+  if (it == slots_.end()) return false;
+  const size_t k = static_cast<size_t>(it - slots_.begin());
+  Slot& slot = **it;
+  const uint64_t seq = next_plan_++;
+  planning_ = true;
+  slot.state = SlotState::kPlanning;
+  in_flight_.push_back(k);
+  lock.unlock();
+  Status status = Plan(slot, seq);
+  lock.lock();
+  planning_ = false;
+  slot.claimed = 0;
+  slot.done = 0;
+  slot.error = status;
+  slot.error_position = status.ok() ? SIZE_MAX : 0;
+  if (status.ok() && !slot.batch.indices.empty()) {
+    slot.state = SlotState::kDecoding;
+    work_cv_.notify_all();
+  } else {
+    MarkReady(slot);
+  }
+  return true;
+}
+
+bool Ring::TryDecode(std::unique_lock<std::mutex>& lock, Decoder& decoder, std::vector<uint8_t>& scratch) {
+  Slot* slot = nullptr;
+  for (size_t k : in_flight_) {
+    Slot& s = *slots_[k];
+    if (s.state == SlotState::kDecoding && s.claimed < s.batch.indices.size()) {
+      slot = &s;
+      break;
+    }
+  }
+  if (slot == nullptr) return false;
+  const size_t n = slot->batch.indices.size();
+  const size_t begin = slot->claimed;
+  const size_t end = std::min(n, begin + chunk_);
+  slot->claimed = end;
+  lock.unlock();
+  Status status;
+  size_t bad = SIZE_MAX;
+  for (size_t i = begin; i < end && status.ok(); ++i) {
+    status = DecodeSample(*slot, i, decoder, scratch);
+    if (!status.ok()) bad = i;
+  }
+  lock.lock();
+  if (!status.ok() && bad < slot->error_position) {
+    slot->error = status;
+    slot->error_position = bad;
+  }
+  slot->done += end - begin;
+  if (slot->done == n) FinishSlot(lock, *slot);
+  return true;
+}
+
+void Ring::FinishSlot(std::unique_lock<std::mutex>& lock, Slot& slot) {
+  if (slot.error.ok() && options_.stage_to_device) {
+    lock.unlock();  // the slot is still kDecoding with nothing left to claim: ours alone
+    Status staged = Stage(slot);
+    lock.lock();
+    if (!staged.ok()) slot.error = staged.WithContext("loader: " + Where(slot.batch));
+  }
+  MarkReady(slot);
+}
+
+void Ring::MarkReady(Slot& slot) {
+  slot.state = SlotState::kReady;
+  // The consumer waits only for the oldest batch; a later one is taken without waiting.
+  if (!in_flight_.empty() && slots_[in_flight_.front()].get() == &slot) ready_cv_.notify_one();
+}
+
+Status Ring::Plan(Slot& slot, uint64_t seq) {
+  const SamplerState at = sampler_.Advance(seq);
+  if (at.epoch != order_epoch_) {
+    epoch_order_ = sampler_.EpochOrder(at.epoch);
+    order_epoch_ = at.epoch;
+  }
+  Batch& batch = slot.batch;
+  batch.epoch = at.epoch;
+  batch.step = at.step;
+  sampler_.BatchIndices(epoch_order_, at.step, &batch.indices);
+  const size_t n = batch.indices.size();
+  for (size_t i = 0; i < n; ++i) {
+    Result<SampleView> view = dataset_->Sample(batch.indices[i]);
+    if (!view.ok()) {
+      return view.status().WithContext("loader: " + Where(batch) + ": sample " + std::to_string(batch.indices[i]));
+    }
+    slot.views[i] = std::move(view).value();
+  }
+  for (size_t f = 0; f < fields_.size(); ++f) RETURN_IF_ERROR(ShapeField(slot, f, n));
+  batch.device_ready_event = options_.stage_to_device ? slot.event.get() : nullptr;
+  return Status::Ok();
+}
+
+Status Ring::ShapeField(Slot& slot, size_t f, size_t n) {
+  const FieldPlan& plan = fields_[f];
+  BatchField& bf = slot.batch.fields[f];
+  bf.sample_shapes.resize(n);
+  if (plan.kind != FieldKind::kNdarray) {
+    bf.shape.assign(1, static_cast<int64_t>(n));
+    for (Shape& s : bf.sample_shapes) s.clear();
+  } else {
+    RETURN_IF_ERROR(PadShapes(slot, f, n));
+  }
+  uint64_t stride = plan.fixed_bytes;
+  if (plan.variable) {
+    Shape one(bf.shape.begin() + 1, bf.shape.end());
+    ASSIGN_OR_RETURN(stride, ByteSize(one, plan.dtype));
+  }
+  if (stride > slot.host[f].size() / options_.batch_size) RETURN_IF_ERROR(Grow(slot, f, stride));
+  slot.stride[f] = stride;
+  bf.data = slot.host[f].data();
+  bf.bytes = stride * n;
+  bf.device_data = slot.device[f].data();
+  return Status::Ok();
+}
+
+Status Ring::PadShapes(Slot& slot, size_t f, size_t n) {
+  const FieldPlan& plan = fields_[f];
+  BatchField& bf = slot.batch.fields[f];
+  Shape& padded = bf.shape;
+  padded.assign(plan.schema.size() + 1, 0);
+  padded[0] = static_cast<int64_t>(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (plan.variable) {
+      Result<Shape> shape = slot.views[i].shape(plan.index);
+      if (!shape.ok()) {
+        return shape.status().WithContext("loader: " + Where(slot.batch) + ": sample " +
+                                          std::to_string(slot.batch.indices[i]));
+      }
+      if (!ShapeMatches(plan.schema, *shape)) {
+        return Corruption("loader: sample " + std::to_string(slot.batch.indices[i]) + " in " +
+                          slot.views[i].shard_file() + ": field '" + plan.name + "' has shape " +
+                          ShapeToString(*shape) + ", schema " + ShapeToString(plan.schema));
+      }
+      bf.sample_shapes[i] = *shape;
+    } else {
+      bf.sample_shapes[i] = plan.schema;
+    }
+    for (size_t a = 0; a < plan.schema.size(); ++a) padded[a + 1] = std::max(padded[a + 1], bf.sample_shapes[i][a]);
+  }
+  return Status::Ok();
+}
+
+Status Ring::Grow(Slot& slot, size_t f, uint64_t stride) {
+  const uint64_t limit = dataset_->options().max_sample_bytes;
+  if (stride > limit || stride * options_.batch_size / options_.batch_size != stride) {
+    return ResourceExhausted("loader: field '" + fields_[f].name + "' needs " + std::to_string(stride) +
+                             " bytes per sample, over the limit " + std::to_string(limit));
+  }
+  const size_t bytes = stride * options_.batch_size;
+  const size_t old = slot.host[f].size();
+  ASSIGN_OR_RETURN(slot.host[f], HostBuffer::Allocate(bytes, pinned_));
+  ring_bytes_ += slot.host[f].size();
+  ring_bytes_ -= old;
+  if (options_.stage_to_device) {
+    slot.device[f] = DeviceBuffer();
+    ASSIGN_OR_RETURN(slot.device[f], DeviceBuffer::Allocate(bytes));
+  }
+  return Status::Ok();
+}
+
+Status Ring::DecodeSample(Slot& slot, size_t i, Decoder& decoder, std::vector<uint8_t>& scratch) {
+  const SampleView view = std::move(slot.views[i]);  // released once decoded
+  slot.views[i] = SampleView();
+  for (size_t f = 0; f < fields_.size(); ++f) {
+    const FieldPlan& plan = fields_[f];
+    uint8_t* dst = static_cast<uint8_t*>(slot.host[f].data()) + i * slot.stride[f];
+    Status status;
+    if (plan.kind == FieldKind::kInt) {
+      Result<int64_t> v = view.int_value(plan.index);
+      if (v.ok()) std::memcpy(dst, &*v, sizeof(int64_t));
+      status = v.status();
+    } else if (plan.kind == FieldKind::kFloat) {
+      Result<double> v = view.float_value(plan.index);
+      if (v.ok()) std::memcpy(dst, &*v, sizeof(double));
+      status = v.status();
+    } else {
+      status = DecodeArray(slot, f, i, view, dst, decoder, scratch);
+    }
+    if (!status.ok()) {
+      return status.WithContext("loader: " + Where(slot.batch) + ": sample " + std::to_string(slot.batch.indices[i]) +
+                                " in " + view.shard_file());
+    }
+  }
+  return Status::Ok();
+}
+
+Status Ring::DecodeArray(const Slot& slot, size_t f, size_t i, const SampleView& view, uint8_t* dst, Decoder& decoder,
+                         std::vector<uint8_t>& scratch) {
+  const FieldPlan& plan = fields_[f];
+  const BatchField& bf = slot.batch.fields[f];
+  const Shape& shape = bf.sample_shapes[i];
+  uint64_t raw_size = 0;
+  if (plan.chunked) {
+    ASSIGN_OR_RETURN(raw_size, view.raw_size(plan.index));
+  } else {
+    ASSIGN_OR_RETURN(const BlobInfo blob, view.blob(plan.index));  // allocates nothing
+    raw_size = blob.raw_size;
+  }
+  Result<uint64_t> expected = ByteSize(shape, plan.dtype);
+  if (!expected.ok() || raw_size != *expected) {
+    return Corruption("field '" + plan.name + "' decodes to " + std::to_string(raw_size) + " bytes, its shape " +
+                      ShapeToString(shape) + " needs " +
+                      (expected.ok() ? std::to_string(*expected) : std::string("?")));
+  }
+  const bool padded = plan.variable && !std::equal(shape.begin(), shape.end(), bf.shape.begin() + 1);
+  if (!padded) return view.Decode(plan.index, dst, slot.stride[f], decoder);
+  if (scratch.size() < *expected) scratch.resize(*expected);
+  RETURN_IF_ERROR(view.Decode(plan.index, scratch.data(), scratch.size(), decoder));
+  std::memset(dst, 0, slot.stride[f]);
+  CopyPadded(scratch.data(), dst, shape, bf.shape.data() + 1, 0, DTypeSize(plan.dtype));
+  return Status::Ok();
+}
+
+Status Ring::Stage(Slot& slot) {
+  for (size_t f = 0; f < fields_.size(); ++f) {
+    const BatchField& bf = slot.batch.fields[f];
+    if (bf.bytes == 0) continue;
+    RETURN_IF_ERROR(CopyToDeviceAsync(slot.device[f].data(), bf.data, bf.bytes, stream_));
+  }
+  return RecordEvent(slot.event, stream_);
+}
+
+}  // namespace shardify::detail

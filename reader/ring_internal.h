@@ -1,0 +1,121 @@
+// The decode pipeline behind Loader: a ring of batch slots filled by a thread pool.
+//
+// Slots cycle kFree -> kPlanning -> kDecoding -> kReady -> kHeld -> kFree. One worker
+// at a time plans the next batch in sequence order (sampler indices, sample lookups,
+// padded shapes, buffer sizes) into a free slot; every worker then claims chunks of
+// samples of the oldest planned slots and decodes them straight into the slot's
+// buffers. The consumer takes slots in sequence order, so the output does not depend
+// on the thread count. A handed-out Batch aliases its slot and returns it to the ring
+// when its last reference drops; the Ring outlives the Loader while any Batch lives.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "format/dataset.h"
+#include "reader/cuda_internal.h"
+#include "reader/loader.h"
+#include "reader/sampler.h"
+
+namespace shardify::detail {
+
+// One loaded field: its place in the schema and how a sample lays out in a slot.
+struct FieldPlan {
+  size_t index = 0;  // position in manifest().fields
+  std::string name;
+  FieldKind kind = FieldKind::kNdarray;
+  DType dtype = DType::kU8;
+  Shape schema;  // ndarray schema shape (-1 = varies)
+  bool variable = false;
+  bool chunked = false;      // stored as chunks (no single blob)
+  uint64_t fixed_bytes = 0;  // bytes per sample when not variable (scalars: 8)
+};
+
+enum class SlotState { kFree, kPlanning, kDecoding, kReady, kHeld };
+
+struct Slot {
+  std::vector<HostBuffer> host;      // per field
+  std::vector<DeviceBuffer> device;  // per field, when staging
+  CudaEvent event;                   // when staging
+  std::vector<uint64_t> stride;      // bytes per sample, per field
+  std::vector<SampleView> views;     // batch_size entries; reset once decoded
+  Batch batch;
+  SlotState state = SlotState::kFree;
+  size_t claimed = 0;                // samples handed to workers
+  size_t done = 0;                   // samples finished
+  size_t error_position = SIZE_MAX;  // batch position of `error` (lowest wins)
+  Status error;
+};
+
+class Ring : public std::enable_shared_from_this<Ring> {
+ public:
+  Ring(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options, Sampler sampler,
+       std::vector<FieldPlan> fields, bool pinned);
+  ~Ring();
+  Ring(const Ring&) = delete;
+  Ring& operator=(const Ring&) = delete;
+
+  // Allocates the slots and starts `threads` workers. Call once.
+  Status Start(size_t threads);
+  // Stops the workers and joins them. Slots held by the consumer stay valid.
+  void Stop();
+
+  Result<std::shared_ptr<Batch>> Next();
+  SamplerState State() const;
+  size_t ring_bytes() const { return ring_bytes_.load(); }
+  const Sampler& sampler() const { return sampler_; }
+  const Dataset& dataset() const { return *dataset_; }
+
+ private:
+  void Work();
+  void Release(size_t slot);
+  // Worker steps; each is entered and left with `lock` held.
+  bool TryPlan(std::unique_lock<std::mutex>& lock);
+  // Stages a fully decoded slot when asked, then marks it ready.
+  void FinishSlot(std::unique_lock<std::mutex>& lock, Slot& slot);
+  void MarkReady(Slot& slot);
+  bool TryDecode(std::unique_lock<std::mutex>& lock, Decoder& decoder, std::vector<uint8_t>& scratch);
+  // Runs without the lock on a slot owned by the caller.
+  Status Plan(Slot& slot, uint64_t seq);
+  Status ShapeField(Slot& slot, size_t f, size_t n);
+  // The padded [n, ...] shape of ndarray field f and each sample's shape.
+  Status PadShapes(Slot& slot, size_t f, size_t n);
+  Status Grow(Slot& slot, size_t f, uint64_t stride);
+  Status DecodeSample(Slot& slot, size_t position, Decoder& decoder, std::vector<uint8_t>& scratch);
+  Status DecodeArray(const Slot& slot, size_t f, size_t i, const SampleView& view, uint8_t* dst, Decoder& decoder,
+                     std::vector<uint8_t>& scratch);
+  Status Stage(Slot& slot);
+
+  const std::shared_ptr<const Dataset> dataset_;
+  const LoaderOptions options_;
+  const Sampler sampler_;
+  const std::vector<FieldPlan> fields_;
+  const bool pinned_;
+  const uint64_t total_;
+  size_t chunk_ = 1;
+  CudaStream stream_;
+  std::atomic<size_t> ring_bytes_{0};
+
+  // Planner-only (one planner at a time): the current epoch's order.
+  uint64_t order_epoch_ = UINT64_MAX;
+  std::vector<uint64_t> epoch_order_;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_, ready_cv_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::deque<size_t> in_flight_;  // planned slots, in sequence order
+  uint64_t next_plan_ = 0;        // sequence number of the next batch to plan
+  uint64_t handed_ = 0;           // batches handed to the consumer
+  bool planning_ = false;
+  bool stop_ = false;
+  Status failed_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace shardify::detail

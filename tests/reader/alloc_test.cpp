@@ -1,0 +1,71 @@
+// The decode path allocates per batch, never per sample. A separate program because it
+// replaces the global operator new (not built under the sanitizers, which own it).
+#include <cstdint>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "format/dataset.h"
+#include "reader/loader.h"
+#include "tests/common/temp_dir.h"
+#include "tests/reader/alloc_counter.h"
+#include "tests/reader/reader_fixtures.h"
+
+namespace shardify {
+namespace {
+
+using testing::FixtureOptions;
+using testing::TempDir;
+
+TEST_CASE("reader: streaming allocates per batch, never per sample") {
+  TempDir tmp;
+  FixtureOptions fx;
+  fx.samples = 3000;
+  fx.side = 16;
+  fx.shard_bytes = 1 << 20;
+  REQUIRE(testing::WriteFixture(tmp / "ds", fx).ok());
+  LoaderOptions o;
+  o.batch_size = 250;
+  o.threads = 2;
+  o.sampler.epochs = 2;
+  auto loader = Loader::Open(tmp / "ds", o);
+  REQUIRE(loader.ok());
+  REQUIRE((*loader)->Next().ok());  // warm: slots shaped, decoders created
+  const uint64_t before = testing::AllocationCount();
+  size_t batches = 0;
+  while (true) {
+    auto b = (*loader)->Next();
+    REQUIRE(b.ok());
+    if (!*b) break;
+    ++batches;
+  }
+  const uint64_t allocations = testing::AllocationCount() - before;
+  CHECK(batches == 23);
+  // What the format's own calls allocate for the same samples, read one by one.
+  auto dataset = Dataset::Open(tmp / "ds");
+  REQUIRE(dataset.ok());
+  Decoder decoder;
+  std::vector<uint8_t> buffer(256);
+  size_t failures = 0;
+  uint64_t start = 0;
+  for (int pass = 0; pass < 2; ++pass) {  // the first pass maps the shards
+    start = testing::AllocationCount();
+    for (uint64_t i = 250; i < 3000; ++i) {  // no Catch2 macro inside: they allocate
+      auto view = (*dataset)->Sample(i);
+      failures += !view.ok() || !view->Decode(0, buffer.data(), buffer.size(), decoder).ok() ||
+                  !view->int_value(1).ok() || !view->float_value(2).ok();
+    }
+  }
+  const uint64_t format_per_2750 = testing::AllocationCount() - start;
+  REQUIRE(failures == 0);
+  const uint64_t format_share = format_per_2750 * (batches * 250) / 2750;
+  INFO("loader allocations " << allocations << " for " << batches
+                             << " batches of 250; the format's calls alone: " << format_share);
+  // Beyond the format's calls: a Batch handle per batch and one order per epoch. The
+  // format's own count varies a little with the digits of the indices (message strings),
+  // so allow a slack far below one allocation per sample (5750 samples).
+  CHECK(allocations <= format_share + 1000);
+}
+
+}  // namespace
+}  // namespace shardify

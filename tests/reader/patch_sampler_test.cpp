@@ -1,0 +1,177 @@
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <set>
+
+#include "format/dataset.h"
+#include "format/writer.h"
+#include "reader/patch_sampler.h"
+#include "tests/common/temp_dir.h"
+
+using namespace shardify;
+
+namespace {
+
+constexpr int64_t D = 20, H = 24, W = 28;
+
+uint16_t Voxel(int64_t i, int64_t z, int64_t y, int64_t x) { return static_cast<uint16_t>(i * 5000 + z * 300 + y * 11 + x); }
+
+// Class 1 fills a 2x2x2 cube at (2, 3, 4); class 2 (sample 0 only) a cube at (15, 18, 20).
+uint8_t Label(int64_t i, int64_t z, int64_t y, int64_t x) {
+  if (z >= 2 && z < 4 && y >= 3 && y < 5 && x >= 4 && x < 6) return 1;
+  if (i == 0 && z >= 15 && z < 17 && y >= 18 && y < 20 && x >= 20 && x < 22) return 2;
+  return 0;
+}
+
+struct VolumeFixture {
+  testing::TempDir tmp;
+  std::unique_ptr<Dataset> ds;
+  VolumeFixture() {
+    FieldSpec image{"image", FieldKind::kNdarray, DType::kU16, {1, D, H, W}, {}, {}};
+    FieldSpec mask{"mask", FieldKind::kNdarray, DType::kU8, {1, D, H, W}, {}, {}};
+    FieldSpec locs{"mask.fg_locations", FieldKind::kNdarray, DType::kI32, {-1, 4}, {}, {}};
+    image.chunk_shape = mask.chunk_shape = {1, 8, 8, 8};
+    WriterOptions o;
+    o.fsync = false;
+    auto w = DatasetWriter::Create(tmp.path(), {image, mask, locs}, o);
+    REQUIRE(w.ok());
+    for (int64_t i = 0; i < 3; ++i) {
+      std::vector<uint8_t> img(D * H * W * 2), lab(D * H * W);
+      std::vector<int32_t> rows;
+      size_t n = 0;
+      for (int64_t z = 0; z < D; ++z)
+        for (int64_t y = 0; y < H; ++y)
+          for (int64_t x = 0; x < W; ++x, ++n) {
+            const uint16_t v = Voxel(i, z, y, x);
+            std::memcpy(&img[n * 2], &v, 2);
+            lab[n] = Label(i, z, y, x);
+            if (lab[n]) rows.insert(rows.end(), {lab[n], int32_t(z), int32_t(y), int32_t(x)});
+          }
+      std::vector<uint8_t> locs_bytes(rows.size() * 4);
+      std::memcpy(locs_bytes.data(), rows.data(), locs_bytes.size());
+      SampleInput s;
+      s.values = {FieldValue::Array(img, {1, D, H, W}), FieldValue::Array(lab, {1, D, H, W}),
+                  FieldValue::Array(locs_bytes, {int64_t(rows.size() / 4), 4})};
+      REQUIRE((*w)->Append(std::move(s)).ok());
+    }
+    REQUIRE((*w)->Finish().ok());
+    ds = std::move(Dataset::Open(tmp.path())).value();
+  }
+};
+
+PatchOptions Options(Shape patch) {
+  PatchOptions o;
+  o.patch = std::move(patch);
+  o.seed = 9;
+  o.label_pad = -1;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("reader patches: a patch equals the same crop of the volume, borders padded") {
+  VolumeFixture fx;
+  auto ps = PatchSampler::Create(fx.ds.get(), Options({10, 30, 12}));  // wider than the volume in y
+  REQUIRE(ps.ok());
+  Decoder d;
+  std::vector<uint8_t> img(*(*ps)->ImageBytes(0)), lab(*(*ps)->LabelBytes(0));
+  CHECK(img.size() == 10 * 30 * 12 * 2);
+  for (uint64_t draw = 0; draw < 20; ++draw) {
+    const uint64_t i = draw % 3;
+    PatchInfo info;
+    REQUIRE((*ps)->Sample(i, draw, draw % 2 == 0, img.data(), img.size(), lab.data(), lab.size(), d, &info).ok());
+    size_t n = 0;
+    for (int64_t z = 0; z < 10; ++z)
+      for (int64_t y = 0; y < 30; ++y)
+        for (int64_t x = 0; x < 12; ++x, ++n) {
+          const int64_t a = info.start[0] + z, b = info.start[1] + y, c = info.start[2] + x;
+          const bool in = a >= 0 && a < D && b >= 0 && b < H && c >= 0 && c < W;
+          uint16_t v;
+          std::memcpy(&v, &img[n * 2], 2);
+          REQUIRE(v == (in ? Voxel(int64_t(i), a, b, c) : 0));
+          REQUIRE(lab[n] == (in ? Label(int64_t(i), a, b, c) : 255));
+        }
+  }
+}
+
+TEST_CASE("reader patches: positions are deterministic per sample and draw") {
+  VolumeFixture fx;
+  auto ps = PatchSampler::Create(fx.ds.get(), Options({8, 8, 8}));
+  Decoder d;
+  std::vector<uint8_t> img(8 * 8 * 8 * 2), lab(8 * 8 * 8);
+  std::set<Shape> starts;
+  for (uint64_t draw = 0; draw < 10; ++draw) {
+    PatchInfo a, b;
+    REQUIRE((*ps)->Sample(1, draw, false, img.data(), img.size(), lab.data(), lab.size(), d, &a).ok());
+    REQUIRE((*ps)->Sample(1, draw, false, img.data(), img.size(), lab.data(), lab.size(), d, &b).ok());
+    CHECK(a.start == b.start);
+    starts.insert(a.start);
+  }
+  CHECK(starts.size() > 5);
+}
+
+TEST_CASE("reader patches: forced draws hold foreground, and the batch fraction holds") {
+  VolumeFixture fx;
+  auto ps = PatchSampler::Create(fx.ds.get(), Options({6, 6, 6}));
+  REQUIRE(ps.ok());
+  Decoder d;
+  std::vector<uint8_t> img(6 * 6 * 6 * 2), lab(6 * 6 * 6);
+  const size_t batch = 6;
+  size_t with_fg = 0, total = 0;
+  std::set<int64_t> classes;
+  for (uint64_t b = 0; b < 200; ++b)
+    for (size_t slot = 0; slot < batch; ++slot) {
+      const bool forced = (*ps)->Forced(slot, batch);
+      PatchInfo info;
+      REQUIRE((*ps)->Sample(b % 3, b * batch + slot, forced, img.data(), img.size(), lab.data(), lab.size(), d, &info).ok());
+      bool fg = false;
+      for (uint8_t v : lab) fg = fg || (v > 0 && v != 255);
+      if (forced) {
+        REQUIRE(fg);
+        classes.insert(info.fg_class);
+      }
+      with_fg += fg;
+      ++total;
+    }
+  CHECK((*ps)->Forced(5, 6));
+  CHECK((*ps)->Forced(4, 6));
+  CHECK_FALSE((*ps)->Forced(3, 6));
+  CHECK(double(with_fg) / total >= 2.0 / 6);
+  CHECK(classes == std::set<int64_t>{1, 2});  // both classes of sample 0 get chosen
+}
+
+TEST_CASE("reader patches: only the chunks a patch touches are decoded") {
+  VolumeFixture fx;
+  auto ps = PatchSampler::Create(fx.ds.get(), Options({8, 8, 8}));
+  Decoder d;
+  std::vector<uint8_t> img(8 * 8 * 8 * 2);
+  PatchInfo info;
+  PatchOptions o = Options({8, 8, 8});
+  o.label_field.clear();
+  auto images_only = PatchSampler::Create(fx.ds.get(), o);
+  REQUIRE(images_only.ok());
+  for (uint64_t draw = 0; draw < 30; ++draw) {
+    const uint64_t before = d.chunks_decoded();
+    REQUIRE((*images_only)->Sample(0, draw, false, img.data(), img.size(), nullptr, 0, d, &info).ok());
+    uint64_t expect = 1;
+    const int64_t dims[] = {D, H, W};
+    for (int a = 0; a < 3; ++a) {
+      const int64_t lo = std::max<int64_t>(info.start[a], 0), hi = std::min<int64_t>(info.start[a] + 8, dims[a]);
+      expect *= uint64_t((hi - 1) / 8 - lo / 8 + 1);
+    }
+    CHECK(d.chunks_decoded() - before == expect);
+    CHECK(expect < 3 * 3 * 4);  // the whole volume has 36 chunks
+  }
+}
+
+TEST_CASE("reader patches: bad options are refused") {
+  VolumeFixture fx;
+  CHECK(PatchSampler::Create(fx.ds.get(), Options({})).status().code() == StatusCode::kInvalidArgument);
+  CHECK(PatchSampler::Create(fx.ds.get(), Options({0, 4, 4})).status().code() == StatusCode::kInvalidArgument);
+  PatchOptions o = Options({4, 4, 4});
+  o.image_field = "nope";
+  CHECK(PatchSampler::Create(fx.ds.get(), o).status().code() == StatusCode::kNotFound);
+  o = Options({4, 4, 4});
+  o.foreground_fraction = 1.5;
+  CHECK(PatchSampler::Create(fx.ds.get(), o).status().code() == StatusCode::kInvalidArgument);
+}
