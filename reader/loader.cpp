@@ -41,8 +41,34 @@ Result<detail::FieldPlan> PlanField(const Manifest& m, size_t index) {
   return p;
 }
 
-Result<std::vector<detail::FieldPlan>> PlanFields(const Manifest& m, const std::vector<std::string>& names) {
+// A field read as patches: [leading axes (channels)..., patch...], fixed per sample.
+Status PlanPatch(const PatchOptions& o, detail::FieldPlan* p) {
+  const size_t s = o.patch.size();
+  if (p->kind != FieldKind::kNdarray || p->schema.size() < s) {
+    return InvalidArgument("loader: patch field '" + p->name + "' is not an ndarray of rank >= " + std::to_string(s));
+  }
+  Shape shape(p->schema.begin(), p->schema.end() - static_cast<ptrdiff_t>(s));
+  for (int64_t d : shape) {
+    if (d < 0) {
+      return InvalidArgument("loader: patch field '" + p->name + "' has a varying channel count " +
+                             ShapeToString(p->schema) + "; patches need it fixed");
+    }
+  }
+  shape.insert(shape.end(), o.patch.begin(), o.patch.end());
+  p->schema = shape;
+  p->variable = false;
+  p->patch = true;
+  ASSIGN_OR_RETURN(p->fixed_bytes, ByteSize(shape, p->dtype));
+  return Status::Ok();
+}
+
+Result<std::vector<detail::FieldPlan>> PlanFields(const Manifest& m, std::vector<std::string> names,
+                                                  const PatchOptions* patch) {
   std::vector<detail::FieldPlan> plans;
+  if (patch != nullptr && names.empty()) {
+    names.push_back(patch->image_field);
+    if (!patch->label_field.empty()) names.push_back(patch->label_field);
+  }
   if (names.empty()) {
     for (size_t i = 0; i < m.fields.size(); ++i) {
       if (!Batchable(m.fields[i].kind)) continue;
@@ -58,7 +84,19 @@ Result<std::vector<detail::FieldPlan>> PlanFields(const Manifest& m, const std::
                              ", which is not batched");
     }
     ASSIGN_OR_RETURN(detail::FieldPlan p, PlanField(m, static_cast<size_t>(i)));
+    if (patch != nullptr && (name == patch->image_field || name == patch->label_field)) {
+      RETURN_IF_ERROR(PlanPatch(*patch, &p));
+    }
     plans.push_back(std::move(p));
+  }
+  if (patch != nullptr) {
+    const auto has = [&](const std::string& n) {
+      return std::any_of(plans.begin(), plans.end(), [&](const detail::FieldPlan& p) { return p.name == n && p.patch; });
+    };
+    if (!has(patch->image_field) || (!patch->label_field.empty() && !has(patch->label_field))) {
+      return InvalidArgument("loader: patch mode needs fields '" + patch->image_field + "'" +
+                             (patch->label_field.empty() ? "" : " and '" + patch->label_field + "'") + " among the loaded fields");
+    }
   }
   if (plans.empty()) return InvalidArgument("loader: no ndarray, int or float field to load");
   return plans;
@@ -120,7 +158,14 @@ Result<std::unique_ptr<Loader>> Loader::Open(std::shared_ptr<const Dataset> data
   if (split == nullptr) {
     return NotFound("loader: " + dataset->dir() + " has no split '" + options.split + "'");
   }
-  ASSIGN_OR_RETURN(std::vector<detail::FieldPlan> fields, PlanFields(m, options.fields));
+  std::unique_ptr<PatchSampler> patches;
+  if (options.patch) {
+    Result<std::unique_ptr<PatchSampler>> made = PatchSampler::Create(dataset.get(), *options.patch);
+    if (!made.ok()) return made.status().WithContext("loader: " + dataset->dir());
+    patches = std::move(made).value();
+  }
+  ASSIGN_OR_RETURN(std::vector<detail::FieldPlan> fields,
+                   PlanFields(m, options.fields, options.patch ? &*options.patch : nullptr));
   std::vector<int64_t> labels;
   if (options.sampler.order == SampleOrder::kClassBalanced) {
     ASSIGN_OR_RETURN(labels, ReadLabels(*dataset, *split));
@@ -134,7 +179,7 @@ Result<std::unique_ptr<Loader>> Loader::Open(std::shared_ptr<const Dataset> data
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   const bool pinned = options.pin_memory && detail::CudaDeviceAnswers();
   auto ring = std::make_shared<detail::Ring>(std::move(dataset), options, std::move(sampler).value(), std::move(fields),
-                                             pinned);
+                                             pinned, std::move(patches));
   RETURN_IF_ERROR(ring->Start(threads));
   return std::unique_ptr<Loader>(std::make_unique<LoaderImpl>(std::move(ring)));
 }

@@ -22,11 +22,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "format/status.h"
 #include "format/types.h"
+#include "reader/patch_sampler.h"
 #include "reader/sampler.h"
 
 namespace shardify {
@@ -53,6 +55,12 @@ struct LoaderOptions {
   bool stage_to_device = false;
   int device = 0;               // CUDA device for staging
   size_t max_open_shards = 64;  // Open(dir) only, as verify_checksums
+  // Patch mode (3D training): the image field (and the label field, when set) become
+  // random patches of shape [C, patch...] drawn by a PatchSampler (see patch_sampler.h),
+  // the last round(B * foreground_fraction) of each batch forced onto foreground. With
+  // `fields` empty, only those fields are loaded. Draws depend only on the seeds and the
+  // batch sequence, so batches stay identical for any thread count, and on resume.
+  std::optional<PatchOptions> patch;
 };
 
 // One field of a batch: a contiguous [B, ...] array in the source dtype (ndarray fields,

@@ -34,13 +34,20 @@ std::string Where(const Batch& b) { return "epoch " + std::to_string(b.epoch) + 
 }  // namespace
 
 Ring::Ring(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options, Sampler sampler,
-           std::vector<FieldPlan> fields, bool pinned)
+           std::vector<FieldPlan> fields, bool pinned, std::unique_ptr<PatchSampler> patches)
     : dataset_(std::move(dataset)),
       options_(options),
       sampler_(std::move(sampler)),
       fields_(std::move(fields)),
       pinned_(pinned),
-      total_(sampler_.total_batches()) {}
+      patches_(std::move(patches)),
+      total_(sampler_.total_batches()) {
+  for (size_t f = 0; f < fields_.size() && patches_; ++f) {
+    if (!fields_[f].patch) continue;
+    if (fields_[f].name == patches_->options().image_field) patch_image_ = static_cast<int>(f);
+    else patch_label_ = static_cast<int>(f);
+  }
+}
 
 Ring::~Ring() { Stop(); }
 
@@ -226,6 +233,7 @@ Status Ring::Plan(Slot& slot, uint64_t seq) {
     order_epoch_ = at.epoch;
   }
   Batch& batch = slot.batch;
+  slot.seq = seq;
   batch.epoch = at.epoch;
   batch.step = at.step;
   sampler_.BatchIndices(epoch_order_, at.step, &batch.indices);
@@ -246,7 +254,11 @@ Status Ring::ShapeField(Slot& slot, size_t f, size_t n) {
   const FieldPlan& plan = fields_[f];
   BatchField& bf = slot.batch.fields[f];
   bf.sample_shapes.resize(n);
-  if (plan.kind != FieldKind::kNdarray) {
+  if (plan.patch) {
+    bf.shape.assign(1, static_cast<int64_t>(n));
+    bf.shape.insert(bf.shape.end(), plan.schema.begin(), plan.schema.end());
+    for (Shape& s : bf.sample_shapes) s = plan.schema;
+  } else if (plan.kind != FieldKind::kNdarray) {
     bf.shape.assign(1, static_cast<int64_t>(n));
     for (Shape& s : bf.sample_shapes) s.clear();
   } else {
@@ -313,8 +325,10 @@ Status Ring::Grow(Slot& slot, size_t f, uint64_t stride) {
 Status Ring::DecodeSample(Slot& slot, size_t i, Decoder& decoder, std::vector<uint8_t>& scratch) {
   const SampleView view = std::move(slot.views[i]);  // released once decoded
   slot.views[i] = SampleView();
+  if (patches_) RETURN_IF_ERROR(DecodePatch(slot, i, decoder));
   for (size_t f = 0; f < fields_.size(); ++f) {
     const FieldPlan& plan = fields_[f];
+    if (plan.patch) continue;
     uint8_t* dst = static_cast<uint8_t*>(slot.host[f].data()) + i * slot.stride[f];
     Status status;
     if (plan.kind == FieldKind::kInt) {
@@ -361,6 +375,19 @@ Status Ring::DecodeArray(const Slot& slot, size_t f, size_t i, const SampleView&
   std::memset(dst, 0, slot.stride[f]);
   CopyPadded(scratch.data(), dst, shape, bf.shape.data() + 1, 0, DTypeSize(plan.dtype));
   return Status::Ok();
+}
+
+Status Ring::DecodePatch(Slot& slot, size_t i, Decoder& decoder) {
+  const size_t n = slot.batch.indices.size();
+  const uint64_t draw = slot.seq * options_.batch_size + i;
+  auto at = [&](int f) {
+    return f < 0 ? nullptr : static_cast<uint8_t*>(slot.host[static_cast<size_t>(f)].data()) + i * slot.stride[static_cast<size_t>(f)];
+  };
+  const size_t label_bytes = patch_label_ < 0 ? 0 : slot.stride[static_cast<size_t>(patch_label_)];
+  const Status s = patches_->Sample(slot.batch.indices[i], draw, patches_->Forced(i, n), at(patch_image_),
+                                    slot.stride[static_cast<size_t>(patch_image_)], at(patch_label_), label_bytes, decoder);
+  return s.ok() ? s
+                : s.WithContext("loader: " + Where(slot.batch) + ": sample " + std::to_string(slot.batch.indices[i]));
 }
 
 Status Ring::Stage(Slot& slot) {

@@ -34,6 +34,7 @@ struct FieldPlan {
   Shape schema;  // ndarray schema shape (-1 = varies)
   bool variable = false;
   bool chunked = false;      // stored as chunks (no single blob)
+  bool patch = false;        // filled by the patch sampler (patch mode)
   uint64_t fixed_bytes = 0;  // bytes per sample when not variable (scalars: 8)
 };
 
@@ -51,12 +52,13 @@ struct Slot {
   size_t done = 0;                   // samples finished
   size_t error_position = SIZE_MAX;  // batch position of `error` (lowest wins)
   Status error;
+  uint64_t seq = 0;                  // batch sequence number (patch draws derive from it)
 };
 
 class Ring : public std::enable_shared_from_this<Ring> {
  public:
   Ring(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options, Sampler sampler,
-       std::vector<FieldPlan> fields, bool pinned);
+       std::vector<FieldPlan> fields, bool pinned, std::unique_ptr<PatchSampler> patches = nullptr);
   ~Ring();
   Ring(const Ring&) = delete;
   Ring& operator=(const Ring&) = delete;
@@ -91,12 +93,15 @@ class Ring : public std::enable_shared_from_this<Ring> {
   Status DecodeArray(const Slot& slot, size_t f, size_t i, const SampleView& view, uint8_t* dst, Decoder& decoder,
                      std::vector<uint8_t>& scratch);
   Status Stage(Slot& slot);
+  Status DecodePatch(Slot& slot, size_t position, Decoder& decoder);
 
   const std::shared_ptr<const Dataset> dataset_;
   const LoaderOptions options_;
   const Sampler sampler_;
   const std::vector<FieldPlan> fields_;
   const bool pinned_;
+  std::unique_ptr<PatchSampler> patches_;  // patch mode only
+  int patch_image_ = -1, patch_label_ = -1;  // their positions in fields_
   const uint64_t total_;
   size_t chunk_ = 1;
   CudaStream stream_;

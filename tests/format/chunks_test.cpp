@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "format/chunking.h"
 #include "format/chunks_internal.h"
 #include "format/dataset.h"
 #include "format/file.h"
@@ -177,4 +178,18 @@ TEST_CASE("format chunks: chunk shapes of the wrong rank are refused") {
   CHECK_THAT(DatasetWriter::Create(tmp.path(), {vol}, {}).status().message(), Catch::Contains("does not have the rank"));
   vol.chunk_shape = {4, 0};
   CHECK_THAT(DatasetWriter::Create(tmp.path(), {vol}, {}).status().message(), Catch::Contains("dimension < 1"));
+}
+
+TEST_CASE("format chunks: chunk shapes follow the patch size and the size caps") {
+  // 3D patches: a quarter of the patch per axis, channels one at a time.
+  CHECK(ChooseChunkShape({1, 300, 512, 512}, {1, 128, 128, 128}, 2) == Shape{1, 32, 32, 32});
+  // Never larger than the array.
+  CHECK(ChooseChunkShape({1, 20, 512, 512}, {1, 128, 128, 128}, 2) == Shape{1, 20, 32, 32});
+  // 2D patches: one whole slice per chunk, capped at 1.5x the patch in-plane.
+  CHECK(ChooseChunkShape({1, 80, 256, 256}, {1, 1, 224, 224}, 2) == Shape{1, 1, 256, 256});
+  CHECK(ChooseChunkShape({1, 80, 512, 512}, {1, 1, 224, 224}, 2) == Shape{1, 1, 336, 336});
+  // At most 6 MiB: a 4096^2 f64 slice is halved until it fits.
+  const Shape big = ChooseChunkShape({1, 4, 4096, 4096}, {1, 1, 4096, 4096}, 8);
+  CHECK(big[2] * big[3] * 8 <= (6 << 20));
+  CHECK(big[1] == 1);
 }

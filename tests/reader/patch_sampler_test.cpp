@@ -5,6 +5,7 @@
 
 #include "format/dataset.h"
 #include "format/writer.h"
+#include "reader/loader.h"
 #include "reader/patch_sampler.h"
 #include "tests/common/temp_dir.h"
 
@@ -174,4 +175,49 @@ TEST_CASE("reader patches: bad options are refused") {
   o = Options({4, 4, 4});
   o.foreground_fraction = 1.5;
   CHECK(PatchSampler::Create(fx.ds.get(), o).status().code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("reader patches: the Loader's patch mode gives fixed batches whatever the threads") {
+  VolumeFixture fx;
+  std::shared_ptr<const Dataset> ds(std::move(fx.ds));
+  auto run = [&](size_t threads) {
+    LoaderOptions o;
+    o.batch_size = 6;
+    o.threads = threads;
+    o.sampler.epochs = 4;
+    o.sampler.seed = 3;
+    o.patch = Options({6, 6, 6});
+    auto loader = Loader::Open(ds, o);
+    REQUIRE(loader.ok());
+    std::vector<std::vector<uint8_t>> out;
+    size_t fg_in_forced = 0, forced = 0;
+    while (true) {
+      auto b = (*loader)->Next();
+      REQUIRE(b.ok());
+      if (!*b) break;
+      const BatchField* img = (*b)->Find("image");
+      const BatchField* lab = (*b)->Find("mask");
+      REQUIRE(img != nullptr);
+      REQUIRE(lab != nullptr);
+      REQUIRE((*b)->fields.size() == 2);
+      CHECK(img->shape == Shape{int64_t((*b)->size()), 1, 6, 6, 6});
+      CHECK(lab->shape == Shape{int64_t((*b)->size()), 1, 6, 6, 6});
+      const auto* l = static_cast<const uint8_t*>(lab->data);
+      for (size_t j = 0; j < (*b)->size(); ++j) {
+        if (j + 1 < (*b)->size()) continue;  // the last slot of each batch is forced
+        ++forced;
+        bool fg = false;
+        for (size_t k = 0; k < 216; ++k) fg = fg || (l[j * 216 + k] > 0 && l[j * 216 + k] != 255);
+        fg_in_forced += fg;
+      }
+      const auto* p = static_cast<const uint8_t*>(img->data);
+      out.emplace_back(p, p + img->bytes);
+    }
+    CHECK(fg_in_forced == forced);
+    return out;
+  };
+  const auto one = run(1);
+  CHECK(one.size() == 4);  // 3 samples, batch 6: one partial batch per epoch
+  CHECK(run(2) == one);
+  CHECK(run(4) == one);
 }

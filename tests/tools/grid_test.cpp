@@ -1,0 +1,82 @@
+#include "tools/grid.h"
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "tests/tools/fixtures.h"
+
+namespace shardify::tools {
+namespace {
+
+using test::TempDir;
+
+uint32_t BigEndian32(const uint8_t* p) { return uint32_t(p[0]) << 24 | p[1] << 16 | p[2] << 8 | p[3]; }
+
+void CheckPngSize(const std::string& path, uint32_t width, uint32_t height) {
+  const std::vector<uint8_t> png = test::ReadFile(path);
+  REQUIRE(png.size() > 33);
+  CHECK(png[0] == 0x89);
+  CHECK(std::memcmp(png.data() + 1, "PNG", 3) == 0);
+  CHECK(std::memcmp(png.data() + 12, "IHDR", 4) == 0);
+  CHECK(BigEndian32(&png[16]) == width);
+  CHECK(BigEndian32(&png[20]) == height);
+  CHECK(png[24] == 8);  // bit depth
+  CHECK(png[25] == 2);  // RGB
+  CHECK(std::memcmp(png.data() + png.size() - 8, "IEND", 4) == 0);
+}
+
+TEST_CASE("tools: grid draws distinct seeded samples of a split", "[tools]") {
+  const auto a = DrawSamples(100, 200, 10, 7);
+  CHECK(a == DrawSamples(100, 200, 10, 7));
+  CHECK(a != DrawSamples(100, 200, 10, 8));
+  REQUIRE(a.size() == 10);
+  CHECK(std::set<uint64_t>(a.begin(), a.end()).size() == 10);
+  for (uint64_t v : a) CHECK((v >= 100 && v < 200));
+  CHECK(DrawSamples(0, 3, 10, 1).size() == 3);
+}
+
+TEST_CASE("tools: grid writes a PNG of the layout's size with class captions", "[tools]") {
+  TempDir tmp;
+  test::WriteGray8(tmp / "ds");
+  std::ostringstream out;
+  GridOptions o;
+  o.count = 5;
+  o.split = "train";
+  o.tile = 32;
+  o.json = true;
+  REQUIRE(RunGrid(tmp / "ds", tmp / "g.png", o, out).ok());
+  const GridLayout g = ComputeGridLayout(5, 32, 0);
+  CHECK(g.columns == 3);
+  CHECK(g.rows == 2);
+  CHECK(g.width == 3 * (32 + kGridPad) + kGridPad);
+  CheckPngSize(tmp / "g.png", g.width, g.height);
+  const auto j = nlohmann::json::parse(out.str());
+  REQUIRE(j["samples"].size() == 5);
+  for (size_t k = 0; k < 5; ++k) {
+    const uint64_t i = j["samples"][k];
+    CHECK(i < test::kTrain);
+    const int64_t label = test::LabelOf(i);
+    CHECK(j["captions"][k] == (label < 0 ? "#" + std::to_string(i) : test::kClasses[label]));
+  }
+}
+
+TEST_CASE("tools: grid draws masked RGB images and the middle slice of volumes", "[tools]") {
+  TempDir tmp;
+  test::WriteRgb16WithMask(tmp / "rgb");
+  std::ostringstream out;
+  GridOptions o;
+  o.count = 100;
+  REQUIRE(RunGrid(tmp / "rgb", tmp / "rgb.png", o, out).ok());
+  const GridLayout g = ComputeGridLayout(test::kRgbSamples, o.tile, 0);
+  CheckPngSize(tmp / "rgb.png", g.width, g.height);
+  test::WriteVolume(tmp / "vol", test::ReadNiftiSource(test::kNiftiPath));
+  REQUIRE(RunGrid(tmp / "vol", tmp / "vol.png", o, out).ok());
+  const GridLayout v = ComputeGridLayout(1, o.tile, 0);
+  CheckPngSize(tmp / "vol.png", v.width, v.height);
+}
+
+}  // namespace
+}  // namespace shardify::tools

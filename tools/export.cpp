@@ -1,0 +1,131 @@
+#include "tools/export.h"
+
+#include <cstring>
+#include <vector>
+
+#include "format/dataset.h"
+#include "format/png.h"
+#include "tools/nifti.h"
+#include "tools/tool_internal.h"
+
+namespace shardify::tools {
+namespace {
+
+bool EndsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// The array to export, with its sample.
+struct Array {
+  SampleView sample;
+  size_t field = 0;
+  DType dtype = DType::kU8;
+  Shape shape;
+  std::vector<uint8_t> bytes;
+};
+
+Status ExportPng(const Array& a, const std::string& path) {
+  if (a.dtype != DType::kU8 && a.dtype != DType::kU16) {
+    return Unsupported(std::string("PNG holds u8 or u16 pixels, the field is ") + DTypeName(a.dtype) +
+                       "; export to .nii or .nii.gz instead");
+  }
+  Shape s = a.shape;
+  if (s.size() == 2) s.insert(s.begin(), 1);
+  if (s.size() != 3 || s[0] < 1 || s[0] > 4) {
+    return Unsupported("PNG holds 2D images [C, H, W] with C 1..4, the array is " + ShapeToString(a.shape) +
+                       "; export volumes to .nii or .nii.gz");
+  }
+  const size_t c = s[0], h = s[1], w = s[2], es = DTypeSize(a.dtype);
+  std::vector<uint8_t> pixels(a.bytes.size());
+  for (size_t ch = 0; ch < c; ++ch) {  // planar [C, H, W] to interleaved [H, W, C]
+    for (size_t k = 0; k < h * w; ++k) {
+      std::memcpy(&pixels[(k * c + ch) * es], &a.bytes[(ch * h * w + k) * es], es);
+    }
+  }
+  return WritePngFile(path, pixels.data(), static_cast<uint32_t>(w), static_cast<uint32_t>(h), static_cast<int>(c),
+                      static_cast<int>(es * 8));
+}
+
+Result<std::vector<double>> GeometryValues(const Dataset& ds, const SampleView& s, const std::string& name,
+                                           Decoder& d) {
+  const Manifest& m = ds.manifest();
+  const int f = m.FindField(name);
+  if (f < 0 || m.fields[f].kind != FieldKind::kNdarray) return std::vector<double>{};
+  ASSIGN_OR_RETURN(std::vector<uint8_t> raw, detail::DecodeArray(s, f, d));
+  const size_t es = DTypeSize(m.fields[f].dtype);
+  std::vector<double> v(raw.size() / es);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = detail::ElementAsDouble(&raw[i * es], m.fields[f].dtype);
+  return v;
+}
+
+Result<std::vector<uint8_t>> NiftiHeaderFor(const Dataset& ds, const Array& a, Decoder& d) {
+  const Manifest& m = ds.manifest();
+  const std::string base = m.fields[a.field].name;
+  const int hf = m.FindField(base + ".nifti_header");
+  if (hf >= 0 && m.fields[hf].kind == FieldKind::kBytes) {
+    ASSIGN_OR_RETURN(std::string_view hb, a.sample.bytes_value(hf));
+    if (!hb.empty()) return std::vector<uint8_t>(hb.begin(), hb.end());
+  }
+  ASSIGN_OR_RETURN(auto spacing, GeometryValues(ds, a.sample, base + ".spacing", d));
+  ASSIGN_OR_RETURN(auto origin, GeometryValues(ds, a.sample, base + ".origin", d));
+  ASSIGN_OR_RETURN(auto direction, GeometryValues(ds, a.sample, base + ".direction", d));
+  return MakeNifti1Header(a.shape, a.dtype, spacing, origin, direction);
+}
+
+Status ExportNifti(const Dataset& ds, const Array& a, const std::string& path, Decoder& d) {
+  ASSIGN_OR_RETURN(std::vector<uint8_t> header, NiftiHeaderFor(ds, a, d));
+  ASSIGN_OR_RETURN(std::vector<uint8_t> image, BuildNiftiImage(header, a.bytes.data(), a.bytes.size(), a.dtype));
+  return WriteMaybeGzipped(path, image);
+}
+
+Status ExportTo(const Dataset& ds, const Array& a, const std::string& path, Decoder& d, std::string* format) {
+  if (EndsWith(path, ".png")) {
+    *format = "png";
+    return ExportPng(a, path);
+  }
+  if (EndsWith(path, ".nii") || EndsWith(path, ".nii.gz")) {
+    *format = "nifti";
+    return ExportNifti(ds, a, path, d);
+  }
+  return InvalidArgument(path + ": unknown output type (use .png, .nii or .nii.gz)");
+}
+
+}  // namespace
+
+Status RunExport(const std::string& dir, uint64_t index, const std::string& path, const ExportOptions& options,
+                 std::ostream& out) {
+  ASSIGN_OR_RETURN(auto ds, detail::OpenDataset(dir, true));
+  const Manifest& m = ds->manifest();
+  if (index >= m.num_samples) {
+    return OutOfRange("sample " + std::to_string(index) + " of " + dir + ": the dataset has " +
+                      std::to_string(m.num_samples) + " samples");
+  }
+  Array a;
+  ASSIGN_OR_RETURN(a.field, detail::ResolveArrayField(m, options.field));
+  ASSIGN_OR_RETURN(a.sample, ds->Sample(index));
+  a.dtype = m.fields[a.field].dtype;
+  ASSIGN_OR_RETURN(a.shape, a.sample.shape(a.field));
+  Decoder decoder;
+  ASSIGN_OR_RETURN(a.bytes, detail::DecodeArray(a.sample, a.field, decoder));
+  std::string format;
+  Status st = ExportTo(*ds, a, path, decoder, &format);
+  if (!st.ok()) {
+    return st.WithContext("export of sample " + std::to_string(index) + " field " + m.fields[a.field].name + " to " +
+                          path);
+  }
+  if (options.json) {
+    out << detail::Dump({{"file", path},
+                         {"sample", index},
+                         {"field", m.fields[a.field].name},
+                         {"format", format},
+                         {"dtype", DTypeName(a.dtype)},
+                         {"shape", a.shape}})
+        << "\n";
+  } else {
+    out << "wrote " << path << " (" << format << ", sample " << index << ", field " << m.fields[a.field].name << ", "
+        << DTypeName(a.dtype) << " " << ShapeToString(a.shape) << ")\n";
+  }
+  return Status::Ok();
+}
+
+}  // namespace shardify::tools

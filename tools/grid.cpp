@@ -1,0 +1,174 @@
+#include "tools/grid.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+#include "format/dataset.h"
+#include "format/png.h"
+#include "tools/font_internal.h"
+#include "tools/plane_internal.h"
+#include "tools/tool_internal.h"
+
+namespace shardify::tools {
+
+GridLayout ComputeGridLayout(size_t count, uint32_t tile, uint32_t columns) {
+  GridLayout g;
+  if (count == 0) return g;
+  g.columns = columns ? columns : static_cast<uint32_t>(std::ceil(std::sqrt(static_cast<double>(count))));
+  g.columns = std::min<uint32_t>(g.columns, static_cast<uint32_t>(count));
+  g.rows = static_cast<uint32_t>((count + g.columns - 1) / g.columns);
+  g.width = g.columns * (tile + kGridPad) + kGridPad;
+  g.height = g.rows * (tile + kGridCaption + kGridPad) + kGridPad;
+  return g;
+}
+
+namespace {
+
+uint64_t SplitMix(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+std::vector<uint64_t> DrawSamples(uint64_t first, uint64_t end, size_t count, uint64_t seed) {
+  const uint64_t n = end > first ? end - first : 0;
+  std::vector<uint64_t> out;
+  if (count >= n) {
+    for (uint64_t i = first; i < end; ++i) out.push_back(i);
+    return out;
+  }
+  // Floyd's algorithm: `count` distinct values in O(count).
+  std::unordered_set<uint64_t> chosen;
+  uint64_t state = seed;
+  for (uint64_t j = n - count; j < n; ++j) {
+    const uint64_t t = SplitMix(state) % (j + 1);
+    chosen.insert(chosen.count(t) ? j : t);
+  }
+  for (uint64_t v : chosen) out.push_back(first + v);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+namespace {
+
+// One colour per mask label, cycling.
+const uint8_t kPalette[][3] = {{230, 25, 75},  {60, 180, 75},  {255, 225, 25}, {0, 130, 200},
+                               {245, 130, 48}, {145, 30, 180}, {70, 240, 240}, {240, 50, 230}};
+
+struct Canvas {
+  std::vector<uint8_t> rgb;
+  uint32_t width = 0, height = 0;
+};
+
+// The mask label at (x, y) of a mask plane: the value of a one-channel label map, or
+// 1 + the first non-zero channel of a one-channel-per-class mask; 0 = background.
+int MaskLabel(const detail::Plane& m, uint32_t x, uint32_t y) {
+  if (m.channels == 1) {
+    const double v = m.at(0, y, x);
+    if (v == 0 || !(v == v)) return 0;
+    return v > 0 && v < 1e6 ? std::max(1, static_cast<int>(v)) : 1;
+  }
+  for (uint32_t c = 0; c < m.channels; ++c) {
+    if (m.at(c, y, x) != 0) return static_cast<int>(c) + 1;
+  }
+  return 0;
+}
+
+void DrawTile(Canvas& cv, uint32_t x0, uint32_t y0, uint32_t tile, const detail::Plane& p, DType dtype,
+              const detail::Plane* mask) {
+  const std::vector<uint8_t> rgb = detail::ToRgb8(p, dtype);
+  const double s = std::min(double(tile) / p.width, double(tile) / p.height);
+  const uint32_t dw = std::max<uint32_t>(1, std::min<uint32_t>(tile, std::lround(p.width * s)));
+  const uint32_t dh = std::max<uint32_t>(1, std::min<uint32_t>(tile, std::lround(p.height * s)));
+  const uint32_t ox = x0 + (tile - dw) / 2, oy = y0 + (tile - dh) / 2;
+  const bool use_mask = mask && mask->width == p.width && mask->height == p.height;
+  for (uint32_t y = 0; y < dh; ++y) {
+    const uint32_t sy = uint64_t(y) * p.height / dh;
+    for (uint32_t x = 0; x < dw; ++x) {
+      const uint32_t sx = uint64_t(x) * p.width / dw;
+      const uint8_t* src = &rgb[(size_t(sy) * p.width + sx) * 3];
+      uint8_t* dst = &cv.rgb[(size_t(oy + y) * cv.width + ox + x) * 3];
+      const int label = use_mask ? MaskLabel(*mask, sx, sy) : 0;
+      for (int k = 0; k < 3; ++k) {
+        dst[k] = label > 0 ? static_cast<uint8_t>((src[k] + kPalette[(label - 1) % 8][k]) / 2) : src[k];
+      }
+    }
+  }
+}
+
+Result<detail::Plane> PlaneOf(const Dataset& ds, const SampleView& s, size_t f, Decoder& d) {
+  ASSIGN_OR_RETURN(Shape shape, s.shape(f));
+  ASSIGN_OR_RETURN(std::vector<uint8_t> raw, detail::DecodeArray(s, f, d));
+  return detail::ExtractPlane(raw.data(), raw.size(), ds.manifest().fields[f].dtype, shape);
+}
+
+Status DrawSample(const Dataset& ds, uint64_t index, size_t field, uint32_t x0, uint32_t y0, uint32_t tile, Decoder& d,
+                  Canvas& cv, std::string* caption) {
+  const Manifest& m = ds.manifest();
+  ASSIGN_OR_RETURN(SampleView s, ds.Sample(index));
+  ASSIGN_OR_RETURN(detail::Plane p, PlaneOf(ds, s, field, d));
+  const int mf = m.FindField("mask");
+  detail::Plane mask;
+  const bool has_mask = mf >= 0 && static_cast<size_t>(mf) != field && m.fields[mf].kind == FieldKind::kNdarray;
+  if (has_mask) {
+    ASSIGN_OR_RETURN(mask, PlaneOf(ds, s, mf, d));
+  }
+  DrawTile(cv, x0, y0, tile, p, m.fields[field].dtype, has_mask ? &mask : nullptr);
+  const int lf = detail::FindLabelField(m);
+  *caption = "#" + std::to_string(index);
+  if (lf >= 0) {
+    ASSIGN_OR_RETURN(int64_t label, s.int_value(lf));
+    if (label >= 0) *caption = detail::ClassName(m, label);
+  }
+  static const uint8_t kInk[3] = {235, 235, 235};
+  detail::DrawText(cv.rgb, cv.width, cv.height, x0 + 1, y0 + tile + 2, *caption, kInk, tile / detail::kGlyphAdvance);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status RunGrid(const std::string& dir, const std::string& path, const GridOptions& options, std::ostream& out) {
+  if (options.tile < 16 || options.tile > 1024) return InvalidArgument("--tile must be 16..1024");
+  if (options.count == 0 || options.count > 10000) return InvalidArgument("--count must be 1..10000");
+  ASSIGN_OR_RETURN(auto ds, detail::OpenDataset(dir, true));
+  const Manifest& m = ds->manifest();
+  ASSIGN_OR_RETURN(size_t field, detail::ResolveArrayField(m, options.field));
+  ASSIGN_OR_RETURN(detail::Range range, detail::SplitRange(m, options.split));
+  const std::vector<uint64_t> picks = DrawSamples(range.first, range.end, options.count, options.seed);
+  if (picks.empty()) return NotFound("no samples to draw in " + dir);
+  const GridLayout g = ComputeGridLayout(picks.size(), options.tile, options.columns);
+  if (uint64_t(g.width) * g.height > (uint64_t(1) << 28)) {
+    return InvalidArgument("a sheet of " + std::to_string(g.width) + "x" + std::to_string(g.height) +
+                           " pixels is too large; lower --count or --tile");
+  }
+  Canvas cv{std::vector<uint8_t>(size_t(g.width) * g.height * 3, 24), g.width, g.height};
+  Decoder d;
+  std::vector<std::string> captions(picks.size());
+  for (size_t k = 0; k < picks.size(); ++k) {
+    const uint32_t x0 = kGridPad + (k % g.columns) * (options.tile + kGridPad);
+    const uint32_t y0 = kGridPad + (k / g.columns) * (options.tile + kGridCaption + kGridPad);
+    Status st = DrawSample(*ds, picks[k], field, x0, y0, options.tile, d, cv, &captions[k]);
+    if (!st.ok()) return st.WithContext("grid: sample " + std::to_string(picks[k]));
+  }
+  RETURN_IF_ERROR(WritePngFile(path, cv.rgb.data(), g.width, g.height, 3, 8));
+  if (options.json) {
+    out << detail::Dump({{"file", path},
+                         {"width", g.width},
+                         {"height", g.height},
+                         {"columns", g.columns},
+                         {"rows", g.rows},
+                         {"samples", picks},
+                         {"captions", captions}})
+        << "\n";
+  } else {
+    out << "wrote " << path << " (" << g.width << "x" << g.height << ", " << picks.size() << " samples of field "
+        << m.fields[field].name << ")\n";
+  }
+  return Status::Ok();
+}
+
+}  // namespace shardify::tools

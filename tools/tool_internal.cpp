@@ -1,0 +1,196 @@
+#include "tools/tool_internal.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "format/layout.h"
+
+namespace shardify::tools::detail {
+
+Result<std::unique_ptr<Dataset>> OpenDataset(const std::string& dir, bool verify_checksums) {
+  ReadOptions options;
+  options.verify_checksums = verify_checksums;
+  return Dataset::Open(dir, options);  // its errors name the directory and file
+}
+
+int FindImageField(const Manifest& m) {
+  int named = m.FindField("image");
+  if (named >= 0 && m.fields[named].kind == FieldKind::kNdarray) return named;
+  int first = -1;
+  for (size_t i = 0; i < m.fields.size(); ++i) {
+    if (m.fields[i].kind != FieldKind::kNdarray) continue;
+    if (MetaValue(m.fields[i], "role") == "image") return static_cast<int>(i);
+    if (first < 0) first = static_cast<int>(i);
+  }
+  return first;
+}
+
+int FindLabelField(const Manifest& m) {
+  int i = m.FindField("label");
+  return (i >= 0 && m.fields[i].kind == FieldKind::kInt) ? i : -1;
+}
+
+Result<size_t> ResolveArrayField(const Manifest& m, const std::string& name) {
+  int i = name.empty() ? FindImageField(m) : m.FindField(name);
+  if (i < 0) {
+    return NotFound(name.empty() ? std::string("the dataset has no ndarray field") : "no field named '" + name + "'");
+  }
+  if (m.fields[i].kind != FieldKind::kNdarray) {
+    return InvalidArgument("field '" + m.fields[i].name + "' is a " + FieldKindName(m.fields[i].kind) +
+                           ", not an ndarray");
+  }
+  return static_cast<size_t>(i);
+}
+
+std::string ClassName(const Manifest& m, int64_t label) {
+  if (label < 0) return "-";
+  if (static_cast<uint64_t>(label) < m.classes.size()) return m.classes[label];
+  return std::to_string(label);
+}
+
+std::string MetaValue(const FieldSpec& f, const std::string& key) {
+  for (const KeyValue& kv : f.meta) {
+    if (kv.key == key) return kv.value;
+  }
+  return "";
+}
+
+const std::string& SplitCursor::Name(uint64_t index) {
+  const auto& splits = m_.splits;
+  if (splits.empty()) return none_;
+  if (at_ >= splits.size() || index < splits[at_].first_sample) at_ = 0;
+  while (at_ < splits.size() && index >= splits[at_].first_sample + splits[at_].num_samples) {
+    ++at_;
+  }
+  if (at_ >= splits.size()) {
+    at_ = 0;
+    return none_;
+  }
+  return splits[at_].name;
+}
+
+Result<Range> SplitRange(const Manifest& m, const std::string& name) {
+  if (name.empty()) return Range{0, m.num_samples};
+  const SplitInfo* s = m.FindSplit(name);
+  if (s == nullptr) {
+    std::string known;
+    for (const SplitInfo& x : m.splits) known += (known.empty() ? "" : ", ") + x.name;
+    return NotFound("no split named '" + name + "' (splits: " + known + ")");
+  }
+  return Range{s->first_sample, s->first_sample + s->num_samples};
+}
+
+float HalfToFloat(uint16_t h) {
+  const int sign = (h >> 15) ? -1 : 1;
+  const int exponent = (h >> 10) & 0x1f;
+  const int mantissa = h & 0x3ff;
+  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -24);
+  if (exponent == 31) return mantissa ? NAN : sign * INFINITY;
+  return sign * std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
+}
+
+namespace {
+template <typename T>
+double Load(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));  // the format stores little-endian; so do our hosts
+  return static_cast<double>(v);
+}
+}  // namespace
+
+double ElementAsDouble(const uint8_t* p, DType t) {
+  switch (t) {
+    case DType::kU8:
+      return *p;
+    case DType::kI8:
+      return static_cast<int8_t>(*p);
+    case DType::kU16:
+      return Load<uint16_t>(p);
+    case DType::kI16:
+      return Load<int16_t>(p);
+    case DType::kU32:
+      return Load<uint32_t>(p);
+    case DType::kI32:
+      return Load<int32_t>(p);
+    case DType::kF16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return HalfToFloat(h);
+    }
+    case DType::kF32:
+      return Load<float>(p);
+    case DType::kF64:
+      return Load<double>(p);
+    case DType::kI64:
+      return Load<int64_t>(p);
+  }
+  return 0;
+}
+
+Result<ArraySize> SizeOf(const SampleView& s, size_t field, bool chunked) {
+  ArraySize a;
+  ASSIGN_OR_RETURN(a.raw, s.raw_size(field));
+  if (!chunked) {
+    ASSIGN_OR_RETURN(BlobInfo b, s.blob(field));
+    a.stored = b.stored_size;
+    return a;
+  }
+  ASSIGN_OR_RETURN(a.chunks, s.num_chunks(field));
+  for (uint64_t k = 0; k < a.chunks; ++k) {
+    ASSIGN_OR_RETURN(BlobInfo b, s.chunk(field, k));
+    a.stored += b.stored_size;
+  }
+  return a;
+}
+
+Result<std::vector<uint8_t>> DecodeArray(const SampleView& s, size_t field, Decoder& d) {
+  ASSIGN_OR_RETURN(uint64_t raw_size, s.raw_size(field));
+  std::vector<uint8_t> out(raw_size);
+  RETURN_IF_ERROR(s.Decode(field, out.data(), out.size(), d));
+  return out;
+}
+
+std::string HumanBytes(uint64_t n) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, kUnits[u]);
+  return buf;
+}
+
+std::string Dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+JsonObjectStream::JsonObjectStream(std::ostream& out) : out_(out) { out_ << "{"; }
+
+void JsonObjectStream::Key(const std::string& key) {
+  out_ << (first_member_ ? "\n  " : ",\n  ") << Dump(nlohmann::json(key)) << ": ";
+  first_member_ = false;
+}
+
+void JsonObjectStream::Put(const std::string& key, const nlohmann::json& value) {
+  Key(key);
+  out_ << Dump(value);
+}
+
+void JsonObjectStream::BeginArray(const std::string& key) {
+  Key(key);
+  out_ << "[";
+  first_item_ = true;
+}
+
+void JsonObjectStream::Item(const nlohmann::json& value) {
+  out_ << (first_item_ ? "\n    " : ",\n    ") << Dump(value);
+  first_item_ = false;
+}
+
+void JsonObjectStream::EndArray() { out_ << (first_item_ ? "]" : "\n  ]"); }
+
+void JsonObjectStream::End() { out_ << "\n}\n" << std::flush; }
+
+}  // namespace shardify::tools::detail

@@ -1,0 +1,94 @@
+// Helpers shared by the shardtool subcommands. Internal to tools/.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "format/dataset.h"
+#include "format/manifest.h"
+#include "format/status.h"
+#include "format/types.h"
+
+namespace shardify::tools::detail {
+
+// Opens `dir` with default read options and the given checksum setting.
+Result<std::unique_ptr<Dataset>> OpenDataset(const std::string& dir, bool verify_checksums);
+
+// The field that holds the pixels: "image" when it is an ndarray, else the first ndarray
+// whose meta role is "image", else the first ndarray field; -1 when there is none.
+int FindImageField(const Manifest& m);
+// The int field "label", or -1.
+int FindLabelField(const Manifest& m);
+// The ndarray field `name`; when `name` is empty, FindImageField. NotFound names the field.
+Result<size_t> ResolveArrayField(const Manifest& m, const std::string& name);
+
+// "T-shirt" for a label with a class name, the number otherwise, "-" for -1.
+std::string ClassName(const Manifest& m, int64_t label);
+// Value of `key` in a field's meta, or "".
+std::string MetaValue(const FieldSpec& f, const std::string& key);
+
+// Maps a global sample index to its split name; fastest when indices ascend.
+class SplitCursor {
+ public:
+  explicit SplitCursor(const Manifest& m) : m_(m) {}
+  const std::string& Name(uint64_t index);
+
+ private:
+  const Manifest& m_;
+  size_t at_ = 0;
+  std::string none_ = "-";
+};
+
+// The sample range [first, end) of split `name`, or all samples when `name` is empty.
+struct Range {
+  uint64_t first = 0;
+  uint64_t end = 0;
+};
+Result<Range> SplitRange(const Manifest& m, const std::string& name);
+
+// Reads one element of type `t` at `p` (little-endian, unaligned) as a double.
+double ElementAsDouble(const uint8_t* p, DType t);
+float HalfToFloat(uint16_t h);
+
+// Stored and decoded bytes of ndarray `field` of a sample, whether it is one blob or
+// chunked (then the sum over its chunks).
+struct ArraySize {
+  uint64_t stored = 0;
+  uint64_t raw = 0;
+  uint64_t chunks = 0;  // 0 when stored as one blob
+};
+Result<ArraySize> SizeOf(const SampleView& s, size_t field, bool chunked);
+
+// Decodes ndarray `field` of `s` into a new buffer.
+Result<std::vector<uint8_t>> DecodeArray(const SampleView& s, size_t field, Decoder& d);
+
+// "1.5 MiB", "312 B".
+std::string HumanBytes(uint64_t n);
+
+// Compact JSON text; invalid UTF-8 from disk is replaced, never thrown on.
+std::string Dump(const nlohmann::json& j);
+
+// Writes one JSON object member by member, so output starts before all of it is known.
+class JsonObjectStream {
+ public:
+  explicit JsonObjectStream(std::ostream& out);
+  void Put(const std::string& key, const nlohmann::json& value);
+  // Members of an array value, written one at a time.
+  void BeginArray(const std::string& key);
+  void Item(const nlohmann::json& value);
+  void EndArray();
+  // Writes the closing brace and a newline.
+  void End();
+
+ private:
+  void Key(const std::string& key);
+  std::ostream& out_;
+  bool first_member_ = true;
+  bool first_item_ = true;
+};
+
+}  // namespace shardify::tools::detail
