@@ -21,6 +21,7 @@
 
 #include "convert/source.h"
 #include "format/status.h"
+#include "format/types.h"
 
 namespace shardify::convert {
 
@@ -45,6 +46,11 @@ struct ConvertOptions {
                                        // large samples (about 1 GiB decoded at most)
   const std::atomic<bool>* cancel = nullptr;  // polled; when set, Convert returns Cancelled
   std::string options_text;            // the command line, recorded in the provenance
+  Shape patch_size;                    // spatial training patch ({D, H, W} or {H, W}); when
+                                       // set, image and mask are stored chunked (format
+                                       // version 2) and masks get "mask.fg_locations"
+  uint64_t fg_locations = 10000;       // with patch_size: locations kept per class and case
+                                       // (0: no mask.fg_locations field)
 };
 
 struct SplitCount {
@@ -93,6 +99,10 @@ Result<ConvertSummary> Convert(const ConvertOptions& options, ProgressSink* prog
 
 // "train=0.8,val=0.1,test=0.1": names unique, fractions > 0 summing to 1 (+-1e-6).
 Result<std::vector<std::pair<std::string, double>>> ParseSplitSpec(const std::string& spec);
+// "128x128x128" or "512x512": 2 or 3 positive sizes.
+Result<Shape> ParsePatchSize(const std::string& text);
+// Inverse of ParsePatchSize: {128, 128, 128} -> "128x128x128".
+std::string PatchSizeText(const Shape& patch);
 // "268435456", "256M", "1G", "64k" (powers of 1024).
 Result<uint64_t> ParseByteSize(const std::string& text);
 // Multi-line human summary (samples per split, classes, bytes, ratio, seconds, files/s).

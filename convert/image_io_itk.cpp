@@ -12,6 +12,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 
@@ -164,7 +165,11 @@ void SetupIO(itk::ImageIOBase* io, DType dtype, const Shape& dims_xyz, int64_t c
 
 Status WriteIO(itk::ImageIOBase* io, const std::string& path, const void* data) {
   io->SetFileName(path);
-  return Guard(path, "write image", [&] { io->Write(data); });
+  RETURN_IF_ERROR(Guard(path, "write image", [&] { io->Write(data); }));
+  // Some ImageIOs (NIfTI) report a file they cannot create only on stderr.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return IOError(path + ": cannot write image (no such directory?)");
+  return Status::Ok();
 }
 
 }  // namespace

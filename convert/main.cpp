@@ -65,13 +65,24 @@ int main(int argc, char** argv) {
   app.add_flag("--no-dict", no_dict, "Never train a dictionary");
   app.add_option("--split", split, "Random stratified splits, e.g. train=0.8,val=0.1,test=0.1 (default: none;\n"
                                    "a layout's own split, like idx train/t10k, imagesTs or a csv split column, wins)");
-  app.add_option("--seed", seed, "Seed of the --split assignment")->capture_default_str();
+  app.add_option("--seed", seed, "Seed of the --split assignment and of --fg-locations")->capture_default_str();
   app.add_option("--on-error", on_error, "fail: stop at the first bad input; skip: leave it out and list it in\n"
                                          "DST/skipped.tsv")->capture_default_str()->check(CLI::IsMember({"fail", "skip"}));
   app.add_option("--classes", classes, "Comma-separated class names for integer labels (idx, csv)");
   app.add_flag("--overwrite", overwrite, "Replace a dataset already at DST (otherwise refused)");
   app.add_flag("--dry-run", dry_run, "Scan and check every input, print the summary, write nothing");
   app.add_flag("--no-fsync", no_fsync, "Skip fsync of shards and manifest (faster, less crash safe)");
+  std::string patch_size;
+  uint64_t fg_locations = 10000;
+  app.add_option("--patch-size", patch_size,
+                 "Training patch size: DxHxW for volumes, HxW for 2D (e.g. 128x128x128). Stores\n"
+                 "image and mask in chunks (format version 2), so a patch decodes only the chunks it\n"
+                 "touches: about a quarter of the patch per axis, at most 1.5x the patch and ~6 MiB,\n"
+                 "sized from the largest case. Masks also get mask.fg_locations (see --fg-locations)");
+  app.add_option("--fg-locations", fg_locations,
+                 "With --patch-size: foreground voxels kept per class and case in mask.fg_locations,\n"
+                 "drawn uniformly and seeded by --seed (0: none)")
+      ->capture_default_str();
   app.add_flag("-q,--quiet", quiet, "No progress output");
   CLI11_PARSE(app, argc, argv);
 
@@ -102,6 +113,19 @@ int main(int argc, char** argv) {
     o.split = *s;
   }
   o.seed = seed;
+  if (app.count("--patch-size") > 0) {
+    auto p = ParsePatchSize(patch_size);
+    if (!p.ok()) { std::fprintf(stderr, "shardify: %s\n", p.status().message().c_str()); return 2; }
+    o.patch_size = *p;
+  } else if (app.count("--fg-locations") > 0) {
+    std::fprintf(stderr, "shardify: --fg-locations needs --patch-size\n");
+    return 2;
+  }
+  if (fg_locations > 100000000) {
+    std::fprintf(stderr, "shardify: --fg-locations must be 0..100000000, got %llu\n", static_cast<unsigned long long>(fg_locations));
+    return 2;
+  }
+  o.fg_locations = fg_locations;
   if (dict && no_dict) { std::fprintf(stderr, "shardify: --dict and --no-dict exclude each other\n"); return 2; }
   o.dict = dict ? 1 : no_dict ? 0 : -1;
   o.skip_errors = on_error == "skip";

@@ -66,10 +66,11 @@ Status InspectAll(const SourcePlan& plan, const ConvertOptions& o, int threads, 
 std::string FieldLine(const FieldSpec& f) {
   std::string s = f.name + " " + FieldKindName(f.kind);
   if (f.kind == FieldKind::kNdarray) s += std::string(" ") + DTypeName(f.dtype) + " " + ShapeToString(f.shape);
+  if (f.chunked()) s += " chunks " + ShapeToString(f.chunk_shape);
   return s;
 }
 
-WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan) {
+WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan, const detail::Schema& schema) {
   WriterOptions w;
   w.target_shard_bytes = o.shard_bytes;
   w.zstd_level = o.zstd_level;
@@ -88,6 +89,12 @@ WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan)
                           {"split", split},
                           {"seed", std::to_string(o.seed)},
                           {"on_error", o.skip_errors ? "skip" : "fail"}};
+  if (!o.patch_size.empty()) {  // only then, so that unchunked output stays as it was
+    w.provenance.options.push_back({"patch_size", PatchSizeText(o.patch_size)});
+    w.provenance.options.push_back({"chunk_shape", ShapeToString(schema.fields[schema.image].chunk_shape)});
+    if (schema.mask >= 0) w.provenance.options.push_back({"mask_chunk_shape", ShapeToString(schema.fields[schema.mask].chunk_shape)});
+    if (schema.fg_locations >= 0) w.provenance.options.push_back({"fg_locations", std::to_string(o.fg_locations)});
+  }
   return w;
 }
 
@@ -138,6 +145,10 @@ Status Prepare(const ConvertOptions& o, int threads, ProgressSink* progress, Pre
   RETURN_IF_ERROR(InspectAll(plan, o, threads, progress, &infos, &ok, &errors));
   if (IsCancelled(o)) return Cancelled("conversion cancelled");
   p->schema = detail::BuildSchema(plan, infos, ok, errors);
+  if (!p->schema.fields.empty()) {
+    RETURN_IF_ERROR(detail::ApplyPatchSize(p->schema, infos, ok, o.patch_size, o.fg_locations, o.seed)
+                        .WithContext(o.source));
+  }
   p->small_files.resize(infos.size());
   for (size_t i = 0; i < infos.size(); ++i) {
     p->small_files[i] = std::move(infos[i].small_file);
@@ -201,7 +212,7 @@ Result<ConvertSummary> Convert(const ConvertOptions& options, ProgressSink* prog
     sum.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return sum;
   }
-  ASSIGN_OR_RETURN(auto writer, DatasetWriter::Create(o.dest, p.schema.fields, MakeWriterOptions(o, p.plan)));
+  ASSIGN_OR_RETURN(auto writer, DatasetWriter::Create(o.dest, p.schema.fields, MakeWriterOptions(o, p.plan, p.schema)));
   if (o.dict) RETURN_IF_ERROR(detail::TrainDictionaries(p.plan, p.schema, p.order, *writer, &sum));
   detail::EncodeJob job{&p.plan, &p.schema, &p.order, writer.get(), threads,
                         WindowFor(o, threads, p.max_sample_bytes), o.cancel, progress,

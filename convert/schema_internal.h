@@ -22,6 +22,9 @@ struct Schema {
   int mask_geometry = -1, mask_header = -1;
   size_t geometry_dims = 0;                    // S
   bool mask_geometry_dims_match = true;
+  int fg_locations = -1;                       // "mask.fg_locations" (with --patch-size)
+  uint64_t fg_cap = 0;                         // at most this many rows per class
+  uint64_t fg_seed = 0;
 };
 
 // Builds the schema from the infos of the cases that inspected cleanly (`ok[i]`).
@@ -36,6 +39,23 @@ Schema BuildSchema(const SourcePlan& plan, const std::vector<CaseInfo>& infos, s
 std::vector<size_t> AssignSplits(std::vector<CaseInput>& cases, const std::vector<bool>& ok,
                                  const std::vector<std::pair<std::string, double>>& split, uint64_t seed,
                                  std::vector<std::string>* split_order);
+
+// With a non-empty `patch` (spatial, e.g. {D, H, W}): sets the chunk shape of the image
+// and mask fields to ChooseChunkShape(largest, {1, patch...}, dtype size), where `largest`
+// is the element-wise maximum of the shapes of the cases with ok[i] (the largest array
+// bounds every chunk, so a -1 dimension is sized for its biggest case). With a mask and
+// fg_cap > 0 it appends the field "mask.fg_locations" (i32 [-1, 1 + S], role
+// fg_locations). Fails when the patch rank is not the image's spatial rank.
+Status ApplyPatchSize(Schema& schema, const std::vector<CaseInfo>& infos, const std::vector<bool>& ok,
+                      const Shape& patch, uint64_t fg_cap, uint64_t seed);
+
+// Foreground locations of one case's mask [C, spatial...]: for every class (the voxel value
+// when C is 1; channel index + 1 for a one-hot mask with C > 1; 0 is background), at most
+// `cap` voxels drawn uniformly without replacement (reservoir sampling over the voxels in
+// memory order, one mt19937_64 seeded by `seed` and `case_index`). Rows [class, coords...]
+// are sorted by class, then by position. A mask with 0 channels gives 0 rows.
+Result<FieldValue> FgLocations(const FieldSpec& mask_spec, const FieldValue& mask, uint64_t cap, uint64_t seed,
+                               uint64_t case_index);
 
 // Builds the sample for a decoded case. Errors name the case.
 Result<SampleInput> BuildSample(const Schema& schema, const CaseInput& in, CaseData&& data);

@@ -172,9 +172,10 @@ void AddNnunetCases(const std::string& src, const std::string& folder, const std
 Status PlanNnunet(const std::string& src, SourcePlan* plan) {
   const std::string json_path = src + "/dataset.json";
   ASSIGN_OR_RETURN(std::string text, ReadTextFile(json_path));
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // Ordered, so that channel names and labels keep the order of dataset.json in the meta.
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Corruption(json_path + ": not valid JSON");
-  const nlohmann::json* names = j.contains("channel_names") ? &j["channel_names"]
+  const nlohmann::ordered_json* names = j.contains("channel_names") ? &j["channel_names"]
                                 : j.contains("modality") ? &j["modality"] : nullptr;
   if (names == nullptr || !names->is_object() || names->empty()) {
     return Corruption(json_path + ": missing 'channel_names' object");

@@ -117,6 +117,12 @@ Slot EncodeOne(const EncodeJob& job, size_t case_index, Encoder& encoder) {
   if (in.idx_set < 0) s.bytes = in.images.size() == 1 && in.mask.empty() && known > 0 ? known : CaseBytes(in);
   auto sample = BuildSample(*job.schema, in, std::move(data).value());
   if (!sample.ok()) { s.status = sample.status(); return s; }
+  const Schema& schema = *job.schema;
+  if (schema.fg_locations >= 0) {
+    auto loc = FgLocations(schema.fields[schema.mask], sample->values[schema.mask], schema.fg_cap, schema.fg_seed, case_index);
+    if (!loc.ok()) { s.status = loc.status().WithContext(in.name); return s; }
+    sample->values[schema.fg_locations] = std::move(loc).value();
+  }
   auto encoded = encoder.Encode(std::move(sample).value());
   if (!encoded.ok()) {
     s.status = encoded.status().WithContext(in.name);

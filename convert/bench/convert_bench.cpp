@@ -5,7 +5,8 @@
 //
 // Images come from Debian's dataset-fashion-mnist when installed (written as class-folder
 // PNGs first), else from a synthetic pattern. The volume case converts a synthetic
-// 160x160x96 int16 .nii.gz and the example volumes of insighttoolkit5-examples.
+// 160x160x96 int16 .nii.gz and the example volumes of insighttoolkit5-examples; the chunked
+// case converts 4 such volumes with masks (nnU-Net layout) without and with --patch-size.
 #include <sys/resource.h>
 
 #include <atomic>
@@ -159,23 +160,70 @@ int PngBench(const std::string& work, uint64_t n) {
   return 0;
 }
 
+constexpr int kD = 96, kH = 160, kW = 160;
+const Geometry kPhantomGeometry{{0.8, 0.8, 1.5}, {-64, -64, -72}, {1, 0, 0, 0, 1, 0, 0, 0, 1}};
+
+// A 96x160x160 ellipsoid phantom: int16 intensities, or u8 labels (1 inside, 2 in its core).
+std::vector<uint8_t> Phantom(bool labels) {
+  std::vector<uint8_t> px(static_cast<size_t>(kD * kH * kW) * (labels ? 1 : 2));
+  for (int z = 0; z < kD; ++z) {
+    for (int y = 0; y < kH; ++y) {
+      for (int x = 0; x < kW; ++x) {
+        const int dx = x - kW / 2, dy = y - kH / 2, dz = z - kD / 2;
+        const int r2 = dx * dx + dy * dy + 2 * dz * dz;
+        const size_t i = static_cast<size_t>(z) * kH * kW + static_cast<size_t>(y) * kW + static_cast<size_t>(x);
+        if (labels) {
+          px[i] = static_cast<uint8_t>(r2 < 400 ? 2 : r2 < 3600 ? 1 : 0);
+        } else {
+          const int16_t v = static_cast<int16_t>(r2 < 3600 ? 400 + (x * 7 + y * 3 + z) % 37 : -1000);
+          std::memcpy(&px[2 * i], &v, 2);
+        }
+      }
+    }
+  }
+  return px;
+}
+
+// nnU-Net layout of 4 phantom cases converted as whole blobs and with --patch-size.
+int ChunkedBench(const std::string& work) {
+  const std::string src = work + "/nnunet";
+  fs::remove_all(src);
+  fs::create_directories(src + "/imagesTr");
+  fs::create_directories(src + "/labelsTr");
+  std::FILE* f = std::fopen((src + "/dataset.json").c_str(), "w");
+  if (f == nullptr) return 1;
+  std::fputs(R"({"channel_names": {"0": "CT"}, "labels": {"background": 0, "organ": 1, "core": 2}, "file_ending": ".nii.gz"})", f);
+  std::fclose(f);
+  const std::vector<uint8_t> image = Phantom(false), mask = Phantom(true);
+  for (int c = 0; c < 4; ++c) {
+    const std::string name = "case_00" + std::to_string(c);
+    Status s = WriteNifti(src + "/imagesTr/" + name + "_0000.nii.gz", DType::kI16, {1, kD, kH, kW}, image, kPhantomGeometry);
+    if (s.ok()) s = WriteNifti(src + "/labelsTr/" + name + ".nii.gz", DType::kU8, {1, kD, kH, kW}, mask, kPhantomGeometry);
+    if (!s.ok()) { std::fprintf(stderr, "%s\n", s.ToString().c_str()); return 1; }
+  }
+  for (const Shape& patch : {Shape{}, Shape{64, 128, 128}}) {
+    ConvertOptions o;
+    o.source = src;
+    o.dest = work + "/nnout";
+    o.threads = 2;
+    o.overwrite = true;
+    o.fsync = false;
+    o.patch_size = patch;
+    auto c = Convert(o);
+    if (!c.ok()) { std::fprintf(stderr, "%s\n", c.status().ToString().c_str()); return 1; }
+    std::printf("nnunet 4 x %dx%dx%d, patch %-11s %.2f s, stored %9llu B: %s\n", kD, kH, kW,
+                patch.empty() ? "none" : PatchSizeText(patch).c_str(), c->seconds,
+                static_cast<unsigned long long>(c->bytes_out), c->fields[0].c_str());
+  }
+  return 0;
+}
+
 int VolumeBench(const std::string& work) {
   const std::string src = work + "/vol";
   fs::remove_all(src);
   fs::create_directories(src);
-  const int d = 96, h = 160, w = 160;
-  std::vector<uint8_t> px(static_cast<size_t>(d * h * w) * 2);
-  for (int z = 0; z < d; ++z) {
-    for (int y = 0; y < h; ++y) {
-      for (int x = 0; x < w; ++x) {
-        int dx = x - w / 2, dy = y - h / 2, dz = z - d / 2;
-        int16_t v = static_cast<int16_t>(dx * dx + dy * dy + 2 * dz * dz < 3600 ? 400 + (x * 7 + y * 3 + z) % 37 : -1000);
-        std::memcpy(&px[2 * (static_cast<size_t>(z) * h * w + y * w + x)], &v, 2);
-      }
-    }
-  }
-  Geometry g{{0.8, 0.8, 1.5}, {-64, -64, -72}, {1, 0, 0, 0, 1, 0, 0, 0, 1}};
-  Status s = WriteNifti(src + "/phantom.nii.gz", DType::kI16, {1, d, h, w}, px, g);
+  const std::vector<uint8_t> px = Phantom(false);
+  Status s = WriteNifti(src + "/phantom.nii.gz", DType::kI16, {1, kD, kH, kW}, px, kPhantomGeometry);
   if (!s.ok()) { std::fprintf(stderr, "%s\n", s.ToString().c_str()); return 1; }
   for (const char* f : {"KmeansTest_T1UCharRaw.nii.gz", "KmeansTest_T1RawSkullStrip.nii.gz"}) {
     std::error_code ec;
@@ -203,6 +251,7 @@ int main(int argc, char** argv) {
   fs::create_directories(work);
   int rc = PngBench(work, n);
   if (rc == 0) rc = VolumeBench(work);
+  if (rc == 0) rc = ChunkedBench(work);
   fs::remove_all(work);
   return rc;
 }

@@ -19,20 +19,6 @@ namespace fs = std::filesystem;
 const std::vector<std::string> kClasses = {"cat", "dog", "bird"};
 const char kNiftiPath[] = "/usr/share/doc/insighttoolkit5-examples/examples/Data/KmeansTest_T1UCharRaw.nii.gz";
 
-TempDir::TempDir() {
-  static std::atomic<int> counter{0};
-  path_ =
-      (fs::temp_directory_path() / ("shardtool-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
-          .string();
-  fs::remove_all(path_);
-  fs::create_directories(path_);
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  fs::remove_all(path_, ec);
-}
-
 uint8_t Pixel8(uint64_t i, size_t k) { return static_cast<uint8_t>((i * 37 + k * 11) % 251); }
 uint16_t Pixel16(uint64_t i, size_t k) { return static_cast<uint16_t>((i * 4099 + k * 1531) % 65521); }
 int64_t LabelOf(uint64_t i) { return i % 7 == 6 ? -1 : static_cast<int64_t>(i % 3); }

@@ -6,22 +6,11 @@
 #include <vector>
 
 #include "format/types.h"
+#include "tests/common/temp_dir.h"
 
 namespace shardify::tools::test {
 
-// A directory under the system temp dir, removed with everything in it on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using shardify::testing::TempDir;  // removed with everything in it on destruction
 
 // Pixel k of 2D sample i, channel-first (a formula, so tests recompute what was written).
 uint8_t Pixel8(uint64_t i, size_t k);

@@ -1,0 +1,268 @@
+// End-to-end tests of Train and Predict on tiny datasets written with DatasetWriter.
+#include "catch_torch.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "../common/temp_dir.h"
+#include "format/dataset.h"
+#include "format/writer.h"
+#include "trainer/loop_internal.h"
+#include "trainer/train.h"
+
+namespace st = shardify::trainer;
+using namespace shardify;
+
+namespace {
+
+uint64_t Mix(uint64_t& x) {
+  uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  return z ^ (z >> 27);
+}
+
+// Classes 0..3: quadrant `label` is bright over noise. Splits: train, val, test.
+Status WriteClassFixture(const std::string& dir, bool rank2, uint64_t train = 192) {
+  const int64_t s = 12;
+  Shape shape = rank2 ? Shape{s, s} : Shape{1, s, s};
+  std::vector<FieldSpec> fields = {{"image", FieldKind::kNdarray, DType::kU8, shape, {}, {}},
+                                   {"label", FieldKind::kInt, DType::kU8, {}, {}, {}}};
+  WriterOptions wo;
+  wo.classes = {"tl", "tr", "bl", "br"};
+  wo.fsync = false;
+  wo.target_shard_bytes = 8 << 10;
+  ASSIGN_OR_RETURN(auto w, DatasetWriter::Create(dir, fields, wo));
+  uint64_t x = 42;
+  for (uint64_t i = 0; i < train + 96; ++i) {
+    const int64_t label = int64_t(Mix(x) % 4);
+    std::vector<uint8_t> px(size_t(s * s));
+    for (int64_t r = 0; r < s; ++r) {
+      for (int64_t c = 0; c < s; ++c) {
+        const bool bright = (r < s / 2 ? 0 : 2) + (c < s / 2 ? 0 : 1) == label;
+        px[size_t(r * s + c)] = uint8_t((bright ? 120 : 0) + Mix(x) % 100);
+      }
+    }
+    SampleInput in;
+    in.split = i < train ? "train" : i < train + 64 ? "val" : "test";
+    in.values = {FieldValue::Array(std::move(px), shape), FieldValue::Int(label)};
+    RETURN_IF_ERROR(w->Append(std::move(in)));
+  }
+  return w->Finish();
+}
+
+// A bright rectangle labeled 1 on a dark background labeled 0.
+Status WriteSegFixture(const std::string& dir) {
+  const int64_t s = 16;
+  std::vector<FieldSpec> fields = {
+      {"image", FieldKind::kNdarray, DType::kU8, {1, s, s}, {}, {}},
+      {"mask", FieldKind::kNdarray, DType::kU8, {1, s, s}, {}, {{"labels", "{\"background\": 0, \"box\": 1}"}}}};
+  WriterOptions wo;
+  wo.fsync = false;
+  ASSIGN_OR_RETURN(auto w, DatasetWriter::Create(dir, fields, wo));
+  uint64_t x = 7;
+  for (uint64_t i = 0; i < 80; ++i) {
+    std::vector<uint8_t> img(size_t(s * s)), mask(size_t(s * s));
+    const int64_t r0 = int64_t(Mix(x) % 8), c0 = int64_t(Mix(x) % 8), r1 = r0 + 4 + int64_t(Mix(x) % 4),
+                  c1 = c0 + 4 + int64_t(Mix(x) % 4);
+    for (int64_t r = 0; r < s; ++r) {
+      for (int64_t c = 0; c < s; ++c) {
+        const bool in = r >= r0 && r < r1 && c >= c0 && c < c1;
+        mask[size_t(r * s + c)] = in ? 1 : 0;
+        img[size_t(r * s + c)] = uint8_t((in ? 140 : 20) + Mix(x) % 60);
+      }
+    }
+    SampleInput in;
+    in.split = i < 64 ? "train" : "val";
+    in.values = {FieldValue::Array(std::move(img), {1, s, s}), FieldValue::Array(std::move(mask), {1, s, s})};
+    RETURN_IF_ERROR(w->Append(std::move(in)));
+  }
+  return w->Finish();
+}
+
+st::TrainOptions SmallRun(const std::string& data, const std::string& out, const std::string& model) {
+  st::TrainOptions o;
+  o.data_dir = data;
+  o.out_dir = out;
+  o.model.name = model;
+  o.batch_size = 16;
+  o.epochs = 3;
+  o.threads = 2;
+  o.optimizer.lr = 3e-3;
+  o.seed = 5;
+  return o;
+}
+
+size_t CountLines(const std::string& path) {
+  std::ifstream in(path);
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);) n += !line.empty();
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("trainer: a short classification run lowers the loss and writes its reports") {
+  testing::TempDir dir;
+  REQUIRE(WriteClassFixture(dir / "data", false).ok());
+  st::TrainOptions o = SmallRun(dir / "data", dir / "out", "mlp");
+  o.test_split = "test";
+  uint64_t steps_seen = 0;
+  o.progress_every = 4;
+  o.on_step = [&](const st::StepInfo& s) { steps_seen += 1; CHECK(s.data_wait_fraction <= 1.0); };
+  auto r = st::Train(o);
+  REQUIRE(r.ok());
+  REQUIRE(r->history.size() == 3);
+  CHECK(r->history.back().train_loss < r->history.front().train_loss * 0.8);
+  CHECK(r->epochs == 3);
+  CHECK(r->best_metric_name == "val_accuracy");
+  CHECK(r->best_metric > 0.6);  // chance is 0.25
+  CHECK(r->data_wait_fraction >= 0.0);
+  CHECK(r->data_wait_fraction < 1.0);
+  CHECK(r->samples_per_s > 0);
+  CHECK(steps_seen >= 3 * 3);
+  CHECK(CountLines(dir / "out/metrics.jsonl") == 3);
+  CHECK(std::filesystem::exists(dir / "out/curve.png"));
+  CHECK(std::filesystem::exists(dir / "out/best.pt"));
+  const std::string json = st::SummaryJson(*r);
+  for (const char* key : {"\"epochs\":3", "\"seconds\"", "\"samples_per_s\"", "\"data_wait_fraction\"",
+                          "\"best_metric\"", "\"metrics\"", "\"test_accuracy\""}) {
+    CHECK_THAT(json, Catch::Contains(key));
+  }
+}
+
+TEST_CASE("trainer: resume gives the same next steps as an uninterrupted run") {
+  testing::TempDir dir;
+  REQUIRE(WriteClassFixture(dir / "data", false, 96).ok());
+  auto record = [](std::vector<double>& into) {
+    return [&into](const st::StepInfo& s) { if (s.epoch == 1) into.push_back(s.last_step_loss); };
+  };
+  std::vector<double> straight, resumed;
+  st::TrainOptions a = SmallRun(dir / "data", dir / "a", "cnn");
+  a.epochs = 2;
+  a.progress_every = 1;
+  a.schedule.name = "onecycle";
+  a.augment.flip_x = true;
+  a.augment.rotate_deg = 10;
+  a.on_step = record(straight);
+  REQUIRE(st::Train(a).ok());
+  // The same run stopped after its first epoch (6 batches), then resumed.
+  st::TrainOptions b = a;
+  b.out_dir = dir / "b";
+  b.max_steps = 6;
+  b.on_step = nullptr;
+  auto first = st::Train(b);
+  REQUIRE(first.ok());
+  REQUIRE(first->epochs == 1);
+  st::TrainOptions c = a;
+  c.out_dir = dir / "b";
+  c.resume = dir / "b/last.pt";
+  c.on_step = record(resumed);
+  auto r = st::Train(c);
+  REQUIRE(r.ok());
+  CHECK(r->epochs == 2);
+  REQUIRE(straight.size() == 6);
+  REQUIRE(resumed.size() == straight.size());
+  for (size_t i = 0; i < straight.size(); ++i) {
+    INFO("step " << i);
+    CHECK(resumed[i] == Approx(straight[i]).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("trainer: images stored as [H, W] get a channel axis") {
+  testing::TempDir dir;
+  REQUIRE(WriteClassFixture(dir / "data", true, 64).ok());
+  st::TrainOptions o = SmallRun(dir / "data", dir / "out", "cnn");
+  o.epochs = 1;
+  auto r = st::Train(o);
+  REQUIRE(r.ok());
+  CHECK(std::isfinite(r->history.at(0).train_loss));
+}
+
+TEST_CASE("trainer: predict writes one CSV row per sample with class probabilities") {
+  testing::TempDir dir;
+  REQUIRE(WriteClassFixture(dir / "data", false, 64).ok());
+  st::TrainOptions o = SmallRun(dir / "data", dir / "out", "mlp");
+  o.epochs = 2;
+  REQUIRE(st::Train(o).ok());
+  st::PredictOptions p;
+  p.checkpoint = dir / "out/best.pt";
+  p.data_dir = dir / "data";
+  p.split = "test";
+  p.out = dir / "pred.csv";
+  auto r = st::Predict(p);
+  REQUIRE(r.ok());
+  CHECK(r->samples == 32);
+  CHECK(CountLines(dir / "pred.csv") == 33);
+  std::ifstream in(dir / "pred.csv");
+  std::string header;
+  std::getline(in, header);
+  CHECK(header == "index,label,predicted,prob_tl,prob_tr,prob_bl,prob_br");
+  REQUIRE(r->metrics.size() == 2);
+  CHECK(r->metrics[0].first == "accuracy");
+}
+
+TEST_CASE("trainer: segmentation with UNet reports Dice and predicts mask shards") {
+  testing::TempDir dir;
+  REQUIRE(WriteSegFixture(dir / "data").ok());
+  st::TrainOptions o = SmallRun(dir / "data", dir / "out", "unet");
+  o.model.unet_base_channels = 4;
+  o.epochs = 4;
+  o.optimizer.lr = 1e-2;
+  o.augment.flip_x = o.augment.flip_y = true;
+  auto r = st::Train(o);
+  REQUIRE(r.ok());
+  CHECK(r->best_metric_name == "val_dice");
+  CHECK(r->history.back().train_loss < r->history.front().train_loss);
+  CHECK(r->best_metric > 0.3);
+  st::PredictOptions p;
+  p.checkpoint = dir / "out/last.pt";
+  p.data_dir = dir / "data";
+  p.split = "val";
+  p.out = dir / "masks";
+  auto pr = st::Predict(p);
+  REQUIRE(pr.ok());
+  CHECK(pr->samples == 16);
+  auto ds = Dataset::Open(dir / "masks");
+  REQUIRE(ds.ok());
+  CHECK((*ds)->num_samples() == 16);
+  CHECK((*ds)->manifest().FindField("mask") >= 0);
+}
+
+TEST_CASE("trainer: bad inputs give errors that name the dataset") {
+  testing::TempDir dir;
+  REQUIRE(WriteClassFixture(dir / "data", false, 32).ok());
+  st::TrainOptions o = SmallRun(dir / "data", dir / "out", "mlp");
+  o.image_field = "pixels";
+  auto r = st::Train(o);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.status().message(), Catch::Contains("pixels"));
+  CHECK_THAT(r.status().message(), Catch::Contains(dir / "data"));
+  o = SmallRun(dir / "missing", dir / "out", "mlp");
+  CHECK_FALSE(st::Train(o).ok());
+  o = SmallRun(dir / "data", dir / "out", "mlp");
+  o.optimizer.name = "rmsprop";
+  CHECK(st::Train(o).status().code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("trainer: CUDA runs where a device answers, and is refused cleanly where none does") {
+  auto device = st::detail::PickDevice("cuda");
+  if (!torch::cuda::is_available()) {
+    REQUIRE_FALSE(device.ok());
+    CHECK(device.status().code() == StatusCode::kNotFound);
+    CHECK(st::detail::PickDevice("auto")->is_cpu());
+    return;
+  }
+  REQUIRE(device.ok());
+  testing::TempDir dir;
+  REQUIRE(WriteClassFixture(dir / "data", false, 64).ok());
+  st::TrainOptions o = SmallRun(dir / "data", dir / "out", "cnn");
+  o.device = "cuda";
+  o.epochs = 2;
+  auto r = st::Train(o);
+  REQUIRE(r.ok());
+  CHECK(r->device.rfind("cuda", 0) == 0);
+  CHECK(r->history.back().train_loss < r->history.front().train_loss);
+}

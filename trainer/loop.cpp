@@ -1,0 +1,395 @@
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "trainer/loop_internal.h"
+#include "trainer/metrics.h"
+#include "trainer/train.h"
+
+namespace shardify::trainer {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Everything decided before the first step.
+struct Setup {
+  std::shared_ptr<const Dataset> ds;
+  detail::DataSpec spec;
+  ModelSpec model;
+  std::vector<std::string> classes;
+  torch::Device device{torch::kCPU};
+  bool has_val = false;
+  std::string best_name, curve_metric;
+  CheckpointMeta resumed;
+};
+
+bool HigherIsBetter(const std::string& metric) {
+  return metric.size() < 4 || metric.compare(metric.size() - 4, 4, "loss") != 0;
+}
+
+// Source dtype range as a fallback scale when the manifest has no statistics.
+double DefaultScale(DType t) {
+  return t == DType::kU8 ? 255.0 : t == DType::kU16 ? 65535.0 : 1.0;
+}
+
+Result<int64_t> NumClasses(const Manifest& m, const TrainOptions& o, bool seg) {
+  if (o.num_classes > 0) return o.num_classes;
+  if (!seg && !m.classes.empty()) return static_cast<int64_t>(m.classes.size());
+  if (seg) {
+    const int f = m.FindField(o.mask_field);
+    if (f >= 0) {
+      for (const KeyValue& kv : m.fields[f].meta) {
+        if (kv.key != "labels") continue;
+        nlohmann::json j = nlohmann::json::parse(kv.value, nullptr, false);
+        if (j.is_object() && !j.empty()) return static_cast<int64_t>(j.size());
+      }
+    }
+    for (const FieldStats& st : m.stats) {
+      if (st.field == o.mask_field && st.count > 0) return static_cast<int64_t>(st.max) + 1;
+    }
+  }
+  return InvalidArgument("cannot tell the number of classes: the manifest lists none; pass it");
+}
+
+Status DescribeData(const TrainOptions& o, Setup& s) {
+  const Manifest& m = s.ds->manifest();
+  const int f = m.FindField(o.image_field);
+  if (f < 0 || m.fields[f].kind != FieldKind::kNdarray) {
+    return NotFound(s.ds->dir() + ": no ndarray field '" + o.image_field + "'");
+  }
+  const Shape& shape = m.fields[f].shape;
+  if (shape.size() != 2 && shape.size() != 3) {
+    return InvalidArgument(s.ds->dir() + ": field '" + o.image_field + "' has shape " +
+                           ShapeToString(shape) + "; 2D images [C, H, W] or [H, W] are supported");
+  }
+  s.model = o.model;
+  s.model.in_channels = shape.size() == 3 ? shape[0] : 1;
+  s.model.height = o.augment.resize_h > 0 ? o.augment.resize_h : o.augment.crop_h > 0 ? o.augment.crop_h : shape[shape.size() - 2];
+  s.model.width = o.augment.resize_w > 0 ? o.augment.resize_w : o.augment.crop_w > 0 ? o.augment.crop_w : shape.back();
+  if (s.model.in_channels < 1) return InvalidArgument(s.ds->dir() + ": image channel count varies; not supported");
+  if (s.model.name == "mlp" && (s.model.height < 1 || s.model.width < 1)) {
+    return InvalidArgument(s.ds->dir() + ": image size varies; the MLP needs --resize");
+  }
+  s.model.height = std::max<int64_t>(s.model.height, 1);
+  s.model.width = std::max<int64_t>(s.model.width, 1);
+  ASSIGN_OR_RETURN(s.model.num_classes, NumClasses(m, o, s.spec.segmentation));
+  s.spec.mean = 0;
+  s.spec.stddev = DefaultScale(m.fields[f].dtype);
+  for (const FieldStats& st : m.stats) {
+    if (st.field == o.image_field && st.count > 0) { s.spec.mean = st.mean; s.spec.stddev = st.stddev; }
+  }
+  if (o.mean) s.spec.mean = *o.mean;
+  if (o.stddev) s.spec.stddev = *o.stddev;
+  return Status::Ok();
+}
+
+Status Prepare(const TrainOptions& o, Setup& s) {
+  if (o.batch_size < 1 || o.epochs < 1 || o.accumulate < 1) {
+    return InvalidArgument("batch size, epochs and accumulation must be >= 1");
+  }
+  RETURN_IF_ERROR(CheckSchedule(o.schedule));
+  ASSIGN_OR_RETURN(s.device, detail::PickDevice(o.device));
+  ASSIGN_OR_RETURN(std::unique_ptr<Dataset> ds, Dataset::Open(o.data_dir));
+  s.ds = std::move(ds);
+  s.spec.image_field = o.image_field;
+  s.spec.label_field = o.label_field;
+  s.spec.mask_field = o.mask_field;
+  s.spec.segmentation = IsSegmentationModel(o.model.name);
+  s.spec.resize_h = o.augment.resize_h;
+  s.spec.resize_w = o.augment.resize_w;
+  RETURN_IF_ERROR(DescribeData(o, s));
+  s.classes = s.ds->manifest().classes;
+  s.has_val = !o.val_split.empty() && s.ds->manifest().FindSplit(o.val_split) != nullptr;
+  const std::string main_metric = s.spec.segmentation ? "val_dice" : "val_accuracy";
+  s.best_name = !o.best_metric.empty() ? o.best_metric : s.has_val ? main_metric : "train_loss";
+  s.curve_metric = HigherIsBetter(s.best_name) ? s.best_name : main_metric;
+  if (!o.resume.empty()) {
+    ASSIGN_OR_RETURN(s.resumed, ReadCheckpointMeta(o.resume));
+    if (!(s.resumed.model.name == s.model.name && s.resumed.model.num_classes == s.model.num_classes &&
+          s.resumed.model.in_channels == s.model.in_channels)) {
+      return InvalidArgument("checkpoint " + o.resume + " holds model '" + s.resumed.model.name +
+                             "' for other data; cannot resume this run from it");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(o.out_dir, ec);
+  if (ec) return IOError("creating output directory " + o.out_dir + ": " + ec.message());
+  return Status::Ok();
+}
+
+// Mixes seed, epoch and step into one LibTorch seed, so dropout draws per step do not
+// depend on what ran before (exact resume).
+uint64_t StepSeed(uint64_t seed, uint64_t epoch, uint64_t step) {
+  uint64_t z = seed ^ (epoch * 0x9E3779B97F4A7C15ull) ^ (step * 0xC2B2AE3D27D4EB4Full);
+  z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ull;
+  return (z ^ (z >> 29)) & 0x7FFFFFFFFFFFull;
+}
+
+}  // namespace
+
+namespace {
+
+// Timings and loss of the epoch in progress.
+struct EpochClock {
+  double wait = 0, busy = 0;  // seconds blocked in Next(), seconds of whole steps
+  uint64_t samples = 0, steps = 0;
+  torch::Tensor loss_sum;     // on the device, read at progress points only
+  double Loss() const { return steps && loss_sum.defined() ? loss_sum.item<double>() / double(steps) : kNaN; }
+};
+
+class Trainer {
+ public:
+  Trainer(const TrainOptions& o, Setup& s, std::shared_ptr<Model> model,
+          std::unique_ptr<torch::optim::Optimizer> opt, std::unique_ptr<Loader> loader)
+      : o_(o), s_(s), model_(std::move(model)), opt_(std::move(opt)), loader_(std::move(loader)) {
+    sched_ = o.schedule;
+    const int64_t per_epoch = (int64_t(loader_->batches_per_epoch()) + o.accumulate - 1) / o.accumulate;
+    sched_.total_steps = std::max<int64_t>(per_epoch * int64_t(o.epochs), 1);
+    aug_ = o.augment;
+    aug_.seed = o.seed;
+    opt_step_ = s.resumed.optimizer_step;
+    best_ = s.resumed.has_best ? s.resumed.best_metric : kNaN;
+    summary_.epochs = s.resumed.epochs_done;
+    summary_.best_metric_name = s.best_name;
+    summary_.device = s.device.str();
+  }
+
+  Result<TrainSummary> Run() {
+    model_->train();
+    uint64_t batches = 0;
+    while (o_.max_steps == 0 || batches < o_.max_steps) {
+      inflight_.Release(2);
+      const auto t0 = Clock::now();
+      Result<std::shared_ptr<Batch>> next = loader_->Next();
+      if (!next.ok()) return next.status().WithContext("training on " + s_.ds->dir());
+      std::shared_ptr<Batch> batch = std::move(next).value();
+      const auto t1 = Clock::now();
+      if (!batch) break;
+      RETURN_IF_ERROR(Step(batch));
+      ++batches;
+      clock_.wait += Seconds(t1 - t0);
+      clock_.busy += Seconds(Clock::now() - t0);
+      const bool last = batch->step + 1 == loader_->batches_per_epoch();
+      if (o_.on_step && (last || (batch->step + 1) % std::max<uint64_t>(o_.progress_every, 1) == 0)) {
+        Progress(*batch);
+      }
+      if (last) RETURN_IF_ERROR(EndEpoch(batch->epoch));
+    }
+    inflight_.Release(0);
+    return Finish();
+  }
+
+ private:
+  Status Step(const std::shared_ptr<Batch>& batch) {
+    torch::manual_seed(StepSeed(o_.seed, batch->epoch, batch->step));
+    ASSIGN_OR_RETURN(detail::Inputs in, detail::BatchInputs(batch, s_.spec, s_.device, Where(o_.train_split)));
+    inflight_.Add(batch, s_.device);
+    ImageMask io = Augment({in.image, s_.spec.segmentation ? in.target : torch::Tensor()}, aug_,
+                           batch->epoch, batch->step);
+    torch::Tensor target = s_.spec.segmentation ? io.mask : in.target;
+    torch::Tensor loss;
+    {
+      detail::AutocastScope amp(o_.amp && s_.device.is_cuda());
+      loss = detail::TaskLoss(model_->forward(io.image), target, s_.spec.segmentation);
+    }
+    (loss / double(o_.accumulate)).backward();
+    last_loss_ = loss.detach();
+    clock_.loss_sum = clock_.loss_sum.defined() ? clock_.loss_sum + last_loss_ : last_loss_.clone();
+    clock_.samples += batch->size();
+    ++clock_.steps;
+    const bool epoch_end = batch->step + 1 == loader_->batches_per_epoch();
+    if (++micro_ == o_.accumulate || epoch_end) {
+      SetLr(*opt_, ScheduledLr(sched_, o_.optimizer.lr, opt_step_));
+      opt_->step();
+      opt_->zero_grad();
+      ++opt_step_;
+      micro_ = 0;
+    }
+    return Status::Ok();
+  }
+
+  void Progress(const Batch& batch) {
+    StepInfo info;
+    info.epoch = batch.epoch;
+    info.step = batch.step;
+    info.steps_per_epoch = loader_->batches_per_epoch();
+    info.loss = clock_.Loss();
+    info.last_step_loss = last_loss_.item<double>();
+    info.samples_per_s = clock_.busy > 0 ? double(clock_.samples) / clock_.busy : 0;
+    info.data_wait_fraction = clock_.busy > 0 ? clock_.wait / clock_.busy : 0;
+    o_.on_step(info);
+  }
+
+  std::string Where(const std::string& split) const {
+    return s_.ds->dir() + ", split '" + split + "'";
+  }
+
+  Status EndEpoch(uint64_t epoch);
+  Status SaveCheckpoints(const EpochRecord& r, bool improved);
+  Result<TrainSummary> Finish();
+
+  const TrainOptions& o_;
+  Setup& s_;
+  std::shared_ptr<Model> model_;
+  std::unique_ptr<torch::optim::Optimizer> opt_;
+  std::unique_ptr<Loader> loader_;
+  ScheduleOptions sched_;
+  AugmentOptions aug_;
+  int64_t opt_step_ = 0;
+  int micro_ = 0;
+  double best_ = kNaN;
+  double total_wait_ = 0, total_busy_ = 0;
+  uint64_t total_samples_ = 0;
+  EpochClock clock_;
+  detail::InFlightBatches inflight_;
+  torch::Tensor last_loss_;
+  TrainSummary summary_;
+};
+
+Status Trainer::EndEpoch(uint64_t epoch) {
+  EpochRecord r;
+  r.epoch = epoch + 1;
+  r.train_loss = clock_.Loss();
+  r.seconds = clock_.busy;
+  r.samples_per_s = clock_.busy > 0 ? double(clock_.samples) / clock_.busy : 0;
+  r.data_wait_fraction = clock_.busy > 0 ? clock_.wait / clock_.busy : 0;
+  r.lr = ScheduledLr(sched_, o_.optimizer.lr, std::max<int64_t>(opt_step_ - 1, 0));
+  r.val_loss = kNaN;
+  if (s_.has_val) {
+    ASSIGN_OR_RETURN(detail::EvalResult ev,
+                     detail::Evaluate(*model_, s_.ds, o_.val_split, s_.spec, s_.model.num_classes,
+                                      s_.device, o_.batch_size, o_.threads, "val"));
+    r.val_loss = ev.loss;
+    r.metrics = ev.metrics;
+  }
+  const double value = s_.best_name == "train_loss" ? r.train_loss : r.Metric(s_.best_name);
+  const bool improved = !std::isnan(value) &&
+                        (std::isnan(best_) || (HigherIsBetter(s_.best_name) ? value > best_ : value < best_));
+  if (improved) best_ = value;
+  total_wait_ += clock_.wait;
+  total_busy_ += clock_.busy;
+  total_samples_ += clock_.samples;
+  clock_ = EpochClock();
+  summary_.epochs = epoch + 1;
+  summary_.history.push_back(r);
+  RETURN_IF_ERROR(SaveCheckpoints(r, improved));
+  RETURN_IF_ERROR(AppendMetricsLine(o_.out_dir + "/metrics.jsonl", r));
+  RETURN_IF_ERROR(WriteCurvePng(o_.out_dir + "/curve.png", summary_.history, s_.curve_metric));
+  if (o_.on_epoch) o_.on_epoch(r);
+  return Status::Ok();
+}
+
+Status Trainer::SaveCheckpoints(const EpochRecord& r, bool improved) {
+  CheckpointMeta meta;
+  meta.model = s_.model;
+  meta.task = s_.spec.segmentation ? "segmentation" : "classification";
+  meta.classes = s_.classes;
+  meta.mean = s_.spec.mean;
+  meta.stddev = s_.spec.stddev;
+  meta.resize_h = s_.spec.resize_h;
+  meta.resize_w = s_.spec.resize_w;
+  meta.epochs_done = r.epoch;
+  meta.optimizer_step = opt_step_;
+  meta.sampler = loader_->State();
+  meta.has_best = !std::isnan(best_);
+  meta.best_metric = meta.has_best ? best_ : 0;
+  meta.best_metric_name = s_.best_name;
+  RETURN_IF_ERROR(SaveCheckpoint(o_.out_dir + "/last.pt", *model_, opt_.get(), meta));
+  if (improved) RETURN_IF_ERROR(SaveCheckpoint(o_.out_dir + "/best.pt", *model_, nullptr, meta));
+  return Status::Ok();
+}
+
+Result<TrainSummary> Trainer::Finish() {
+  total_wait_ += clock_.wait;  // a run cut short by max_steps
+  total_busy_ += clock_.busy;
+  total_samples_ += clock_.samples;
+  summary_.seconds = total_busy_;
+  summary_.samples_per_s = total_busy_ > 0 ? double(total_samples_) / total_busy_ : 0;
+  summary_.data_wait_fraction = total_busy_ > 0 ? total_wait_ / total_busy_ : 0;
+  summary_.best_metric = best_;
+  if (!summary_.history.empty()) summary_.metrics = summary_.history.back().metrics;
+  if (!summary_.history.empty()) summary_.metrics.emplace_back("train_loss", summary_.history.back().train_loss);
+  if (!o_.test_split.empty()) {
+    if (s_.ds->manifest().FindSplit(o_.test_split) == nullptr) {
+      return NotFound(s_.ds->dir() + ": no split '" + o_.test_split + "' to test on");
+    }
+    ASSIGN_OR_RETURN(detail::EvalResult ev,
+                     detail::Evaluate(*model_, s_.ds, o_.test_split, s_.spec, s_.model.num_classes,
+                                      s_.device, o_.batch_size, o_.threads, "test"));
+    summary_.metrics.insert(summary_.metrics.end(), ev.metrics.begin(), ev.metrics.end());
+  }
+  return summary_;
+}
+
+Result<std::unique_ptr<Loader>> TrainLoader(const TrainOptions& o, const Setup& s) {
+  LoaderOptions lo;
+  lo.split = o.train_split;
+  lo.fields = {s.spec.image_field, s.spec.segmentation ? s.spec.mask_field : s.spec.label_field};
+  lo.batch_size = o.batch_size;
+  lo.threads = o.threads;
+  lo.prefetch = std::max<size_t>(o.prefetch, 1);
+  lo.sampler.order = o.order;
+  lo.sampler.seed = o.seed;
+  lo.sampler.epochs = o.epochs;
+  lo.sampler.drop_last = o.drop_last;
+  if (!o.resume.empty()) lo.sampler.resume = s.resumed.sampler;
+  return Loader::Open(s.ds, lo);
+}
+
+void ConfigureTorch(const TrainOptions& o) {
+  auto& ctx = at::globalContext();
+  ctx.setDeterministicAlgorithms(o.deterministic, /*warn_only=*/false);
+  ctx.setDeterministicCuDNN(o.deterministic);
+  ctx.setBenchmarkCuDNN(!o.deterministic);
+  torch::manual_seed(o.seed);
+}
+
+Result<TrainSummary> TrainImpl(const TrainOptions& o) {
+  Setup s;
+  RETURN_IF_ERROR(Prepare(o, s));
+  ConfigureTorch(o);
+  ASSIGN_OR_RETURN(std::shared_ptr<Model> model, MakeModel(s.model));
+  model->to(s.device);
+  ASSIGN_OR_RETURN(std::unique_ptr<torch::optim::Optimizer> opt, MakeOptimizer(model->parameters(), o.optimizer));
+  if (!o.resume.empty()) RETURN_IF_ERROR(LoadCheckpoint(o.resume, *model, opt.get()));
+  ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, TrainLoader(o, s));
+  Trainer trainer(o, s, std::move(model), std::move(opt), std::move(loader));
+  return trainer.Run();
+}
+
+nlohmann::json JsonNumber(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+
+}  // namespace
+
+std::string SummaryJson(const TrainSummary& s) {
+  nlohmann::ordered_json j;
+  j["epochs"] = s.epochs;
+  j["seconds"] = JsonNumber(s.seconds);
+  j["samples_per_s"] = JsonNumber(s.samples_per_s);
+  j["data_wait_fraction"] = JsonNumber(s.data_wait_fraction);
+  j["best_metric"] = JsonNumber(s.best_metric);
+  j["best_metric_name"] = s.best_metric_name;
+  nlohmann::ordered_json m = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : s.metrics) m[k] = JsonNumber(v);
+  j["metrics"] = m;
+  j["device"] = s.device;
+  return j.dump();
+}
+
+Result<TrainSummary> Train(const TrainOptions& options) {
+  try {
+    return TrainImpl(options);
+  } catch (const c10::Error& e) {
+    return Internal(std::string("training on ") + options.data_dir + ": " + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return Internal(std::string("training on ") + options.data_dir + ": " + e.what());
+  }
+}
+
+}  // namespace shardify::trainer

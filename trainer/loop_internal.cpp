@@ -1,0 +1,162 @@
+#include "trainer/loop_internal.h"
+
+#include <ATen/autocast_mode.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/version.h>
+
+#include <limits>
+#include <thread>
+
+#include "trainer/metrics.h"
+#include "trainer/transforms.h"
+
+namespace shardify::trainer {
+namespace detail {
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#define SHARDIFY_AUTOCAST_BY_DEVICE 1
+#endif
+
+Result<torch::Device> PickDevice(const std::string& name) {
+  try {
+    if (name == "auto") return torch::Device(torch::cuda::is_available() ? torch::kCUDA : torch::kCPU);
+    torch::Device d(name);
+    if (d.is_cuda() && !torch::cuda::is_available()) return NotFound("device '" + name + "': no CUDA device answers");
+    if (!d.is_cuda() && !d.is_cpu()) return InvalidArgument("device '" + name + "': use auto, cpu or cuda");
+    return d;
+  } catch (const std::exception& e) {
+    return InvalidArgument("device '" + name + "': " + e.what());
+  }
+}
+
+AutocastScope::AutocastScope(bool enable) {
+  if (!enable) return;
+  active_ = true;
+#ifdef SHARDIFY_AUTOCAST_BY_DEVICE
+  previous_ = at::autocast::is_autocast_enabled(at::kCUDA);
+  at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+#else
+  previous_ = at::autocast::is_enabled();
+  at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+  at::autocast::set_enabled(true);
+#endif
+}
+
+AutocastScope::~AutocastScope() {
+  if (!active_) return;
+#ifdef SHARDIFY_AUTOCAST_BY_DEVICE
+  at::autocast::set_autocast_enabled(at::kCUDA, previous_);
+#else
+  at::autocast::set_enabled(previous_);
+#endif
+  at::autocast::clear_cache();
+}
+
+Result<Inputs> BatchInputs(const std::shared_ptr<Batch>& batch, const DataSpec& spec,
+                           const torch::Device& device, const std::string& where) {
+  auto fail = [&](const Status& s) {
+    const std::string first = batch->indices.empty() ? "?" : std::to_string(batch->indices[0]);
+    return s.WithContext(where + ", batch starting at sample " + first);
+  };
+  const BatchField* img = batch->Find(spec.image_field);
+  if (img == nullptr) return fail(NotFound("no field '" + spec.image_field + "'"));
+  if (img->shape.size() != 3 && img->shape.size() != 4) {
+    return fail(InvalidArgument("field '" + spec.image_field + "' has batch shape " +
+                                ShapeToString(img->shape) + "; expected [B, C, H, W] or [B, H, W]"));
+  }
+  Result<torch::Tensor> image = FieldTensor(batch, spec.image_field);
+  if (!image.ok()) return fail(image.status());
+  Inputs in;
+  in.image = ToFloatImage(ToDevice(*image, device, batch->pinned), img->dtype, spec.mean, spec.stddev);
+  const std::string& tname = spec.segmentation ? spec.mask_field : spec.label_field;
+  const BatchField* tf = batch->Find(tname);
+  Result<torch::Tensor> target = FieldTensor(batch, tname);
+  if (!target.ok()) return fail(target.status());
+  torch::Tensor t = ToDevice(*target, device, batch->pinned);
+  in.target = spec.segmentation ? ToLabelMap(t, tf->dtype) : t.to(torch::kLong);
+  return in;
+}
+
+torch::Tensor TaskLoss(const torch::Tensor& logits, const torch::Tensor& target, bool segmentation) {
+  if (segmentation) return DiceCeLoss(logits, target);
+  // Unlabeled samples (-1) are ignored by cross-entropy's default ignore index.
+  return ClassificationLoss(logits, target.masked_fill(target < 0, -100));
+}
+
+Result<std::unique_ptr<Loader>> SplitLoader(const std::shared_ptr<const Dataset>& ds,
+                                            const std::string& split, const DataSpec& spec,
+                                            size_t batch_size, size_t threads) {
+  LoaderOptions lo;
+  lo.split = split;
+  lo.fields = {spec.image_field, spec.segmentation ? spec.mask_field : spec.label_field};
+  lo.batch_size = batch_size;
+  lo.threads = threads;
+  lo.sampler.order = SampleOrder::kSequential;
+  lo.sampler.epochs = 1;
+  return Loader::Open(ds, lo);
+}
+
+Result<EvalResult> Evaluate(Model& model, const std::shared_ptr<const Dataset>& ds,
+                            const std::string& split, const DataSpec& spec, int64_t num_classes,
+                            const torch::Device& device, size_t batch_size, size_t threads,
+                            const std::string& prefix) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, SplitLoader(ds, split, spec, batch_size, threads));
+  torch::NoGradGuard no_grad;
+  model.eval();
+  ClassMetrics cls(num_classes);
+  DiceMetrics dice(num_classes);
+  double loss_sum = 0;
+  uint64_t n = 0;
+  const std::string where = ds->dir() + ", split '" + split + "'";
+  while (true) {
+    ASSIGN_OR_RETURN(std::shared_ptr<Batch> batch, loader->Next());
+    if (!batch) break;
+    ASSIGN_OR_RETURN(Inputs in, BatchInputs(batch, spec, device, where));
+    ImageMask io = Resize({in.image, spec.segmentation ? in.target : torch::Tensor()},
+                          spec.resize_h, spec.resize_w);
+    torch::Tensor target = spec.segmentation ? io.mask : in.target;
+    torch::Tensor logits = model.forward(io.image).to(torch::kFloat);
+    loss_sum += TaskLoss(logits, target, spec.segmentation).item<double>() * double(batch->size());
+    n += batch->size();
+    if (spec.segmentation) dice.Add(logits.argmax(1), target);
+    else cls.Add(logits, target);
+  }
+  model.train();
+  EvalResult r;
+  r.loss = n ? loss_sum / double(n) : std::numeric_limits<double>::quiet_NaN();
+  r.metrics.emplace_back(prefix + "_loss", r.loss);
+  if (spec.segmentation) {
+    r.metrics.emplace_back(prefix + "_dice", dice.MeanForeground());
+    std::vector<double> per = dice.PerClass();
+    for (size_t c = 0; c < per.size(); ++c) r.metrics.emplace_back(prefix + "_dice_" + std::to_string(c), per[c]);
+  } else {
+    r.metrics.emplace_back(prefix + "_accuracy", cls.Accuracy());
+    r.metrics.emplace_back(prefix + "_auc", cls.MacroAuc());
+  }
+  return r;
+}
+
+void InFlightBatches::Add(std::shared_ptr<Batch> batch, const torch::Device& device) {
+  if (!device.is_cuda() || !batch->pinned) return;  // copies were synchronous
+  const c10::impl::DeviceGuardImplInterface* impl = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+  const c10::Device d = device.has_index() ? device : impl->getDevice();
+  c10::Event done(c10::DeviceType::CUDA);
+  done.record(impl->getStream(d));
+  pending_.emplace_back(std::move(batch), std::move(done));
+}
+
+void InFlightBatches::Release(size_t max_pending) {
+  while (!pending_.empty()) {
+    if (pending_.front().second.query()) {
+      pending_.pop_front();
+    } else if (pending_.size() > max_pending) {
+      std::this_thread::yield();  // the device still reads this batch's host memory
+    } else {
+      break;
+    }
+  }
+}
+
+}  // namespace detail
+}  // namespace shardify::trainer

@@ -1,0 +1,126 @@
+#include "trainer/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace shardify::trainer {
+namespace {
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+}
+
+torch::Tensor ClassificationLoss(const torch::Tensor& logits, const torch::Tensor& labels) {
+  return torch::nn::functional::cross_entropy(logits.to(torch::kFloat), labels);
+}
+
+torch::Tensor DiceCeLoss(const torch::Tensor& logits, const torch::Tensor& target) {
+  torch::Tensor z = logits.to(torch::kFloat);
+  torch::Tensor ce = torch::nn::functional::cross_entropy(z, target);
+  const int64_t k = z.size(1);
+  torch::Tensor prob = torch::softmax(z, 1);
+  torch::Tensor onehot = torch::one_hot(target, k).permute({0, 3, 1, 2}).to(torch::kFloat);
+  const std::vector<int64_t> dims = {0, 2, 3};
+  torch::Tensor inter = (prob * onehot).sum(dims);
+  torch::Tensor sizes = prob.sum(dims) + onehot.sum(dims);
+  const double eps = 1e-5;
+  torch::Tensor dice = (2 * inter + eps) / (sizes + eps);
+  return ce + (1 - dice.mean());
+}
+
+double BinaryAuc(const std::vector<double>& scores, const std::vector<bool>& positive) {
+  const size_t n = scores.size();
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] < scores[b]; });
+  // Average ranks (1-based) over ties; AUC = (sum of positive ranks - P(P+1)/2) / (P*N).
+  double rank_sum = 0, npos = 0;
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (j < n && scores[order[j]] == scores[order[i]]) ++j;
+    const double avg_rank = (static_cast<double>(i + 1) + static_cast<double>(j)) / 2.0;
+    for (size_t t = i; t < j; ++t) {
+      if (positive[order[t]]) { rank_sum += avg_rank; npos += 1; }
+    }
+    i = j;
+  }
+  const double nneg = static_cast<double>(n) - npos;
+  if (npos == 0 || nneg == 0) return kNaN;
+  return (rank_sum - npos * (npos + 1) / 2.0) / (npos * nneg);
+}
+
+void ClassMetrics::Add(const torch::Tensor& logits, const torch::Tensor& labels) {
+  torch::Tensor p = torch::softmax(logits.detach().to(torch::kFloat), 1).to(torch::kCPU).contiguous();
+  torch::Tensor l = labels.detach().to(torch::kCPU).to(torch::kLong).contiguous();
+  torch::Tensor arg = p.argmax(1).contiguous();
+  const int64_t b = p.size(0);
+  const float* pp = p.data_ptr<float>();
+  const int64_t* pl = l.data_ptr<int64_t>();
+  const int64_t* pa = arg.data_ptr<int64_t>();
+  for (int64_t i = 0; i < b; ++i) {
+    if (pl[i] < 0 || pl[i] >= k_) continue;
+    labels_.push_back(pl[i]);
+    predicted_.push_back(pa[i]);
+    probs_.insert(probs_.end(), pp + i * k_, pp + (i + 1) * k_);
+  }
+}
+
+double ClassMetrics::Accuracy() const {
+  if (labels_.empty()) return kNaN;
+  size_t hit = 0;
+  for (size_t i = 0; i < labels_.size(); ++i) hit += labels_[i] == predicted_[i];
+  return static_cast<double>(hit) / static_cast<double>(labels_.size());
+}
+
+double ClassMetrics::MacroAuc() const {
+  const size_t n = labels_.size();
+  double sum = 0;
+  int used = 0;
+  std::vector<double> scores(n);
+  std::vector<bool> pos(n);
+  for (int64_t c = 0; c < k_; ++c) {
+    for (size_t i = 0; i < n; ++i) {
+      scores[i] = probs_[i * k_ + c];
+      pos[i] = labels_[i] == c;
+    }
+    const double auc = BinaryAuc(scores, pos);
+    if (!std::isnan(auc)) { sum += auc; ++used; }
+  }
+  return used ? sum / used : kNaN;
+}
+
+void DiceMetrics::Add(const torch::Tensor& predicted, const torch::Tensor& target) {
+  const int64_t k = static_cast<int64_t>(inter_.size());
+  torch::Tensor p = predicted.detach().flatten().to(torch::kLong);
+  torch::Tensor t = target.detach().flatten().to(torch::kLong).to(p.device());
+  // Counts per class via bincount over the combined code p*K + t (pairs outside range dropped).
+  torch::Tensor valid = (p >= 0) & (p < k) & (t >= 0) & (t < k);
+  torch::Tensor codes = (p * k + t).masked_select(valid);
+  torch::Tensor counts = torch::bincount(codes, {}, k * k).to(torch::kCPU).to(torch::kDouble).view({k, k});
+  auto c = counts.accessor<double, 2>();
+  for (int64_t i = 0; i < k; ++i) {
+    inter_[i] += c[i][i];
+    for (int64_t j = 0; j < k; ++j) { pred_[i] += c[i][j]; target_[i] += c[j][i]; }
+  }
+}
+
+std::vector<double> DiceMetrics::PerClass() const {
+  std::vector<double> d(inter_.size(), kNaN);
+  for (size_t i = 0; i < d.size(); ++i) {
+    const double denom = pred_[i] + target_[i];
+    if (denom > 0) d[i] = 2 * inter_[i] / denom;
+  }
+  return d;
+}
+
+double DiceMetrics::MeanForeground() const {
+  std::vector<double> d = PerClass();
+  double sum = 0;
+  int used = 0;
+  for (size_t i = d.size() > 1 ? 1 : 0; i < d.size(); ++i) {
+    if (!std::isnan(d[i])) { sum += d[i]; ++used; }
+  }
+  return used ? sum / used : kNaN;
+}
+
+}  // namespace shardify::trainer

@@ -1,0 +1,63 @@
+// Losses and metrics of shardtrain.
+//
+// Classification: cross-entropy; accuracy; macro one-vs-rest ROC AUC.
+// Segmentation: cross-entropy + soft Dice; Dice per class accumulated over a whole split
+// (sums of intersections and sizes, not a mean of per-batch values).
+// Functions here may throw c10::Error on mismatched tensors (the loop catches it).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace shardify::trainer {
+
+// logits [B, K], labels int64 [B] -> scalar mean cross-entropy.
+torch::Tensor ClassificationLoss(const torch::Tensor& logits, const torch::Tensor& labels);
+
+// logits [B, K, H, W], target int64 [B, H, W] -> cross-entropy + (1 - mean soft Dice over
+// the K classes, computed on softmax probabilities over the whole batch).
+torch::Tensor DiceCeLoss(const torch::Tensor& logits, const torch::Tensor& target);
+
+// Area under the ROC curve of `scores` for the binary `positive` flags (ties count 1/2:
+// the Mann-Whitney statistic). NaN when either class is absent.
+double BinaryAuc(const std::vector<double>& scores, const std::vector<bool>& positive);
+
+// Accumulates classification results over a split.
+class ClassMetrics {
+ public:
+  explicit ClassMetrics(int64_t num_classes) : k_(num_classes) {}
+  // logits [B, K] (any device), labels int64 [B]. Samples with label outside [0, K) are
+  // ignored (unlabeled data uses -1).
+  void Add(const torch::Tensor& logits, const torch::Tensor& labels);
+  int64_t count() const { return static_cast<int64_t>(labels_.size()); }
+  double Accuracy() const;  // NaN when empty
+  // Mean over classes that have both positives and negatives of the one-vs-rest AUC of the
+  // softmax probability; NaN when no class qualifies.
+  double MacroAuc() const;
+
+ private:
+  int64_t k_;
+  std::vector<int64_t> labels_, predicted_;
+  std::vector<float> probs_;  // row-major [count, K]
+};
+
+// Accumulates hard-prediction Dice per class over a split.
+class DiceMetrics {
+ public:
+  explicit DiceMetrics(int64_t num_classes)
+      : inter_(num_classes, 0), pred_(num_classes, 0), target_(num_classes, 0) {}
+  // predicted and target: int64 [B, H, W] class maps.
+  void Add(const torch::Tensor& predicted, const torch::Tensor& target);
+  // 2|P n T| / (|P| + |T|) per class; NaN for a class absent from both.
+  std::vector<double> PerClass() const;
+  // Mean of PerClass over the foreground classes 1..K-1 that are not NaN (class 0 too when
+  // K == 1); NaN when none.
+  double MeanForeground() const;
+
+ private:
+  std::vector<double> inter_, pred_, target_;
+};
+
+}  // namespace shardify::trainer

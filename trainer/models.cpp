@@ -1,0 +1,240 @@
+#include "trainer/models.h"
+
+#include <algorithm>
+
+namespace shardify::trainer {
+namespace {
+
+namespace nn = torch::nn;
+namespace F = torch::nn::functional;
+
+nn::Conv2d Conv(int64_t in, int64_t out, int64_t k, int64_t stride = 1, int64_t pad = -1) {
+  if (pad < 0) pad = k / 2;
+  return nn::Conv2d(nn::Conv2dOptions(in, out, k).stride(stride).padding(pad).bias(false));
+}
+
+// 784-128-64-10 for 28x28 gray images: the seed benchmark.
+class Mlp : public Model {
+ public:
+  explicit Mlp(const ModelSpec& s)
+      : fc1_(register_module("fc1", nn::Linear(s.in_channels * s.height * s.width, 128))),
+        fc2_(register_module("fc2", nn::Linear(128, 64))),
+        fc3_(register_module("fc3", nn::Linear(64, s.num_classes))) {}
+  torch::Tensor forward(torch::Tensor x) override {
+    x = x.flatten(1);
+    x = torch::relu(fc1_->forward(x));
+    x = torch::relu(fc2_->forward(x));
+    return fc3_->forward(x);
+  }
+
+ private:
+  nn::Linear fc1_, fc2_, fc3_;
+};
+
+// Three conv-BN-ReLU stages (16, 32, 64 channels, pooled 2x twice), global pooling to 4x4,
+// then 1024 -> 128 -> K with dropout. Works for any input size >= 4x4.
+class SmallCnn : public Model {
+ public:
+  explicit SmallCnn(const ModelSpec& s) {
+    int64_t in = s.in_channels;
+    for (int64_t out : {16, 32, 64}) {
+      features_->push_back(Conv(in, out, 3));
+      features_->push_back(nn::BatchNorm2d(out));
+      features_->push_back(nn::ReLU(true));
+      if (out != 64) features_->push_back(nn::MaxPool2d(2));
+      in = out;
+    }
+    register_module("features", features_);
+    fc1_ = register_module("fc1", nn::Linear(64 * 16, 128));
+    fc2_ = register_module("fc2", nn::Linear(128, s.num_classes));
+  }
+  torch::Tensor forward(torch::Tensor x) override {
+    x = F::adaptive_avg_pool2d(features_->forward(x), F::AdaptiveAvgPool2dFuncOptions({4, 4}));
+    x = torch::relu(fc1_->forward(x.flatten(1)));
+    x = F::dropout(x, F::DropoutFuncOptions().p(0.25).training(is_training()));
+    return fc2_->forward(x);
+  }
+
+ private:
+  nn::Sequential features_;
+  nn::Linear fc1_{nullptr}, fc2_{nullptr};
+};
+
+class BasicBlockImpl : public nn::Module {
+ public:
+  BasicBlockImpl(int64_t in, int64_t out, int64_t stride)
+      : conv1_(register_module("conv1", Conv(in, out, 3, stride))),
+        bn1_(register_module("bn1", nn::BatchNorm2d(out))),
+        conv2_(register_module("conv2", Conv(out, out, 3))),
+        bn2_(register_module("bn2", nn::BatchNorm2d(out))) {
+    if (stride != 1 || in != out) {
+      down_ = register_module("downsample",
+                              nn::Sequential(Conv(in, out, 1, stride, 0), nn::BatchNorm2d(out)));
+    }
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    torch::Tensor y = torch::relu(bn1_->forward(conv1_->forward(x)));
+    y = bn2_->forward(conv2_->forward(y));
+    return torch::relu(y + (down_ ? down_->forward(x) : x));
+  }
+
+ private:
+  nn::Conv2d conv1_;
+  nn::BatchNorm2d bn1_;
+  nn::Conv2d conv2_;
+  nn::BatchNorm2d bn2_;
+  nn::Sequential down_{nullptr};
+};
+TORCH_MODULE(BasicBlock);
+
+// ResNet-18 (He et al. 2016) with a configurable number of input channels.
+class ResNet18 : public Model {
+ public:
+  explicit ResNet18(const ModelSpec& s) {
+    stem_ = register_module("stem", nn::Sequential(Conv(s.in_channels, 64, 7, 2, 3),
+                                                   nn::BatchNorm2d(64), nn::ReLU(true),
+                                                   nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1))));
+    int64_t in = 64;
+    for (int64_t out : {64, 128, 256, 512}) {
+      int64_t stride = out == 64 ? 1 : 2;
+      layers_->push_back(BasicBlock(in, out, stride));
+      layers_->push_back(BasicBlock(out, out, 1));
+      in = out;
+    }
+    register_module("layers", layers_);
+    fc_ = register_module("fc", nn::Linear(512, s.num_classes));
+  }
+  torch::Tensor forward(torch::Tensor x) override {
+    x = layers_->forward(stem_->forward(x));
+    x = F::adaptive_avg_pool2d(x, F::AdaptiveAvgPool2dFuncOptions({1, 1}));
+    return fc_->forward(x.flatten(1));
+  }
+
+ private:
+  nn::Sequential stem_{nullptr};
+  nn::Sequential layers_;
+  nn::Linear fc_{nullptr};
+};
+
+// DenseNet layer: BN-ReLU-1x1 conv (4k) - BN-ReLU-3x3 conv (k), output concatenated.
+class DenseLayerImpl : public nn::Module {
+ public:
+  DenseLayerImpl(int64_t in, int64_t growth)
+      : body_(register_module("body", nn::Sequential(nn::BatchNorm2d(in), nn::ReLU(true),
+                                                     Conv(in, 4 * growth, 1, 1, 0),
+                                                     nn::BatchNorm2d(4 * growth), nn::ReLU(true),
+                                                     Conv(4 * growth, growth, 3)))) {}
+  torch::Tensor forward(torch::Tensor x) { return torch::cat({x, body_->forward(x)}, 1); }
+
+ private:
+  nn::Sequential body_;
+};
+TORCH_MODULE(DenseLayer);
+
+// DenseNet-121 (Huang et al. 2017): growth 32, blocks 6-12-24-16, compression 0.5.
+class DenseNet121 : public Model {
+ public:
+  explicit DenseNet121(const ModelSpec& s) {
+    const int64_t growth = 32;
+    int64_t ch = 64;
+    net_->push_back(Conv(s.in_channels, ch, 7, 2, 3));
+    net_->push_back(nn::BatchNorm2d(ch));
+    net_->push_back(nn::ReLU(true));
+    net_->push_back(nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
+    const int64_t blocks[] = {6, 12, 24, 16};
+    for (int b = 0; b < 4; ++b) {
+      for (int64_t i = 0; i < blocks[b]; ++i, ch += growth) net_->push_back(DenseLayer(ch, growth));
+      if (b == 3) break;
+      net_->push_back(nn::BatchNorm2d(ch));
+      net_->push_back(nn::ReLU(true));
+      net_->push_back(Conv(ch, ch / 2, 1, 1, 0));
+      net_->push_back(nn::AvgPool2d(nn::AvgPool2dOptions(2).stride(2).ceil_mode(true)));
+      ch /= 2;
+    }
+    net_->push_back(nn::BatchNorm2d(ch));
+    net_->push_back(nn::ReLU(true));
+    register_module("features", net_);
+    fc_ = register_module("fc", nn::Linear(ch, s.num_classes));
+  }
+  torch::Tensor forward(torch::Tensor x) override {
+    x = F::adaptive_avg_pool2d(net_->forward(x), F::AdaptiveAvgPool2dFuncOptions({1, 1}));
+    return fc_->forward(x.flatten(1));
+  }
+
+ private:
+  nn::Sequential net_;
+  nn::Linear fc_{nullptr};
+};
+
+nn::Sequential DoubleConv(int64_t in, int64_t out) {
+  return nn::Sequential(Conv(in, out, 3), nn::BatchNorm2d(out), nn::ReLU(true),
+                        Conv(out, out, 3), nn::BatchNorm2d(out), nn::ReLU(true));
+}
+
+// UNet-2D (Ronneberger et al. 2015), 4 levels. Decoder features are resized to the skip
+// connection's size, so any input size works.
+class UNet2d : public Model {
+ public:
+  explicit UNet2d(const ModelSpec& s) {
+    const int64_t c = std::max<int64_t>(s.unet_base_channels, 1);
+    int64_t in = s.in_channels;
+    for (int64_t level = 0; level < 4; ++level) {
+      down_->push_back(DoubleConv(in, c << level));
+      in = c << level;
+    }
+    for (int64_t level = 2; level >= 0; --level) {
+      up_->push_back(DoubleConv(in + (c << level), c << level));
+      in = c << level;
+    }
+    register_module("down", down_);
+    register_module("up", up_);
+    head_ = register_module("head", nn::Conv2d(nn::Conv2dOptions(c, s.num_classes, 1)));
+  }
+  torch::Tensor forward(torch::Tensor x) override {
+    std::vector<torch::Tensor> skips;
+    for (size_t i = 0; i < down_->size(); ++i) {
+      if (i > 0) x = F::max_pool2d(x, F::MaxPool2dFuncOptions(2).ceil_mode(true));
+      x = down_[i]->as<nn::Sequential>()->forward(x);
+      skips.push_back(x);
+    }
+    for (size_t i = 0; i < up_->size(); ++i) {
+      const torch::Tensor& skip = skips[skips.size() - 2 - i];
+      x = F::interpolate(x, F::InterpolateFuncOptions()
+                                .size(std::vector<int64_t>{skip.size(2), skip.size(3)})
+                                .mode(torch::kNearest));
+      x = up_[i]->as<nn::Sequential>()->forward(torch::cat({x, skip}, 1));
+    }
+    return head_->forward(x);
+  }
+
+ private:
+  nn::ModuleList down_, up_;
+  nn::Conv2d head_{nullptr};
+};
+
+}  // namespace
+
+const std::vector<std::string>& ModelNames() {
+  static const std::vector<std::string> names = {"mlp", "cnn", "resnet18", "densenet121", "unet"};
+  return names;
+}
+
+bool IsSegmentationModel(const std::string& name) { return name == "unet"; }
+
+Result<std::shared_ptr<Model>> MakeModel(const ModelSpec& s) {
+  if (s.in_channels < 1 || s.num_classes < 1 || s.height < 1 || s.width < 1) {
+    return InvalidArgument("model '" + s.name + "': channels, classes and sizes must be >= 1");
+  }
+  try {
+    if (s.name == "mlp") return std::shared_ptr<Model>(std::make_shared<Mlp>(s));
+    if (s.name == "cnn") return std::shared_ptr<Model>(std::make_shared<SmallCnn>(s));
+    if (s.name == "resnet18") return std::shared_ptr<Model>(std::make_shared<ResNet18>(s));
+    if (s.name == "densenet121") return std::shared_ptr<Model>(std::make_shared<DenseNet121>(s));
+    if (s.name == "unet") return std::shared_ptr<Model>(std::make_shared<UNet2d>(s));
+  } catch (const std::exception& e) {
+    return Internal("model '" + s.name + "': " + e.what());
+  }
+  return InvalidArgument("unknown model '" + s.name + "' (mlp, cnn, resnet18, densenet121, unet)");
+}
+
+}  // namespace shardify::trainer

@@ -1,0 +1,67 @@
+// Optimizers, learning-rate schedules and checkpoints of shardtrain.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "format/status.h"
+#include "reader/sampler.h"
+#include "trainer/models.h"
+
+namespace shardify::trainer {
+
+struct OptimizerOptions {
+  std::string name = "adam";  // adam | adamw | sgd
+  double lr = 1e-3;           // peak learning rate
+  double weight_decay = 0;    // adamw: decoupled decay; adam/sgd: L2
+  double momentum = 0.9;      // sgd only (nesterov)
+};
+
+Result<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(
+    const std::vector<torch::Tensor>& params, const OptimizerOptions& options);
+
+// Learning rate as a pure function of the optimizer step, so its whole state is the step.
+struct ScheduleOptions {
+  std::string name = "constant";  // constant | cosine | onecycle
+  int64_t total_steps = 1;        // optimizer steps of the whole run
+  double warmup_fraction = 0.3;   // onecycle: share of steps rising to the peak;
+                                  // cosine: linear warmup share (0 = none)
+  double start_div = 25;          // onecycle: starts at peak / start_div
+  double final_div = 1e4;         // onecycle: ends at peak / final_div; cosine: at peak / final_div
+};
+
+// Validates the name; total_steps is clamped to >= 1.
+Status CheckSchedule(const ScheduleOptions& s);
+// The learning rate at optimizer step `step` (0-based) for peak rate `peak`.
+double ScheduledLr(const ScheduleOptions& s, double peak, int64_t step);
+// Sets the rate of every parameter group.
+void SetLr(torch::optim::Optimizer& optimizer, double lr);
+
+// What a checkpoint records besides the weights and optimizer state.
+struct CheckpointMeta {
+  ModelSpec model;
+  std::string task;                 // "classification" | "segmentation"
+  std::vector<std::string> classes;
+  double mean = 0, stddev = 1;      // image normalization used in training
+  int64_t resize_h = 0, resize_w = 0;
+  uint64_t epochs_done = 0;         // completed epochs
+  int64_t optimizer_step = 0;       // optimizer steps taken (the schedule's state)
+  SamplerState sampler;             // where the training loader resumes
+  double best_metric = 0;
+  bool has_best = false;
+  std::string best_metric_name;
+};
+
+// Writes model, optimizer (may be null) and meta to `path` (via "<path>.tmp" and rename).
+Status SaveCheckpoint(const std::string& path, Model& model,
+                      const torch::optim::Optimizer* optimizer, const CheckpointMeta& meta);
+// Reads only the meta (to build the model before loading weights).
+Result<CheckpointMeta> ReadCheckpointMeta(const std::string& path);
+// Loads weights into `model` and, when non-null, the state of `optimizer`.
+Status LoadCheckpoint(const std::string& path, Model& model, torch::optim::Optimizer* optimizer);
+
+}  // namespace shardify::trainer

@@ -1,0 +1,105 @@
+// Train and Predict: the shardtrain loop over shard datasets.
+//
+// Train reads `train_split` through a Loader (decoded by C++ threads, prefetched), turns
+// each batch into tensors without copying, normalizes and augments on the device, and
+// steps the model. After every epoch it validates on `val_split` (when the dataset has
+// it), appends a line to <out_dir>/metrics.jsonl, redraws <out_dir>/curve.png and writes
+// <out_dir>/last.pt (and best.pt when the chosen metric improved). A run resumed from
+// last.pt continues exactly: same weights, optimizer state, schedule step, sample order
+// and augmentation as the uninterrupted run.
+//
+// Errors: Status/Result, never exceptions (LibTorch exceptions are caught here). Library
+// code prints nothing; progress goes to the callbacks.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "format/status.h"
+#include "reader/sampler.h"
+#include "trainer/optim.h"
+#include "trainer/report.h"
+#include "trainer/transforms.h"
+
+namespace shardify::trainer {
+
+struct StepInfo {
+  uint64_t epoch = 0, step = 0, steps_per_epoch = 0;  // 0-based epoch and step
+  double loss = 0;                // mean training loss of the epoch so far
+  double samples_per_s = 0;       // this epoch so far
+  double data_wait_fraction = 0;  // this epoch so far
+  double last_step_loss = 0;      // loss of this step's batch (synchronizes the device)
+};
+
+struct TrainOptions {
+  std::string data_dir;
+  std::string out_dir;            // created if missing
+  ModelSpec model;                // name, unet_base_channels; the sizes come from the data
+  int64_t num_classes = 0;        // 0 = manifest classes (or the mask's labels / maximum)
+  std::string image_field = "image", label_field = "label", mask_field = "mask";
+  std::string train_split = "train", val_split = "val";
+  std::string test_split;         // evaluated once at the end; "" = none
+  size_t batch_size = 64;
+  uint64_t epochs = 5;
+  SampleOrder order = SampleOrder::kShuffle;
+  size_t threads = 0, prefetch = 4;  // loader decode threads (0 = all cores), batches ahead
+  bool drop_last = false;         // drop the last partial training batch of each epoch
+  OptimizerOptions optimizer;
+  ScheduleOptions schedule;       // total_steps is computed by Train
+  int accumulate = 1;             // batches per optimizer step
+  std::string device = "auto";    // auto | cpu | cuda | cuda:N
+  uint64_t seed = 0;
+  bool deterministic = false;     // deterministic algorithms, no cuDNN benchmark
+  bool amp = true;                // bf16 autocast on CUDA when LibTorch has it; off on CPU
+  std::optional<double> mean, stddev;  // default: the dataset's statistics of the image
+  AugmentOptions augment;         // its resize also applies to validation; seed = seed
+  std::string best_metric;        // default val_accuracy / val_dice (train_loss without val)
+  std::string resume;             // a last.pt to continue from
+  uint64_t max_steps = 0;         // stop after this many training batches (0 = no limit)
+  uint64_t progress_every = 50;   // batches between on_step calls (and at each epoch end)
+  std::function<void(const StepInfo&)> on_step;
+  std::function<void(const EpochRecord&)> on_epoch;
+};
+
+struct TrainSummary {
+  uint64_t epochs = 0;            // epochs completed (including those before a resume)
+  double seconds = 0;             // wall time of this run's training steps
+  double samples_per_s = 0;
+  double data_wait_fraction = 0;  // time blocked in Loader::Next / step time, this run
+  std::string best_metric_name;
+  double best_metric = 0;         // NaN when never measured
+  std::vector<EpochRecord> history;                     // this run's epochs
+  std::vector<std::pair<std::string, double>> metrics;  // last epoch's, plus test_* ones
+  std::string device;
+};
+
+// The summary as one JSON object (epochs, seconds, samples_per_s, data_wait_fraction,
+// best_metric, best_metric_name, metrics, device).
+std::string SummaryJson(const TrainSummary& s);
+
+Result<TrainSummary> Train(const TrainOptions& options);
+
+struct PredictOptions {
+  std::string checkpoint;         // a last.pt or best.pt
+  std::string data_dir;
+  std::string split = "test";
+  std::string out;                // classes: a CSV file; segmentation: a shard dataset dir
+  size_t batch_size = 256;
+  size_t threads = 0;
+  std::string device = "auto";
+};
+
+struct PredictSummary {
+  uint64_t samples = 0;
+  std::vector<std::pair<std::string, double>> metrics;  // accuracy/auc or dice, when labeled
+};
+
+// Classes: CSV "index,label,predicted,prob_<class>..." in sample order. Segmentation: a
+// shard dataset with fields `index` (int) and `mask` (u8 [1, H, W]) in split `split`.
+Result<PredictSummary> Predict(const PredictOptions& options);
+
+}  // namespace shardify::trainer

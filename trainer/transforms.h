@@ -1,0 +1,76 @@
+// Batch bridge and device transforms.
+//
+// Bridge: a loader batch field becomes a tensor over the batch's own host memory (no copy);
+// the tensor holds a reference to the Batch, so the ring slot is recycled only after
+// every tensor made from it is gone. Normalization and augmentation then run on the
+// device the tensors were moved to.
+//
+// Augmentation is seeded: the parameters of a batch are drawn from (seed, epoch, step)
+// on the host, so a run and its resumed continuation see the same transforms, on any
+// device. Geometric transforms are applied to image and mask alike (bilinear for the
+// image, nearest for the mask).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "format/status.h"
+#include "format/types.h"
+#include "reader/loader.h"
+
+namespace shardify::trainer {
+
+// LibTorch element type holding `t`'s bytes. u16/u32 map to the signed type of the same
+// width (LibTorch 1.13 has no unsigned 16/32-bit types); ToFloat undoes that.
+Result<torch::ScalarType> TorchType(DType t);
+
+// A tensor of field `name` sharing the batch's host memory (ndarray: shape as in the batch;
+// int/float fields: [B] i64/f64). The tensor keeps `batch` alive. Errors: no such field,
+// string/bytes field, unsupported dtype.
+Result<torch::Tensor> FieldTensor(const std::shared_ptr<Batch>& batch, const std::string& name);
+
+// Moves to `device` (asynchronous when the batch memory is pinned); a no-op on the CPU.
+torch::Tensor ToDevice(const torch::Tensor& t, const torch::Device& device, bool pinned);
+
+// Image [B, C, H, W] or [B, H, W] of source dtype `dtype` -> float32 [B, C, H, W],
+// (x - mean) / stddev. stddev <= 0 is treated as 1.
+torch::Tensor ToFloatImage(const torch::Tensor& image, DType dtype, double mean, double stddev);
+
+// Mask [B, 1, H, W], [B, H, W] (any integer dtype) -> int64 [B, H, W].
+torch::Tensor ToLabelMap(const torch::Tensor& mask, DType dtype);
+
+struct AugmentOptions {
+  bool flip_x = false;            // mirror left-right with probability 1/2
+  bool flip_y = false;            // mirror top-bottom with probability 1/2
+  double rotate_deg = 0;          // rotation uniform in [-r, r] degrees
+  double scale = 0;               // zoom uniform in [1 - s, 1 + s]
+  double translate = 0;           // shift uniform in [-t, t] of the image size
+  double intensity_scale = 0;     // x * uniform [1 - a, 1 + a] (image only)
+  double intensity_shift = 0;     // x + uniform [-b, b] (image only)
+  int64_t crop_h = 0, crop_w = 0; // random crop, or zero pad, to this size (0 = off)
+  int64_t resize_h = 0, resize_w = 0;  // resize to this size last (0 = off)
+  uint64_t seed = 0;
+  bool any_random() const {
+    return flip_x || flip_y || rotate_deg != 0 || scale != 0 || translate != 0 ||
+           intensity_scale != 0 || intensity_shift != 0 || crop_h > 0 || crop_w > 0;
+  }
+};
+
+struct ImageMask {
+  torch::Tensor image;  // float [B, C, H, W]
+  torch::Tensor mask;   // int64 [B, H, W], or undefined
+};
+
+// Applies the random transforms of `options` for batch (epoch, step), then the resize.
+// Per sample: flips, affine (rotation, scale, translation), intensity. Per batch: the crop
+// or pad offset. `mask` may be undefined; when defined its spatial size must equal the
+// image's.
+ImageMask Augment(ImageMask in, const AugmentOptions& options, uint64_t epoch, uint64_t step);
+
+// Resize only (the deterministic part, for validation and prediction).
+ImageMask Resize(ImageMask in, int64_t h, int64_t w);
+
+}  // namespace shardify::trainer
