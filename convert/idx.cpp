@@ -1,6 +1,8 @@
 // idx file reading (see idx.h).
 #include "convert/idx.h"
 
+#include "convert/gz_internal.h"
+
 #include <zlib.h>
 
 #include <algorithm>
@@ -10,10 +12,6 @@
 
 namespace shardify::convert {
 namespace {
-
-struct GzCloser {
-  void operator()(gzFile_s* f) const { gzclose(f); }
-};
 
 Result<DType> IdxType(uint8_t code, const std::string& path) {
   switch (code) {
@@ -29,25 +27,13 @@ Result<DType> IdxType(uint8_t code, const std::string& path) {
 
 // Reads up to n bytes; returns how many were read.
 Result<uint64_t> ReadUpTo(gzFile_s* f, uint8_t* dst, uint64_t n, const std::string& path) {
-  uint64_t done = 0;
-  while (done < n) {
-    unsigned chunk = static_cast<unsigned>(std::min<uint64_t>(n - done, 1u << 30));
-    int got = gzread(f, dst + done, chunk);
-    if (got < 0) {
-      int err = 0;
-      const char* m = gzerror(f, &err);
-      return Corruption(path + ": cannot read: " + (m ? m : "bad gzip stream"));
-    }
-    if (got == 0) break;
-    done += static_cast<uint64_t>(got);
-  }
-  return done;
+  return detail::GzReadUpTo(f, dst, n, path, "idx data");
 }
 
 }  // namespace
 
 Result<IdxArray> ReadIdx(const std::string& path, uint64_t max_bytes) {
-  std::unique_ptr<gzFile_s, GzCloser> f(gzopen(path.c_str(), "rb"));
+  detail::GzFile f(gzopen(path.c_str(), "rb"));
   if (!f) return IOError(path + ": cannot open: " + std::strerror(errno));
   uint8_t head[4];
   ASSIGN_OR_RETURN(uint64_t got, ReadUpTo(f.get(), head, 4, path));

@@ -29,7 +29,11 @@ int main(int argc, char** argv) {
   app.add_option("--limit", o.limit, "Write only the first N images (default: all)");
   app.add_option("--threads", o.threads, "Writer threads (default: all cores)")->capture_default_str()
       ->check(CLI::Range(1, 1024));
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help is 0; every usage error is 2, as documented
+  }
   std::string cur;
   for (char c : classes + ",") {
     if (c == ',') { if (!cur.empty()) o.classes.push_back(cur); cur.clear(); } else cur += c;

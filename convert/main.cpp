@@ -84,7 +84,11 @@ int main(int argc, char** argv) {
                  "drawn uniformly and seeded by --seed (0: none)")
       ->capture_default_str();
   app.add_flag("-q,--quiet", quiet, "No progress output");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help is 0; every usage error is 2, as documented
+  }
 
   ConvertOptions o;
   o.source = src;

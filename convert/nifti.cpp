@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 
+#include "convert/gz_internal.h"
 #include "convert/nifti_internal.h"
 
 namespace shardify::convert::detail {
@@ -14,10 +15,6 @@ namespace {
 
 constexpr uint64_t kMaxVoxelBytes = 16ull << 30;
 
-struct GzCloser {
-  void operator()(gzFile_s* f) const { gzclose(f); }
-};
-using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
 
 // Reads little- or big-endian values from the header bytes.
 class HeaderBytes {
@@ -184,20 +181,10 @@ Result<NiftiHeader> ParseNiftiHeader(const uint8_t* data, size_t size, const std
 namespace {
 
 Status ReadExactly(gzFile_s* f, uint8_t* dst, uint64_t n, const std::string& path, const char* what) {
-  uint64_t done = 0;
-  while (done < n) {
-    unsigned chunk = static_cast<unsigned>(std::min<uint64_t>(n - done, 1u << 30));
-    int got = gzread(f, dst + done, chunk);
-    if (got < 0) {
-      int err = 0;
-      const char* msg = gzerror(f, &err);
-      return Corruption(path + ": cannot read " + what + ": " + (msg ? msg : "read error"));
-    }
-    if (got == 0) {
-      return Corruption(path + ": truncated " + what + ": expected " + std::to_string(n) +
-                        " bytes, got " + std::to_string(done));
-    }
-    done += static_cast<uint64_t>(got);
+  ASSIGN_OR_RETURN(const uint64_t done, GzReadUpTo(f, dst, n, path, what));
+  if (done < n) {
+    return Corruption(path + ": truncated " + what + ": expected " + std::to_string(n) + " bytes, got " +
+                      std::to_string(done));
   }
   return Status::Ok();
 }

@@ -16,19 +16,6 @@ namespace fs = std::filesystem;
 
 namespace shardify::convert::testing {
 
-TempDir::TempDir() {
-  std::string tmpl = (fs::temp_directory_path() / "shardify-convert-XXXXXX").string();
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  REQUIRE(mkdtemp(buf.data()) != nullptr);
-  path_ = buf.data();
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  fs::remove_all(path_, ec);
-}
-
 std::string ItkDataDir() { return "/usr/share/doc/insighttoolkit5-examples/examples/Data"; }
 
 void MakeDirs(const std::string& dir) { fs::create_directories(dir); }

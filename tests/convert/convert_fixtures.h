@@ -10,22 +10,11 @@
 #include "convert/convert.h"
 #include "convert/image_io.h"
 #include "format/dataset.h"
+#include "tests/common/temp_dir.h"
 
 namespace shardify::convert::testing {
 
-// A fresh directory under the system temp dir, removed with everything in it.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& rel) const { return path_ + "/" + rel; }
-
- private:
-  std::string path_;
-};
+using shardify::testing::TempDir;  // removed with everything in it
 
 // Directory of the real example images from insighttoolkit5-examples.
 std::string ItkDataDir();
