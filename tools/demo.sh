@@ -15,7 +15,8 @@ jobs=${JOBS:-$(nproc)}
 bash tools/install-deps.sh
 
 echo "== Build (Release)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSHARDIFY_WITH_ITK=ON -DSHARDIFY_WITH_TORCH=ON \
+  -DSHARDIFY_SANITIZE=OFF >/dev/null
 cmake --build build -j "$jobs"
 bin=$root/build/bin
 mkdir -p "$out"

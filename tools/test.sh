@@ -10,12 +10,14 @@ jobs=${JOBS:-$(nproc)}
 bash tools/install-deps.sh
 
 echo "== Release build and tests"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSHARDIFY_WITH_ITK=ON -DSHARDIFY_WITH_TORCH=ON \
+  -DSHARDIFY_SANITIZE=OFF >/dev/null
 cmake --build build -j "$jobs"
 ctest --test-dir build -j "$jobs" --output-on-failure
 
 echo "== ASan+UBSan build and tests"
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDIFY_SANITIZE=ON >/dev/null
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDIFY_WITH_ITK=ON -DSHARDIFY_WITH_TORCH=ON \
+  -DSHARDIFY_SANITIZE=ON >/dev/null
 cmake --build build-asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan -j "$jobs" --output-on-failure
