@@ -19,7 +19,10 @@ echo "== ASan+UBSan build and tests"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDIFY_WITH_ITK=ON -DSHARDIFY_WITH_TORCH=ON \
   -DSHARDIFY_SANITIZE=ON >/dev/null
 cmake --build build-asan -j "$jobs"
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+# Full stacks for every allocation, so that a leak is attributed to the library it comes
+# from; tests/lsan.supp names the only library whose leaks are not ours (ITK).
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0 \
+  LSAN_OPTIONS=suppressions="$root/tests/lsan.supp" UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan -j "$jobs" --output-on-failure
 
 echo "== Fuzzing"
