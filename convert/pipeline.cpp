@@ -11,6 +11,7 @@
 #include "convert/convert.h"
 #include "convert/schema_internal.h"
 #include "convert/work_internal.h"
+#include "format/file.h"
 #include "format/writer.h"
 
 #ifndef SHARDIFY_VERSION
@@ -99,7 +100,7 @@ WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan,
 }
 
 // Writes `<dest>/skipped.tsv` atomically, or removes a stale one.
-Status WriteSkipped(const std::string& dest, const std::vector<SkippedInput>& skipped) {
+Status WriteSkipped(const std::string& dest, const std::vector<SkippedInput>& skipped, bool fsync) {
   const std::string path = dest + "/skipped.tsv";
   std::error_code ec;
   if (skipped.empty()) {
@@ -112,7 +113,7 @@ Status WriteSkipped(const std::string& dest, const std::vector<SkippedInput>& sk
     return s;
   };
   for (const auto& s : skipped) text += clean(s.input) + "\t" + clean(s.reason) + "\n";
-  return detail::WriteFileAtomic(path, text);
+  return WriteFileAtomic(path, text.data(), text.size(), fsync);
 }
 
 struct Prepared {
@@ -222,7 +223,7 @@ Result<ConvertSummary> Convert(const ConvertOptions& options, ProgressSink* prog
   for (const auto& f : failures) sum.skipped.push_back({f.input, f.status.ToString()});
   if (written.empty()) return InvalidArgument(o.source + ": every input failed; nothing to write");
   RETURN_IF_ERROR(writer->Finish());
-  RETURN_IF_ERROR(WriteSkipped(o.dest, sum.skipped));
+  RETURN_IF_ERROR(WriteSkipped(o.dest, sum.skipped, o.fsync));
   for (const auto& set : p.plan.idx) sum.bytes_in += detail::PathBytes(set->images_path) + detail::PathBytes(set->labels_path);
   CountSplits(p, written, &sum);
   sum.shards = writer->manifest().shards.size();

@@ -1,16 +1,15 @@
 // Threaded work of the pipeline (see work_internal.h).
 #include "convert/work_internal.h"
 
+#include "format/file.h"
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <thread>
 
-namespace fs = std::filesystem;
 
 namespace shardify::convert::detail {
 namespace {
@@ -41,23 +40,8 @@ uint64_t CaseBytes(const CaseInput& in) {
 }  // namespace
 
 uint64_t PathBytes(const std::string& path) {
-  std::error_code ec;
-  uint64_t n = fs::file_size(path, ec);
-  return ec ? 0 : n;
-}
-
-Status WriteFileAtomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.flush();
-    if (!out) return IOError(tmp + ": cannot write");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return IOError(path + ": cannot rename from " + tmp + ": " + ec.message());
-  return Status::Ok();
+  const Result<uint64_t> size = FileSize(path);
+  return size.ok() ? *size : 0;
 }
 
 Status ParallelFor(size_t n, int threads, const std::atomic<bool>* cancel, const char* phase,

@@ -47,8 +47,6 @@ Result<std::vector<CaseFailure>> EncodeAll(const EncodeJob& job, bool skip, std:
 Status TrainDictionaries(const SourcePlan& plan, const Schema& schema, const std::vector<size_t>& order,
                          DatasetWriter& writer, ConvertSummary* sum);
 
-// Writes `text` to `path` through a temporary file and a rename.
-Status WriteFileAtomic(const std::string& path, const std::string& text);
 // Size of a file, 0 when it cannot be read.
 uint64_t PathBytes(const std::string& path);
 

@@ -157,12 +157,6 @@ size_t Dataset::open_shards() const {
 // ---- SampleView ----
 
 namespace {
-std::string Hex64(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 Status WrongKind(const Manifest& m, size_t field, const char* wanted) {
   if (field >= m.fields.size()) return InvalidArgument("no field number " + std::to_string(field));
   return InvalidArgument("field '" + m.fields[field].name + "' is " + FieldKindName(m.fields[field].kind) + ", not " + wanted);

@@ -74,13 +74,11 @@ ShardFooter DecodeShardFooter(const uint8_t in[48]) {
   return f;
 }
 
-namespace {
-std::string Hex(uint64_t v) {
-  char buf[32];
+std::string Hex64(uint64_t v) {
+  char buf[24];
   std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
   return buf;
 }
-}  // namespace
 
 Status CheckShardEnds(const uint8_t header[16], const uint8_t footer[48], uint64_t file_size,
                       const std::string& path) {
@@ -95,8 +93,8 @@ Status CheckShardEnds(const uint8_t header[16], const uint8_t footer[48], uint64
   const ShardFooter f = DecodeShardFooter(footer);
   const uint64_t expect = FooterChecksum(header, footer);
   if (f.footer_checksum != expect)
-    return Corruption(path + ": footer checksum mismatch: expected " + Hex(expect) + ", found " +
-                      Hex(f.footer_checksum));
+    return Corruption(path + ": footer checksum mismatch: expected " + Hex64(expect) + ", found " +
+                      Hex64(f.footer_checksum));
   if (h.version != f.version)
     return Corruption(path + ": header version " + std::to_string(h.version) +
                       " differs from footer version " + std::to_string(f.version));
@@ -104,8 +102,8 @@ Status CheckShardEnds(const uint8_t header[16], const uint8_t footer[48], uint64
     return Unsupported(path + ": format version " + std::to_string(f.version) +
                        " is not supported (this reader knows 1.." + std::to_string(kFormatVersion) + ")");
   if ((h.flags & ~kKnownShardFlags) != 0 || (f.flags & ~kKnownShardFlags) != 0)
-    return Unsupported(path + ": reserved flag bits set (header " + Hex(h.flags) + ", footer " +
-                       Hex(f.flags) + ")");
+    return Unsupported(path + ": reserved flag bits set (header " + Hex64(h.flags) + ", footer " +
+                       Hex64(f.flags) + ")");
   const uint64_t footer_at = file_size - kShardFooterSize;
   if (f.index_offset < kShardHeaderSize || f.index_offset % kIndexAlignment != 0 ||
       f.index_offset > footer_at || f.index_length != footer_at - f.index_offset)

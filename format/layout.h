@@ -78,6 +78,9 @@ Status CheckShardEnds(const uint8_t header[16], const uint8_t footer[48], uint64
 // File name of shard number `n`: "shard-00042.sfs".
 std::string ShardFileName(uint64_t n);
 
+// "0x" and 16 hex digits, as checksums appear in error messages.
+std::string Hex64(uint64_t v);
+
 // Little-endian helpers.
 void PutU32(uint8_t* p, uint32_t v);
 void PutU64(uint8_t* p, uint64_t v);
