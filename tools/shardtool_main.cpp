@@ -132,14 +132,18 @@ void AddChecks(CLI::App& app, Args& a, std::vector<Command>& cmds) {
 
   auto* bench = Add(app, "bench",
                     "reading throughput (samples/s, MB/s) through the streaming Loader, "
-                    "shuffled, checksums on",
+                    "shuffled, checksums on; with --patch, random patches against whole volumes",
                     a);
   bench->add_option("--split", a.bench.split, "split to read (default: the first)");
   bench->add_option("--batch", a.bench.batch, "batch size (default 64)");
   bench->add_option("--threads", a.bench.threads, "decode threads (0 = all cores)");
   bench->add_option("--epochs", a.bench.epochs, "passes over the split (default 1)");
-  bench->add_option("--seed", a.bench.seed, "shuffle seed");
+  bench->add_option("--seed", a.bench.seed, "shuffle seed (with --patch: also the patch positions)");
   bench->add_flag("--direct", a.bench.direct, "decode with Dataset on plain threads, without the Loader");
+  bench->add_option("--patch", a.bench.patch,
+                    "DxHxW: time random patches of this size (PatchSampler: field image, mask if any,\n"
+                    "33% foreground) against decoding whole images, with the ratio");
+  bench->add_option("--patches", a.bench.patches, "with --patch: patches to draw (default 8 per sample, at least 32)");
   cmds.emplace_back(bench, [&a] {
     a.bench.json = a.json;
     return t::RunBench(a.dir, a.bench, std::cout);

@@ -144,18 +144,18 @@ TEST_CASE("convert: --patch-size stores nnU-Net image and mask chunked and reads
   TempDir dir;
   const std::string src = dir / "Dataset002";
   const std::vector<Case> cases = MakeNnunet(src);
-  auto r = RunConvert(src, dir / "out", ChunkedOptions({8, 8, 8}));
+  auto r = RunConvert(src, dir / "out", ChunkedOptions({4, 4, 4}));  // chunks capped at 1.5x: 6^3
   INFO(r.status().ToString());
   REQUIRE(r.ok());
   auto rb = Open(dir / "out");
   const Manifest& m = rb.ds->manifest();
   CHECK(m.format_version == 2);
   const int image = rb.Field("image"), mask = rb.Field("mask");
-  const Shape image_chunk = ChooseChunkShape({2, 9, 11, 12}, {1, 8, 8, 8}, 2);
+  const Shape image_chunk = ChooseChunkShape({2, 9, 11, 12}, {1, 4, 4, 4}, 2);
   CHECK(m.fields[image].chunk_shape == image_chunk);
-  CHECK(m.fields[mask].chunk_shape == ChooseChunkShape({1, 9, 11, 12}, {1, 8, 8, 8}, 1));
+  CHECK(m.fields[mask].chunk_shape == ChooseChunkShape({1, 9, 11, 12}, {1, 4, 4, 4}, 1));
   CHECK(image_chunk[1] < 9);  // really cut into several chunks per axis
-  CHECK(Option(m, "patch_size") == "8x8x8");
+  CHECK(Option(m, "patch_size") == "4x4x4");
   CHECK(Option(m, "chunk_shape") == ShapeToString(image_chunk));
   CHECK(Meta(m.fields[image], "channel_names") == R"({"0":"T1","1":"T2"})");
   CHECK(Meta(m.fields[mask], "labels") == R"({"background":0,"a":1,"b":2,"c":3})");
@@ -172,7 +172,7 @@ TEST_CASE("convert: --patch-size stores nnU-Net image and mask chunked and reads
     want.insert(want.end(), ch1.begin(), ch1.end());
     const std::vector<uint8_t> got = DecodeAll(*v, image, dec);
     CHECK(got == want);
-    CHECK(*v->num_chunks(static_cast<size_t>(image)) > 4);
+    CHECK(*v->num_chunks(static_cast<size_t>(image)) >= 4);  // 2 channels x several chunks
     const Shape shape = {2, c.shape[1], c.shape[2], c.shape[3]};
     for (const Shape& start : {Shape{0, 1, 2, 3}, Shape{1, -2, 4, 5}, Shape{0, 3, -1, 2}}) {
       const Shape size = {2 - start[0], 5, 8, 6};

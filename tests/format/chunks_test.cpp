@@ -183,8 +183,8 @@ TEST_CASE("format chunks: chunk shapes of the wrong rank are refused") {
 TEST_CASE("format chunks: chunk shapes follow the patch size and the size caps") {
   // 3D patches: a quarter of the patch per axis, channels one at a time.
   CHECK(ChooseChunkShape({1, 300, 512, 512}, {1, 128, 128, 128}, 2) == Shape{1, 32, 32, 32});
-  // Never larger than the array.
-  CHECK(ChooseChunkShape({1, 20, 512, 512}, {1, 128, 128, 128}, 2) == Shape{1, 20, 32, 32});
+  // Never larger than the array; a chunk clipped to 20 slices (40 KiB) grows in-plane to the minimum.
+  CHECK(ChooseChunkShape({1, 20, 512, 512}, {1, 128, 128, 128}, 2) == Shape{1, 20, 64, 32});
   // 2D patches: one whole slice per chunk, capped at 1.5x the patch in-plane.
   CHECK(ChooseChunkShape({1, 80, 256, 256}, {1, 1, 224, 224}, 2) == Shape{1, 1, 256, 256});
   CHECK(ChooseChunkShape({1, 80, 512, 512}, {1, 1, 224, 224}, 2) == Shape{1, 1, 336, 336});
@@ -192,4 +192,49 @@ TEST_CASE("format chunks: chunk shapes follow the patch size and the size caps")
   const Shape big = ChooseChunkShape({1, 4, 4096, 4096}, {1, 1, 4096, 4096}, 8);
   CHECK(big[2] * big[3] * 8 <= (6 << 20));
   CHECK(big[1] == 1);
+}
+
+namespace {
+uint64_t Bytes(const Shape& chunk, uint64_t elem) {
+  for (int64_t c : chunk) elem *= static_cast<uint64_t>(c);
+  return elem;
+}
+}  // namespace
+
+TEST_CASE("format chunks: chunks of small 3D patches grow to the minimum size") {
+  // A quarter of a 32x64x64 u16 patch is 8x16x16 (4 KiB); the smallest axis doubles until 64 KiB.
+  const Shape small = ChooseChunkShape({1, 32, 512, 512}, {1, 32, 64, 64}, 2);
+  CHECK(small == Shape{1, 32, 32, 32});
+  CHECK(Bytes(small, 2) == ChunkPolicy{}.min_chunk_bytes);
+  ChunkPolicy off;
+  off.min_chunk_bytes = 0;
+  CHECK(ChooseChunkShape({1, 32, 512, 512}, {1, 32, 64, 64}, 2, off) == Shape{1, 8, 16, 16});
+  // 128^3 patches keep 32^3 chunks for u16 (64 KiB) and f32 (128 KiB); u8 grows the depth axis.
+  CHECK(ChooseChunkShape({1, 300, 512, 512}, {1, 128, 128, 128}, 4) == Shape{1, 32, 32, 32});
+  CHECK(ChooseChunkShape({1, 300, 512, 512}, {1, 128, 128, 128}, 1) == Shape{1, 64, 32, 32});
+}
+
+TEST_CASE("format chunks: growth stops at 1.5x the patch, the array and the byte cap") {
+  // 1.5x an 8^3 patch is 12 per axis: 12^3 u8 stays under the minimum.
+  CHECK(ChooseChunkShape({1, 100, 100, 100}, {1, 8, 8, 8}, 1) == Shape{1, 12, 12, 12});
+  // A small array ends as one whole chunk per channel.
+  CHECK(ChooseChunkShape({2, 8, 20, 20}, {1, 32, 64, 64}, 2) == Shape{1, 8, 20, 20});
+  // A step that would pass max_chunk_bytes is not taken.
+  ChunkPolicy p;
+  p.min_chunk_bytes = 1 << 20;
+  p.max_chunk_bytes = 256 << 10;
+  const Shape capped = ChooseChunkShape({1, 300, 512, 512}, {1, 128, 128, 128}, 2, p);
+  CHECK(capped == Shape{1, 64, 64, 32});
+  CHECK(Bytes(capped, 2) <= p.max_chunk_bytes);
+  // A cap below the minimum still wins: 32^3 u16 is halved to 32 KiB.
+  p.min_chunk_bytes = 64 << 10;
+  p.max_chunk_bytes = 32 << 10;
+  CHECK(ChooseChunkShape({1, 300, 512, 512}, {1, 128, 128, 128}, 2, p) == Shape{1, 16, 32, 32});
+}
+
+TEST_CASE("format chunks: 2D slices stay one slice per chunk below the minimum") {
+  // 64x64 u8 slices are 4 KiB, but a chunk never spans slices a 2D patch does not read.
+  CHECK(ChooseChunkShape({1, 80, 64, 64}, {1, 1, 64, 64}, 1) == Shape{1, 1, 64, 64});
+  CHECK(ChooseChunkShape({1, 100, 100}, {1, 64, 64}, 1) == Shape{1, 96, 96});
+  CHECK(ChooseChunkShape({3, 20, 19}, {1, 8, 8}, 1) == Shape{1, 12, 12});
 }
