@@ -58,6 +58,9 @@ Status CheckOptions(const SamplerOptions& options, uint64_t count, size_t batch_
   }
   if (options.window_shards == 0) return InvalidArgument("sampler: window_shards must be >= 1");
   if (count == 0) return InvalidArgument("sampler: the split has no samples");
+  if (options.repeats == 0 || options.repeats > (uint64_t{1} << 40) / count) {
+    return InvalidArgument("sampler: repeats must be >= 1 and keep an epoch under 2^40 samples");
+  }
   return Status::Ok();
 }
 
@@ -98,7 +101,8 @@ Result<Sampler> Sampler::Create(const SamplerOptions& options, uint64_t first, u
   s.count_ = count;
   s.batch_size_ = batch_size;
   const uint64_t world = options.world_size;
-  s.per_rank_ = options.drop_last ? count / world : (count + world - 1) / world;
+  const uint64_t total = count * options.repeats;  // samples in an epoch
+  s.per_rank_ = options.drop_last ? total / world : (total + world - 1) / world;
   s.batches_ = options.drop_last ? s.per_rank_ / batch_size : (s.per_rank_ + batch_size - 1) / batch_size;
   if (s.batches_ == 0) {
     return InvalidArgument("sampler: " + std::to_string(count) + " samples over " + std::to_string(world) +
@@ -134,6 +138,18 @@ SamplerState Sampler::Advance(uint64_t n) const {
 }
 
 std::vector<uint64_t> Sampler::EpochOrder(uint64_t epoch) const {
+  if (options_.repeats <= 1) return PassOrder(epoch);
+  std::vector<uint64_t> order;
+  order.reserve(count_ * options_.repeats);
+  for (uint64_t r = 0; r < options_.repeats; ++r) {
+    const std::vector<uint64_t> pass = PassOrder(epoch * options_.repeats + r);
+    order.insert(order.end(), pass.begin(), pass.end());
+  }
+  return order;
+}
+
+std::vector<uint64_t> Sampler::PassOrder(uint64_t pass) const {
+  const uint64_t epoch = pass;  // a pass is seeded as an epoch is without repeats
   std::vector<uint64_t> order(count_);
   switch (options_.order) {
     case SampleOrder::kSequential:

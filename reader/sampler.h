@@ -33,6 +33,10 @@ struct SamplerOptions {
   size_t rank = 0;  // this process's rank in distributed training
   size_t world_size = 1;
   bool drop_last = false;              // drop the last partial batch (of each rank)
+  // Passes over the split in one epoch (>= 1): the epoch order is `repeats` orders of the
+  // split one after another (each drawn as a whole epoch's order would be). For a few
+  // large volumes read as random patches, where one pass is only a few batches.
+  uint64_t repeats = 1;
   size_t window_shards = 4;            // kShardWindowed: shards mixed together
   std::optional<SamplerState> resume;  // start here instead of (0, 0)
 };
@@ -62,7 +66,7 @@ class Sampler {
   // `first`, `count`: the split's global sample range. `shard_starts`: global index of
   // the first sample of each shard, ascending (used by kShardWindowed). `labels`: one
   // per split sample (used by kClassBalanced; may be empty otherwise).
-  // Errors: batch_size 0, rank >= world_size, world_size 0, window_shards 0, an empty
+  // Errors: batch_size 0, repeats 0, rank >= world_size, world_size 0, window_shards 0, an empty
   // split, a resume point past the end, kClassBalanced without labels >= 0.
   static Result<Sampler> Create(const SamplerOptions& options, uint64_t first, uint64_t count, size_t batch_size,
                                 std::vector<uint64_t> shard_starts = {}, std::vector<int64_t> labels = {});
@@ -78,7 +82,8 @@ class Sampler {
   // The state `n` batches after start().
   SamplerState Advance(uint64_t n) const;
 
-  // The whole epoch's order over the split (global indices, before partitioning).
+  // The whole epoch's order over the split (global indices, before partitioning), of
+  // count x repeats entries.
   std::vector<uint64_t> EpochOrder(uint64_t epoch) const;
   // Global indices of this rank's batch `step` of an epoch whose EpochOrder is `order`.
   // Preconditions: step < batches_per_epoch().
@@ -86,6 +91,7 @@ class Sampler {
 
  private:
   Sampler() = default;
+  std::vector<uint64_t> PassOrder(uint64_t pass) const;  // one pass over the split
   SamplerOptions options_;
   uint64_t first_ = 0, count_ = 0;
   size_t batch_size_ = 0;

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -57,6 +58,25 @@ Result<int64_t> NumClasses(const Manifest& m, const TrainOptions& o, bool seg) {
   return InvalidArgument("cannot tell the number of classes: the manifest lists none; pass it");
 }
 
+// Volumes: image [C, D, H, W] with a patch of rank 3.
+Status DescribeVolume(const TrainOptions& o, const Shape& shape, Setup& s) {
+  if (o.patch.size() != 3 || std::any_of(o.patch.begin(), o.patch.end(), [](int64_t p) { return p < 1; })) {
+    return InvalidArgument("model '" + o.model.name + "' needs a patch size D x H x W of positive sizes (--patch)");
+  }
+  if (shape.size() != 4) {
+    return InvalidArgument(s.ds->dir() + ": field '" + o.image_field + "' has shape " + ShapeToString(shape) +
+                           "; model '" + o.model.name + "' needs volumes [C, D, H, W]");
+  }
+  if (!(o.foreground_fraction >= 0 && o.foreground_fraction <= 1) || !(o.overlap >= 0 && o.overlap < 1)) {
+    return InvalidArgument("foreground fraction must be in [0, 1] and overlap in [0, 1)");
+  }
+  s.spec.patch = o.patch;
+  s.spec.overlap = o.overlap;
+  s.model.height = o.patch[1];
+  s.model.width = o.patch[2];
+  return Status::Ok();
+}
+
 Status DescribeData(const TrainOptions& o, Setup& s) {
   const Manifest& m = s.ds->manifest();
   const int f = m.FindField(o.image_field);
@@ -64,14 +84,20 @@ Status DescribeData(const TrainOptions& o, Setup& s) {
     return NotFound(s.ds->dir() + ": no ndarray field '" + o.image_field + "'");
   }
   const Shape& shape = m.fields[f].shape;
-  if (shape.size() != 2 && shape.size() != 3) {
-    return InvalidArgument(s.ds->dir() + ": field '" + o.image_field + "' has shape " +
-                           ShapeToString(shape) + "; 2D images [C, H, W] or [H, W] are supported");
-  }
   s.model = o.model;
-  s.model.in_channels = shape.size() == 3 ? shape[0] : 1;
-  s.model.height = o.augment.resize_h > 0 ? o.augment.resize_h : o.augment.crop_h > 0 ? o.augment.crop_h : shape[shape.size() - 2];
-  s.model.width = o.augment.resize_w > 0 ? o.augment.resize_w : o.augment.crop_w > 0 ? o.augment.crop_w : shape.back();
+  if (IsVolumeModel(o.model.name)) {
+    RETURN_IF_ERROR(DescribeVolume(o, shape, s));
+    s.model.in_channels = shape[0];
+  } else {
+    if (!o.patch.empty()) return InvalidArgument("--patch is for volume models (unet3d), not '" + o.model.name + "'");
+    if (shape.size() != 2 && shape.size() != 3) {
+      return InvalidArgument(s.ds->dir() + ": field '" + o.image_field + "' has shape " +
+                             ShapeToString(shape) + "; 2D images [C, H, W] or [H, W] are supported");
+    }
+    s.model.in_channels = shape.size() == 3 ? shape[0] : 1;
+    s.model.height = o.augment.resize_h > 0 ? o.augment.resize_h : o.augment.crop_h > 0 ? o.augment.crop_h : shape[shape.size() - 2];
+    s.model.width = o.augment.resize_w > 0 ? o.augment.resize_w : o.augment.crop_w > 0 ? o.augment.crop_w : shape.back();
+  }
   if (s.model.in_channels < 1) return InvalidArgument(s.ds->dir() + ": image channel count varies; not supported");
   if (s.model.name == "mlp" && (s.model.height < 1 || s.model.width < 1)) {
     return InvalidArgument(s.ds->dir() + ": image size varies; the MLP needs --resize");
@@ -190,8 +216,9 @@ class Trainer {
     torch::manual_seed(StepSeed(o_.seed, batch->epoch, batch->step));
     ASSIGN_OR_RETURN(detail::Inputs in, detail::BatchInputs(batch, s_.spec, s_.device, Where(o_.train_split)));
     inflight_.Add(batch, s_.device);
-    ImageMask io = Augment({in.image, s_.spec.segmentation ? in.target : torch::Tensor()}, aug_,
-                           batch->epoch, batch->step);
+    ImageMask io = !s_.spec.patch.empty() ? ImageMask{in.image, in.target}
+                   : Augment({in.image, s_.spec.segmentation ? in.target : torch::Tensor()}, aug_,
+                             batch->epoch, batch->step);
     torch::Tensor target = s_.spec.segmentation ? io.mask : in.target;
     torch::Tensor loss;
     {
@@ -300,6 +327,8 @@ Status Trainer::SaveCheckpoints(const EpochRecord& r, bool improved) {
   meta.has_best = !std::isnan(best_);
   meta.best_metric = meta.has_best ? best_ : 0;
   meta.best_metric_name = s_.best_name;
+  meta.patch = s_.spec.patch;
+  meta.overlap = s_.spec.overlap;
   RETURN_IF_ERROR(SaveCheckpoint(o_.out_dir + "/last.pt", *model_, opt_.get(), meta));
   if (improved) RETURN_IF_ERROR(SaveCheckpoint(o_.out_dir + "/best.pt", *model_, nullptr, meta));
   return Status::Ok();
@@ -337,8 +366,21 @@ Result<std::unique_ptr<Loader>> TrainLoader(const TrainOptions& o, const Setup& 
   lo.sampler.order = o.order;
   lo.sampler.seed = o.seed;
   lo.sampler.epochs = o.epochs;
+  lo.sampler.repeats = o.repeats;
   lo.sampler.drop_last = o.drop_last;
   if (!o.resume.empty()) lo.sampler.resume = s.resumed.sampler;
+  if (!s.spec.patch.empty()) {
+    PatchOptions po;
+    po.image_field = s.spec.image_field;
+    po.label_field = s.spec.mask_field;
+    const std::string locations = s.spec.mask_field + ".fg_locations";
+    po.locations_field = s.ds->manifest().FindField(locations) >= 0 ? locations : "";
+    po.patch = Shape(s.spec.patch.begin(), s.spec.patch.end());
+    po.foreground_fraction = o.foreground_fraction;
+    po.label_pad = -1;  // outside [0, K): ignored by the loss
+    po.seed = o.seed;
+    lo.patch = po;
+  }
   return Loader::Open(s.ds, lo);
 }
 

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "trainer/metrics.h"
+#include "trainer/sliding_window.h"
 #include "trainer/transforms.h"
 
 namespace shardify::trainer {
@@ -61,20 +62,23 @@ Result<Inputs> BatchInputs(const std::shared_ptr<Batch>& batch, const DataSpec& 
   };
   const BatchField* img = batch->Find(spec.image_field);
   if (img == nullptr) return fail(NotFound("no field '" + spec.image_field + "'"));
-  if (img->shape.size() != 3 && img->shape.size() != 4) {
-    return fail(InvalidArgument("field '" + spec.image_field + "' has batch shape " +
-                                ShapeToString(img->shape) + "; expected [B, C, H, W] or [B, H, W]"));
+  const size_t rank = static_cast<size_t>(spec.spatial_rank());
+  if (img->shape.size() != rank + 1 && img->shape.size() != rank + 2) {
+    return fail(InvalidArgument("field '" + spec.image_field + "' has batch shape " + ShapeToString(img->shape) +
+                                (rank == 2 ? "; expected [B, C, H, W] or [B, H, W]"
+                                           : "; expected [B, C, D, H, W] or [B, D, H, W]")));
   }
   Result<torch::Tensor> image = FieldTensor(batch, spec.image_field);
   if (!image.ok()) return fail(image.status());
   Inputs in;
-  in.image = ToFloatImage(ToDevice(*image, device, batch->pinned), img->dtype, spec.mean, spec.stddev);
+  in.image = ToFloatImage(ToDevice(*image, device, batch->pinned), img->dtype, spec.mean, spec.stddev,
+                          spec.spatial_rank());
   const std::string& tname = spec.segmentation ? spec.mask_field : spec.label_field;
   const BatchField* tf = batch->Find(tname);
   Result<torch::Tensor> target = FieldTensor(batch, tname);
   if (!target.ok()) return fail(target.status());
   torch::Tensor t = ToDevice(*target, device, batch->pinned);
-  in.target = spec.segmentation ? ToLabelMap(t, tf->dtype) : t.to(torch::kLong);
+  in.target = spec.segmentation ? ToLabelMap(t, tf->dtype, spec.spatial_rank()) : t.to(torch::kLong);
   return in;
 }
 
@@ -94,13 +98,67 @@ Result<std::unique_ptr<Loader>> SplitLoader(const std::shared_ptr<const Dataset>
   lo.threads = threads;
   lo.sampler.order = SampleOrder::kSequential;
   lo.sampler.epochs = 1;
+  if (!spec.patch.empty()) lo.prefetch = 1;  // whole volumes: keep few in memory
   return Loader::Open(ds, lo);
 }
+
+torch::Tensor VolumeProbs(Model& model, const torch::Tensor& image, const DataSpec& spec, size_t batch_size) {
+  SlidingWindowOptions w;
+  w.patch = spec.patch;
+  w.overlap = spec.overlap;
+  w.batch = static_cast<int64_t>(std::max<size_t>(batch_size, 1));
+  w.pad_value = -spec.mean / (spec.stddev > 0 ? spec.stddev : 1);  // raw 0, as patches are padded
+  return SlidingWindowProbs(model, image, w);
+}
+
+namespace {
+
+// Whole volumes one at a time (batch 1), each covered by sliding windows.
+Result<EvalResult> EvaluateVolumes(Model& model, const std::shared_ptr<const Dataset>& ds,
+                                   const std::string& split, const DataSpec& spec, int64_t num_classes,
+                                   const torch::Device& device, size_t batch_size, size_t threads,
+                                   const std::string& prefix) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, SplitLoader(ds, split, spec, 1, threads));
+  torch::NoGradGuard no_grad;
+  model.eval();
+  CaseDiceMetrics dice(num_classes);
+  double loss_sum = 0;
+  const std::string where = ds->dir() + ", split '" + split + "'";
+  while (true) {
+    ASSIGN_OR_RETURN(std::shared_ptr<Batch> batch, loader->Next());
+    if (!batch) break;
+    ASSIGN_OR_RETURN(Inputs in, BatchInputs(batch, spec, device, where));
+    const BatchField* f = batch->Find(spec.image_field);
+    torch::Tensor image = in.image[0], target = in.target[0];
+    for (size_t a = 0; a < spec.patch.size(); ++a) {  // the case's own shape, without batch padding
+      const int64_t n = f->sample_shapes[0][f->sample_shapes[0].size() - spec.patch.size() + a];
+      image = image.narrow(int64_t(a) + 1, 0, n);
+      target = target.narrow(int64_t(a), 0, n);
+    }
+    torch::Tensor probs = VolumeProbs(model, image, spec, batch_size);
+    loss_sum += DiceCeFromLogProbs(probs.clamp_min(1e-8).log().unsqueeze(0), target.unsqueeze(0)).item<double>();
+    dice.Add(probs.argmax(0), target);
+  }
+  model.train();
+  EvalResult r;
+  const uint64_t n = dice.cases();
+  r.loss = n ? loss_sum / double(n) : std::numeric_limits<double>::quiet_NaN();
+  r.metrics.emplace_back(prefix + "_loss", r.loss);
+  r.metrics.emplace_back(prefix + "_dice", dice.MeanForeground());
+  std::vector<double> per = dice.PerClass();
+  for (size_t c = 0; c < per.size(); ++c) r.metrics.emplace_back(prefix + "_dice_" + std::to_string(c), per[c]);
+  return r;
+}
+
+}  // namespace
 
 Result<EvalResult> Evaluate(Model& model, const std::shared_ptr<const Dataset>& ds,
                             const std::string& split, const DataSpec& spec, int64_t num_classes,
                             const torch::Device& device, size_t batch_size, size_t threads,
                             const std::string& prefix) {
+  if (!spec.patch.empty()) {
+    return EvaluateVolumes(model, ds, split, spec, num_classes, device, batch_size, threads, prefix);
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, SplitLoader(ds, split, spec, batch_size, threads));
   torch::NoGradGuard no_grad;
   model.eval();

@@ -53,11 +53,16 @@ struct DataSpec {
   bool segmentation = false;
   double mean = 0, stddev = 1;
   int64_t resize_h = 0, resize_w = 0;  // applied in Evaluate/Predict (Train: via Augment)
+  // Volumes (a 3D model): training reads patches of this spatial size; evaluation covers
+  // whole volumes by sliding windows overlapping by `overlap`. Empty = 2D images.
+  std::vector<int64_t> patch;
+  double overlap = 0.5;
+  int spatial_rank() const { return patch.empty() ? 2 : static_cast<int>(patch.size()); }
 };
 
 struct Inputs {
-  torch::Tensor image;  // float [B, C, H, W] on the device, normalized
-  torch::Tensor target; // int64: labels [B] or label maps [B, H, W]
+  torch::Tensor image;  // float [B, C, H, W] (volumes [B, C, D, H, W]) on the device, normalized
+  torch::Tensor target; // int64: labels [B] or label maps [B, H, W] ([B, D, H, W])
 };
 
 // Errors name the dataset directory, the split and the batch's first sample.
@@ -78,9 +83,13 @@ struct EvalResult {
 };
 
 // Runs the model in eval mode over `split`; metric names start with `prefix` + "_".
+// Volumes: one sliding-window pass per case, Dice per class averaged over the cases.
 Result<EvalResult> Evaluate(Model& model, const std::shared_ptr<const Dataset>& ds,
                             const std::string& split, const DataSpec& spec, int64_t num_classes,
                             const torch::Device& device, size_t batch_size, size_t threads,
                             const std::string& prefix);
+
+// Sliding-window class probabilities [K, spatial...] of one normalized volume [C, spatial...].
+torch::Tensor VolumeProbs(Model& model, const torch::Tensor& image, const DataSpec& spec, size_t batch_size);
 
 }  // namespace shardify::trainer::detail

@@ -2,9 +2,12 @@
 #include <CLI/CLI.hpp>
 
 #include <cmath>
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <string>
+
+#include <unistd.h>
 
 #include "trainer/train.h"
 
@@ -12,20 +15,26 @@ namespace st = shardify::trainer;
 
 namespace {
 
+// On a terminal the progress bar redraws one line; in a log (not a terminal) each update
+// is a line of its own.
+const bool kStderrIsTerminal = isatty(STDERR_FILENO) != 0;
+
 void PrintProgress(const st::StepInfo& s, uint64_t epochs) {
   const int width = 24;
   const double frac = s.steps_per_epoch ? double(s.step + 1) / double(s.steps_per_epoch) : 1.0;
   const int fill = static_cast<int>(frac * width);
-  std::fprintf(stderr, "\repoch %llu/%llu [%s%s] %llu/%llu  loss %.4f  %.0f samples/s  data-wait %.1f%%",
-               static_cast<unsigned long long>(s.epoch + 1), static_cast<unsigned long long>(epochs),
-               std::string(fill, '#').c_str(), std::string(width - fill, '.').c_str(),
-               static_cast<unsigned long long>(s.step + 1), static_cast<unsigned long long>(s.steps_per_epoch),
-               s.loss, s.samples_per_s, 100.0 * s.data_wait_fraction);
+  std::fprintf(stderr, "%sepoch %llu/%llu [%s%s] %llu/%llu  loss %.4f  %.0f samples/s  data-wait %.1f%%%s",
+               kStderrIsTerminal ? "\r" : "", static_cast<unsigned long long>(s.epoch + 1),
+               static_cast<unsigned long long>(epochs), std::string(fill, '#').c_str(),
+               std::string(width - fill, '.').c_str(), static_cast<unsigned long long>(s.step + 1),
+               static_cast<unsigned long long>(s.steps_per_epoch), s.loss, s.samples_per_s,
+               100.0 * s.data_wait_fraction, kStderrIsTerminal ? "" : "\n");
   std::fflush(stderr);
 }
 
 void PrintEpoch(const st::EpochRecord& r) {
-  std::fprintf(stderr, "\n  epoch %llu: train_loss %.4f", static_cast<unsigned long long>(r.epoch), r.train_loss);
+  std::fprintf(stderr, "%s  epoch %llu: train_loss %.4f", kStderrIsTerminal ? "\n" : "",
+               static_cast<unsigned long long>(r.epoch), r.train_loss);
   for (const auto& [k, v] : r.metrics) {
     if (k.rfind("val_dice_", 0) != 0) std::fprintf(stderr, "  %s %.4f", k.c_str(), v);
   }
@@ -47,17 +56,42 @@ struct Cli {
   std::string order = "shuffle";
   bool json = false, quiet = false;
   std::vector<int64_t> resize, crop;
+  std::string patch;
 };
+
+// "DxHxW" -> {D, H, W}, each >= 1; empty on a malformed string.
+std::vector<int64_t> ParsePatch(const std::string& text) {
+  std::vector<int64_t> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t x = std::min(text.find('x', pos), text.size());
+    const std::string part = text.substr(pos, x - pos);
+    if (part.empty() || part.size() > 9 || part.find_first_not_of("0123456789") != std::string::npos) return {};
+    out.push_back(std::stoll(part));
+    if (out.back() < 1) return {};
+    pos = x + 1;
+  }
+  return out;
+}
 
 void AddTrain(CLI::App& app, Cli& c) {
   st::TrainOptions& t = c.train;
   t.out_dir = "shardtrain-out";
   app.add_option("dataset", t.data_dir, "Shard dataset directory (made by shardify)")->required();
   app.add_option("-o,--out", t.out_dir, "Output directory: last.pt, best.pt, metrics.jsonl, curve.png")->capture_default_str();
-  app.add_option("-m,--model", t.model.name, "mlp | cnn | resnet18 | densenet121 | unet (unet: segmentation with field 'mask')")->capture_default_str();
+  app.add_option("-m,--model", t.model.name,
+                 "mlp | cnn | resnet18 | densenet121 | unet | unet3d (unet: 2D segmentation with field 'mask';\n"
+                 "unet3d: volumes [C, D, H, W] trained on --patch patches)")->capture_default_str();
+  app.add_option("--patch", c.patch, "unet3d: patch size DxHxW, e.g. 64x64x64 (also the sliding window)");
+  app.add_option("--fg-fraction", t.foreground_fraction,
+                 "unet3d: share of each batch centred on foreground (nnU-Net's oversampling)")->capture_default_str();
+  app.add_option("--overlap", t.overlap, "unet3d: sliding-window overlap in validation, [0, 1)")->capture_default_str();
+  app.add_option("--base-channels", t.model.unet_base_channels, "unet, unet3d: channels of the first level")->capture_default_str();
   app.add_option("--classes", t.num_classes, "Number of classes (0 = from the manifest)")->capture_default_str();
   app.add_option("-e,--epochs", t.epochs, "Epochs")->capture_default_str();
   app.add_option("-b,--batch", t.batch_size, "Batch size")->capture_default_str();
+  app.add_option("--repeats", t.repeats,
+                 "Passes over the training split per epoch (e.g. many patches from a few volumes)")->capture_default_str();
   app.add_option("--optimizer", t.optimizer.name, "adam | adamw | sgd")->capture_default_str();
   app.add_option("--lr", t.optimizer.lr, "Peak learning rate")->capture_default_str();
   app.add_option("--weight-decay", t.optimizer.weight_decay, "Weight decay (decoupled for adamw)")->capture_default_str();
@@ -98,7 +132,7 @@ void AddPredict(CLI::App& app, Cli& c) {
   app.add_option("dataset", p.data_dir, "Shard dataset directory")->required();
   app.add_option("-o,--out", p.out, "Classes: CSV file; segmentation: output shard dataset directory")->required();
   app.add_option("--split", p.split, "Split to predict")->capture_default_str();
-  app.add_option("-b,--batch", p.batch_size, "Batch size")->capture_default_str();
+  app.add_option("-b,--batch", p.batch_size, "Batch size (volumes: sliding windows per pass, at most 8)")->capture_default_str();
   app.add_option("--device", p.device, "auto | cpu | cuda | cuda:N")->capture_default_str();
   app.add_option("--threads", p.threads, "Decode threads (0 = all cores)")->capture_default_str();
   app.add_flag("--json", c.json, "Print the metrics as JSON on stdout");
@@ -112,13 +146,20 @@ int RunTrain(Cli& c) {
   else if (c.order != "shuffle") { std::fprintf(stderr, "shardtrain: unknown --order '%s'\n", c.order.c_str()); return 2; }
   if (c.resize.size() == 2) { t.augment.resize_h = c.resize[0]; t.augment.resize_w = c.resize[1]; }
   if (c.crop.size() == 2) { t.augment.crop_h = c.crop[0]; t.augment.crop_w = c.crop[1]; }
+  if (!c.patch.empty()) {
+    t.patch = ParsePatch(c.patch);
+    if (t.patch.size() != 3) {
+      std::fprintf(stderr, "shardtrain: --patch '%s': expected DxHxW with sizes >= 1, e.g. 64x64x64\n", c.patch.c_str());
+      return 2;
+    }
+  }
   if (!c.quiet) {
     t.on_step = [&t](const st::StepInfo& s) { PrintProgress(s, t.epochs); };
     t.on_epoch = PrintEpoch;
   }
   shardify::Result<st::TrainSummary> r = st::Train(t);
   if (!r.ok()) {
-    std::fprintf(stderr, "\nshardtrain: %s\n", r.status().ToString().c_str());
+    std::fprintf(stderr, "%sshardtrain: %s\n", kStderrIsTerminal ? "\n" : "", r.status().ToString().c_str());
     return 1;
   }
   if (c.json) std::printf("%s\n", st::SummaryJson(*r).c_str());
@@ -146,7 +187,8 @@ int RunPredict(Cli& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"shardtrain: train LibTorch models on shard datasets (classification and 2D segmentation), "
+  CLI::App app{"shardtrain: train LibTorch models on shard datasets (classification, 2D segmentation, and 3D "
+               "segmentation on random patches with sliding-window validation), "
                "or predict with a checkpoint. Batches come from memory-mapped shards decoded by C++ threads; "
                "normalization and augmentation run on the device."};
   app.require_subcommand(1);

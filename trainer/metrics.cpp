@@ -14,18 +14,29 @@ torch::Tensor ClassificationLoss(const torch::Tensor& logits, const torch::Tenso
   return torch::nn::functional::cross_entropy(logits.to(torch::kFloat), labels);
 }
 
-torch::Tensor DiceCeLoss(const torch::Tensor& logits, const torch::Tensor& target) {
-  torch::Tensor z = logits.to(torch::kFloat);
-  torch::Tensor ce = torch::nn::functional::cross_entropy(z, target);
+torch::Tensor DiceCeFromLogProbs(const torch::Tensor& log_probs, const torch::Tensor& target) {
+  torch::Tensor z = log_probs.to(torch::kFloat);
   const int64_t k = z.size(1);
-  torch::Tensor prob = torch::softmax(z, 1);
-  torch::Tensor onehot = torch::one_hot(target, k).permute({0, 3, 1, 2}).to(torch::kFloat);
-  const std::vector<int64_t> dims = {0, 2, 3};
+  torch::Tensor valid = (target >= 0) & (target < k);
+  torch::Tensor t = target.masked_fill(valid.logical_not(), 0);
+  torch::Tensor validf = valid.unsqueeze(1).to(torch::kFloat);  // [B, 1, spatial...]
+  torch::Tensor onehot = torch::one_hot(t, k).movedim(-1, 1).to(torch::kFloat) * validf;
+  // Cross-entropy over the valid voxels only (0 when a batch has none).
+  torch::Tensor nll = -(z * onehot).sum(1);
+  torch::Tensor count = validf.sum().clamp_min(1);
+  torch::Tensor ce = nll.sum() / count;
+  std::vector<int64_t> dims = {0};
+  for (int64_t d = 2; d < z.dim(); ++d) dims.push_back(d);
+  torch::Tensor prob = z.exp() * validf;
   torch::Tensor inter = (prob * onehot).sum(dims);
   torch::Tensor sizes = prob.sum(dims) + onehot.sum(dims);
   const double eps = 1e-5;
   torch::Tensor dice = (2 * inter + eps) / (sizes + eps);
   return ce + (1 - dice.mean());
+}
+
+torch::Tensor DiceCeLoss(const torch::Tensor& logits, const torch::Tensor& target) {
+  return DiceCeFromLogProbs(torch::log_softmax(logits.to(torch::kFloat), 1), target);
 }
 
 double BinaryAuc(const std::vector<double>& scores, const std::vector<bool>& positive) {
@@ -115,6 +126,36 @@ std::vector<double> DiceMetrics::PerClass() const {
 
 double DiceMetrics::MeanForeground() const {
   std::vector<double> d = PerClass();
+  double sum = 0;
+  int used = 0;
+  for (size_t i = d.size() > 1 ? 1 : 0; i < d.size(); ++i) {
+    if (!std::isnan(d[i])) { sum += d[i]; ++used; }
+  }
+  return used ? sum / used : kNaN;
+}
+
+void CaseDiceMetrics::Add(const torch::Tensor& predicted, const torch::Tensor& target) {
+  DiceMetrics one(static_cast<int64_t>(sum_.size()));
+  one.Add(predicted, target);
+  const std::vector<double> d = one.PerClass();
+  for (size_t c = 0; c < d.size(); ++c) {
+    if (std::isnan(d[c])) continue;
+    sum_[c] += d[c];
+    count_[c] += 1;
+  }
+  ++cases_;
+}
+
+std::vector<double> CaseDiceMetrics::PerClass() const {
+  std::vector<double> d(sum_.size(), kNaN);
+  for (size_t c = 0; c < d.size(); ++c) {
+    if (count_[c] > 0) d[c] = sum_[c] / static_cast<double>(count_[c]);
+  }
+  return d;
+}
+
+double CaseDiceMetrics::MeanForeground() const {
+  const std::vector<double> d = PerClass();
   double sum = 0;
   int used = 0;
   for (size_t i = d.size() > 1 ? 1 : 0; i < d.size(); ++i) {

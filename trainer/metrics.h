@@ -2,7 +2,8 @@
 //
 // Classification: cross-entropy; accuracy; macro one-vs-rest ROC AUC.
 // Segmentation: cross-entropy + soft Dice; Dice per class accumulated over a whole split
-// (sums of intersections and sizes, not a mean of per-batch values).
+// (sums of intersections and sizes, not a mean of per-batch values), or for volumes the
+// mean over cases of each case's Dice (as nnU-Net reports it).
 // Functions here may throw c10::Error on mismatched tensors (the loop catches it).
 #pragma once
 
@@ -16,9 +17,13 @@ namespace shardify::trainer {
 // logits [B, K], labels int64 [B] -> scalar mean cross-entropy.
 torch::Tensor ClassificationLoss(const torch::Tensor& logits, const torch::Tensor& labels);
 
-// logits [B, K, H, W], target int64 [B, H, W] -> cross-entropy + (1 - mean soft Dice over
-// the K classes, computed on softmax probabilities over the whole batch).
+// logits [B, K, spatial...] (2D or 3D), target int64 [B, spatial...] -> cross-entropy +
+// (1 - mean soft Dice over the K classes, computed on softmax probabilities over the whole
+// batch). Voxels whose target is outside [0, K) (padding, ignore labels) count in neither
+// term; a batch without a valid voxel gives cross-entropy 0.
 torch::Tensor DiceCeLoss(const torch::Tensor& logits, const torch::Tensor& target);
+// The same from log-probabilities [B, K, spatial...] (e.g. log of averaged window outputs).
+torch::Tensor DiceCeFromLogProbs(const torch::Tensor& log_probs, const torch::Tensor& target);
 
 // Area under the ROC curve of `scores` for the binary `positive` flags (ties count 1/2:
 // the Mann-Whitney statistic). NaN when either class is absent.
@@ -58,6 +63,23 @@ class DiceMetrics {
 
  private:
   std::vector<double> inter_, pred_, target_;
+};
+
+// Dice per class of each case (one Add per volume), averaged over the cases where the class
+// is present in the prediction or the target.
+class CaseDiceMetrics {
+ public:
+  explicit CaseDiceMetrics(int64_t num_classes) : sum_(num_classes, 0), count_(num_classes, 0) {}
+  // One case: predicted and target int64 class maps of the same shape.
+  void Add(const torch::Tensor& predicted, const torch::Tensor& target);
+  uint64_t cases() const { return cases_; }
+  std::vector<double> PerClass() const;  // NaN for a class absent from every case
+  double MeanForeground() const;         // as DiceMetrics::MeanForeground
+
+ private:
+  std::vector<double> sum_;
+  std::vector<uint64_t> count_;
+  uint64_t cases_ = 0;
 };
 
 }  // namespace shardify::trainer

@@ -212,14 +212,67 @@ class UNet2d : public Model {
   nn::Conv2d head_{nullptr};
 };
 
+nn::Sequential DoubleConv3d(int64_t in, int64_t out) {
+  auto conv = [](int64_t i, int64_t o) {
+    return nn::Conv3d(nn::Conv3dOptions(i, o, 3).padding(1).bias(false));
+  };
+  auto norm = [](int64_t c) { return nn::InstanceNorm3d(nn::InstanceNorm3dOptions(c).affine(true)); };
+  auto act = [] { return nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.01).inplace(true)); };
+  return nn::Sequential(conv(in, out), norm(out), act(), conv(out, out), norm(out), act());
+}
+
+// UNet-3D in nnU-Net's style, kept small: 4 levels of two conv-InstanceNorm-LeakyReLU
+// blocks (c, 2c, 4c, 8c channels), max pooling down, nearest upsampling to the skip's size
+// (so any patch size works), a 1x1x1 head. Input [B, C, D, H, W], logits [B, K, D, H, W].
+class UNet3d : public Model {
+ public:
+  explicit UNet3d(const ModelSpec& s) {
+    const int64_t c = std::max<int64_t>(s.unet_base_channels, 1);
+    int64_t in = s.in_channels;
+    for (int64_t level = 0; level < 4; ++level) {
+      down_->push_back(DoubleConv3d(in, c << level));
+      in = c << level;
+    }
+    for (int64_t level = 2; level >= 0; --level) {
+      up_->push_back(DoubleConv3d(in + (c << level), c << level));
+      in = c << level;
+    }
+    register_module("down", down_);
+    register_module("up", up_);
+    head_ = register_module("head", nn::Conv3d(nn::Conv3dOptions(c, s.num_classes, 1)));
+  }
+  torch::Tensor forward(torch::Tensor x) override {
+    std::vector<torch::Tensor> skips;
+    for (size_t i = 0; i < down_->size(); ++i) {
+      if (i > 0) x = F::max_pool3d(x, F::MaxPool3dFuncOptions(2).ceil_mode(true));
+      x = down_[i]->as<nn::Sequential>()->forward(x);
+      skips.push_back(x);
+    }
+    for (size_t i = 0; i < up_->size(); ++i) {
+      const torch::Tensor& skip = skips[skips.size() - 2 - i];
+      x = F::interpolate(x, F::InterpolateFuncOptions()
+                                .size(std::vector<int64_t>{skip.size(2), skip.size(3), skip.size(4)})
+                                .mode(torch::kNearest));
+      x = up_[i]->as<nn::Sequential>()->forward(torch::cat({x, skip}, 1));
+    }
+    return head_->forward(x);
+  }
+
+ private:
+  nn::ModuleList down_, up_;
+  nn::Conv3d head_{nullptr};
+};
+
 }  // namespace
 
 const std::vector<std::string>& ModelNames() {
-  static const std::vector<std::string> names = {"mlp", "cnn", "resnet18", "densenet121", "unet"};
+  static const std::vector<std::string> names = {"mlp", "cnn", "resnet18", "densenet121", "unet", "unet3d"};
   return names;
 }
 
-bool IsSegmentationModel(const std::string& name) { return name == "unet"; }
+bool IsSegmentationModel(const std::string& name) { return name == "unet" || name == "unet3d"; }
+
+bool IsVolumeModel(const std::string& name) { return name == "unet3d"; }
 
 Result<std::shared_ptr<Model>> MakeModel(const ModelSpec& s) {
   if (s.in_channels < 1 || s.num_classes < 1 || s.height < 1 || s.width < 1) {
@@ -231,10 +284,11 @@ Result<std::shared_ptr<Model>> MakeModel(const ModelSpec& s) {
     if (s.name == "resnet18") return std::shared_ptr<Model>(std::make_shared<ResNet18>(s));
     if (s.name == "densenet121") return std::shared_ptr<Model>(std::make_shared<DenseNet121>(s));
     if (s.name == "unet") return std::shared_ptr<Model>(std::make_shared<UNet2d>(s));
+    if (s.name == "unet3d") return std::shared_ptr<Model>(std::make_shared<UNet3d>(s));
   } catch (const std::exception& e) {
     return Internal("model '" + s.name + "': " + e.what());
   }
-  return InvalidArgument("unknown model '" + s.name + "' (mlp, cnn, resnet18, densenet121, unet)");
+  return InvalidArgument("unknown model '" + s.name + "' (mlp, cnn, resnet18, densenet121, unet, unet3d)");
 }
 
 }  // namespace shardify::trainer

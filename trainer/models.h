@@ -1,7 +1,8 @@
-// Models of shardtrain: MLP, small CNN, ResNet-18, DenseNet-121, UNet-2D.
+// Models of shardtrain: MLP, small CNN, ResNet-18, DenseNet-121, UNet-2D, UNet-3D.
 //
-// Every model maps a float image batch [B, C, H, W] to logits: [B, K] for the classifiers,
-// [B, K, H, W] for "unet" (K = num_classes). Construction may throw c10::Error (LibTorch);
+// Every 2D model maps a float image batch [B, C, H, W] to logits: [B, K] for the
+// classifiers, [B, K, H, W] for "unet" (K = num_classes). "unet3d" maps volumes
+// [B, C, D, H, W] to [B, K, D, H, W]. Construction may throw c10::Error (LibTorch);
 // trainer/ catches it at its public entry points (MakeModel returns a Result).
 #pragma once
 
@@ -18,12 +19,12 @@ namespace shardify::trainer {
 
 // What to build. `height`/`width` matter only to "mlp" (its input size is C*H*W).
 struct ModelSpec {
-  std::string name = "mlp";   // mlp | cnn | resnet18 | densenet121 | unet
+  std::string name = "mlp";   // mlp | cnn | resnet18 | densenet121 | unet | unet3d
   int64_t in_channels = 1;
   int64_t num_classes = 10;
   int64_t height = 28;
   int64_t width = 28;
-  int64_t unet_base_channels = 16;  // "unet": channels of the first level (x2 per level)
+  int64_t unet_base_channels = 16;  // "unet", "unet3d": channels of the first level (x2 per level)
 };
 
 class Model : public torch::nn::Module {
@@ -33,8 +34,10 @@ class Model : public torch::nn::Module {
 
 // Names accepted by MakeModel, in a stable order (for --help).
 const std::vector<std::string>& ModelNames();
-// True for models that predict a class per pixel.
+// True for models that predict a class per pixel (or voxel).
 bool IsSegmentationModel(const std::string& name);
+// True for models of 3D volumes, trained on patches and validated by sliding window.
+bool IsVolumeModel(const std::string& name);
 
 // Builds a freshly initialized model (initialization uses LibTorch's global RNG: seed it
 // with torch::manual_seed first for reproducible weights). Errors: unknown name, sizes < 1.

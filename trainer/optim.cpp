@@ -18,7 +18,8 @@ json MetaToJson(const CheckpointMeta& m) {
               {"resize", {m.resize_h, m.resize_w}}, {"epochs_done", m.epochs_done},
               {"optimizer_step", m.optimizer_step},
               {"sampler", {m.sampler.epoch, m.sampler.step}}, {"best_metric", m.best_metric},
-              {"has_best", m.has_best}, {"best_metric_name", m.best_metric_name}};
+              {"has_best", m.has_best}, {"best_metric_name", m.best_metric_name},
+              {"patch", m.patch}, {"overlap", m.overlap}};
 }
 
 CheckpointMeta MetaFromJson(const json& j) {  // throws json::exception on a bad document
@@ -43,6 +44,8 @@ CheckpointMeta MetaFromJson(const json& j) {  // throws json::exception on a bad
   m.best_metric = j.at("best_metric").get<double>();
   m.has_best = j.at("has_best").get<bool>();
   m.best_metric_name = j.at("best_metric_name").get<std::string>();
+  if (j.contains("patch")) m.patch = j.at("patch").get<std::vector<int64_t>>();  // absent before volumes
+  if (j.contains("overlap")) m.overlap = j.at("overlap").get<double>();
   return m;
 }
 

@@ -54,6 +54,8 @@ struct CheckpointMeta {
   double best_metric = 0;
   bool has_best = false;
   std::string best_metric_name;
+  std::vector<int64_t> patch;       // volumes: training patch = sliding window (empty for 2D)
+  double overlap = 0.5;             // volumes: sliding-window overlap
 };
 
 // Writes model, optimizer (may be null) and meta to `path` (via "<path>.tmp" and rename).

@@ -10,6 +10,8 @@
 namespace shardify::trainer {
 namespace {
 
+constexpr size_t kMaxWindowBatch = 8;  // volumes: sliding windows per forward pass, at most
+
 struct Predictor {
   std::shared_ptr<const Dataset> ds;
   std::shared_ptr<Model> model;
@@ -32,6 +34,8 @@ Status OpenPredictor(const PredictOptions& o, Predictor& p) {
   p.spec.stddev = p.meta.stddev;
   p.spec.resize_h = p.meta.resize_h;
   p.spec.resize_w = p.meta.resize_w;
+  p.spec.patch = p.meta.patch;
+  p.spec.overlap = p.meta.overlap;
   p.labeled = p.ds->manifest().FindField(p.spec.segmentation ? p.spec.mask_field : p.spec.label_field) >= 0;
   ASSIGN_OR_RETURN(p.model, MakeModel(p.meta.model));
   RETURN_IF_ERROR(LoadCheckpoint(o.checkpoint, *p.model, nullptr));
@@ -45,7 +49,8 @@ Result<std::unique_ptr<Loader>> PredictLoader(const PredictOptions& o, const Pre
   lo.split = o.split;
   lo.fields = {p.spec.image_field};
   if (p.labeled) lo.fields.push_back(p.spec.segmentation ? p.spec.mask_field : p.spec.label_field);
-  lo.batch_size = std::max<size_t>(o.batch_size, 1);
+  lo.batch_size = p.spec.patch.empty() ? std::max<size_t>(o.batch_size, 1) : 1;  // volumes: one at a time
+  if (!p.spec.patch.empty()) lo.prefetch = 1;
   lo.threads = o.threads;
   lo.sampler.order = SampleOrder::kSequential;
   return Loader::Open(p.ds, lo);
@@ -58,7 +63,7 @@ Result<detail::Inputs> PredictInputs(const std::shared_ptr<Batch>& b, const Pred
   ASSIGN_OR_RETURN(torch::Tensor img, FieldTensor(b, p.spec.image_field));
   detail::Inputs in;
   in.image = ToFloatImage(ToDevice(img, p.device, b->pinned), b->Find(p.spec.image_field)->dtype,
-                          p.spec.mean, p.spec.stddev);
+                          p.spec.mean, p.spec.stddev, p.spec.spatial_rank());
   in.target = torch::full({int64_t(b->size())}, -1, torch::kLong);
   return in;
 }
@@ -76,23 +81,40 @@ void WriteCsvRows(std::ofstream& out, const Batch& b, const torch::Tensor& logit
   }
 }
 
+// pred: int64 class maps [B, spatial...] -> one sample per map, mask u8 [1, spatial...].
 Status AppendMasks(DatasetWriter& w, const Batch& b, const std::string& split, const torch::Tensor& pred) {
   torch::Tensor m = pred.to(torch::kCPU).clamp(0, 255).to(torch::kByte).contiguous();
-  const int64_t h = m.size(1), wd = m.size(2);
+  Shape shape = {1};
+  for (int64_t d = 1; d < m.dim(); ++d) shape.push_back(m.size(d));
+  const size_t n = static_cast<size_t>(m[0].numel());
   for (size_t i = 0; i < b.size(); ++i) {
-    const uint8_t* src = m[i].data_ptr<uint8_t>();
+    const uint8_t* src = m[int64_t(i)].data_ptr<uint8_t>();
     SampleInput s;
     s.split = split;
     s.values.push_back(FieldValue::Int(static_cast<int64_t>(b.indices[i])));
-    s.values.push_back(FieldValue::Array(std::vector<uint8_t>(src, src + h * wd), {1, h, wd}));
+    s.values.push_back(FieldValue::Array(std::vector<uint8_t>(src, src + n), shape));
     RETURN_IF_ERROR(w.Append(std::move(s)));
   }
   return Status::Ok();
 }
 
+// Volumes: batch of one case; the prediction covers the case's own shape.
+torch::Tensor PredictVolume(const Predictor& p, const Batch& b, detail::Inputs& in, size_t window_batch) {
+  const BatchField* f = b.Find(p.spec.image_field);
+  const size_t rank = p.spec.patch.size();
+  torch::Tensor image = in.image[0];
+  for (size_t a = 0; a < rank; ++a) {
+    const int64_t n = f->sample_shapes[0][f->sample_shapes[0].size() - rank + a];
+    image = image.narrow(int64_t(a) + 1, 0, n);
+    if (p.labeled) in.target = in.target.narrow(int64_t(a) + 1, 0, n);
+  }
+  return detail::VolumeProbs(*p.model, image, p.spec, window_batch).argmax(0).unsqueeze(0);
+}
+
 Result<std::unique_ptr<DatasetWriter>> MaskWriter(const PredictOptions& o, const Predictor& p) {
   FieldSpec index{"index", FieldKind::kInt, DType::kI64, {}, {}, {{"role", "index"}}};
-  FieldSpec mask{"mask", FieldKind::kNdarray, DType::kU8, {1, -1, -1}, {}, {{"role", "mask"}}};
+  const Shape shape = p.spec.patch.empty() ? Shape{1, -1, -1} : Shape{1, -1, -1, -1};
+  FieldSpec mask{"mask", FieldKind::kNdarray, DType::kU8, shape, {}, {{"role", "mask"}}};
   WriterOptions wo;
   wo.classes = p.meta.classes;
   wo.overwrite = true;
@@ -120,6 +142,7 @@ Result<PredictSummary> PredictImpl(const PredictOptions& o) {
   const int64_t k = p.meta.model.num_classes;
   ClassMetrics cls(k);
   DiceMetrics dice(k);
+  CaseDiceMetrics case_dice(k);
   PredictSummary summary;
   torch::NoGradGuard no_grad;
   const std::string where = o.data_dir + ", split '" + o.split + "'";
@@ -127,6 +150,13 @@ Result<PredictSummary> PredictImpl(const PredictOptions& o) {
     ASSIGN_OR_RETURN(std::shared_ptr<Batch> b, loader->Next());
     if (!b) break;
     ASSIGN_OR_RETURN(detail::Inputs in, PredictInputs(b, p, where));
+    if (!p.spec.patch.empty()) {
+      torch::Tensor pred = PredictVolume(p, *b, in, std::min<size_t>(o.batch_size, kMaxWindowBatch));
+      if (p.labeled) case_dice.Add(pred, in.target);
+      RETURN_IF_ERROR(AppendMasks(*writer, *b, o.split, pred));
+      summary.samples += b->size();
+      continue;
+    }
     const bool seg_target = p.spec.segmentation && p.labeled;
     ImageMask io = Resize({in.image, seg_target ? in.target : torch::Tensor()}, p.spec.resize_h, p.spec.resize_w);
     torch::Tensor logits = p.model->forward(io.image).to(torch::kFloat);
@@ -145,7 +175,9 @@ Result<PredictSummary> PredictImpl(const PredictOptions& o) {
     csv.close();
     if (!csv) return IOError("writing predictions to " + o.out);
   }
-  if (p.labeled && p.spec.segmentation) summary.metrics = {{"dice", dice.MeanForeground()}};
+  if (p.labeled && p.spec.segmentation) {
+    summary.metrics = {{"dice", p.spec.patch.empty() ? dice.MeanForeground() : case_dice.MeanForeground()}};
+  }
   if (p.labeled && !p.spec.segmentation) summary.metrics = {{"accuracy", cls.Accuracy()}, {"auc", cls.MacroAuc()}};
   return summary;
 }

@@ -1,6 +1,7 @@
 // Train and Predict: the shardtrain loop over shard datasets.
 //
-// Train reads `train_split` through a Loader (decoded by C++ threads, prefetched), turns
+// Train reads `train_split` through a Loader (decoded by C++ threads, prefetched; random
+// patches for volumes), turns
 // each batch into tensors without copying, normalizes and augments on the device, and
 // steps the model. After every epoch it validates on `val_split` (when the dataset has
 // it), appends a line to <out_dir>/metrics.jsonl, redraws <out_dir>/curve.png and writes
@@ -45,6 +46,7 @@ struct TrainOptions {
   std::string test_split;         // evaluated once at the end; "" = none
   size_t batch_size = 64;
   uint64_t epochs = 5;
+  uint64_t repeats = 1;           // passes over the training split per epoch (few large volumes)
   SampleOrder order = SampleOrder::kShuffle;
   size_t threads = 0, prefetch = 4;  // loader decode threads (0 = all cores), batches ahead
   bool drop_last = false;         // drop the last partial training batch of each epoch
@@ -58,6 +60,15 @@ struct TrainOptions {
   std::optional<double> mean, stddev;  // default: the dataset's statistics of the image
   AugmentOptions augment;         // its resize also applies to validation; seed = seed
   std::string best_metric;        // default val_accuracy / val_dice (train_loss without val)
+  // Volumes (model unet3d): the image [C, D, H, W] (and mask) are read as random patches of
+  // this spatial size {D, H, W}, the last round(batch * foreground_fraction) of each batch
+  // centred on foreground of a class present in the case (from the field
+  // "<mask_field>.fg_locations", when the converter stored it), parts outside the volume
+  // padded (image 0, mask ignored). Validation and test run sliding windows over whole
+  // volumes with `overlap`. The 2D augmentations do not apply to volumes.
+  std::vector<int64_t> patch;
+  double foreground_fraction = 0.33;
+  double overlap = 0.5;
   std::string resume;             // a last.pt to continue from
   uint64_t max_steps = 0;         // stop after this many training batches (0 = no limit)
   uint64_t progress_every = 50;   // batches between on_step calls (and at each epoch end)
@@ -88,7 +99,7 @@ struct PredictOptions {
   std::string data_dir;
   std::string split = "test";
   std::string out;                // classes: a CSV file; segmentation: a shard dataset dir
-  size_t batch_size = 256;
+  size_t batch_size = 256;        // volumes: sliding windows per forward pass (at most 8)
   size_t threads = 0;
   std::string device = "auto";
 };
@@ -99,7 +110,9 @@ struct PredictSummary {
 };
 
 // Classes: CSV "index,label,predicted,prob_<class>..." in sample order. Segmentation: a
-// shard dataset with fields `index` (int) and `mask` (u8 [1, H, W]) in split `split`.
+// shard dataset with fields `index` (int) and `mask` (u8 [1, H, W]; volumes u8
+// [1, D, H, W] predicted by sliding windows with the checkpoint's patch and overlap) in
+// split `split`.
 Result<PredictSummary> Predict(const PredictOptions& options);
 
 }  // namespace shardify::trainer

@@ -163,8 +163,8 @@ torch::Tensor ToDevice(const torch::Tensor& t, const torch::Device& device, bool
   return t.to(device, /*non_blocking=*/pinned && device.is_cuda());
 }
 
-torch::Tensor ToFloatImage(const torch::Tensor& image, DType dtype, double mean, double stddev) {
-  torch::Tensor x = image.dim() == 3 ? image.unsqueeze(1) : image;
+torch::Tensor ToFloatImage(const torch::Tensor& image, DType dtype, double mean, double stddev, int spatial_rank) {
+  torch::Tensor x = image.dim() == spatial_rank + 1 ? image.unsqueeze(1) : image;
   if (dtype == DType::kU16) x = x.to(torch::kInt).bitwise_and(0xFFFF);
   if (dtype == DType::kU32) x = x.to(torch::kLong).bitwise_and(static_cast<int64_t>(0xFFFFFFFF));
   x = x.to(torch::kFloat);
@@ -172,8 +172,8 @@ torch::Tensor ToFloatImage(const torch::Tensor& image, DType dtype, double mean,
   return (x - mean) * (1.0 / stddev);
 }
 
-torch::Tensor ToLabelMap(const torch::Tensor& mask, DType dtype) {
-  torch::Tensor m = mask.dim() == 4 ? mask.select(1, 0) : mask;
+torch::Tensor ToLabelMap(const torch::Tensor& mask, DType dtype, int spatial_rank) {
+  torch::Tensor m = mask.dim() == spatial_rank + 2 ? mask.select(1, 0) : mask;
   if (dtype == DType::kU16) m = m.to(torch::kInt).bitwise_and(0xFFFF);
   return m.to(torch::kLong);
 }

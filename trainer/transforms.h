@@ -36,11 +36,14 @@ Result<torch::Tensor> FieldTensor(const std::shared_ptr<Batch>& batch, const std
 torch::Tensor ToDevice(const torch::Tensor& t, const torch::Device& device, bool pinned);
 
 // Image [B, C, H, W] or [B, H, W] of source dtype `dtype` -> float32 [B, C, H, W],
-// (x - mean) / stddev. stddev <= 0 is treated as 1.
-torch::Tensor ToFloatImage(const torch::Tensor& image, DType dtype, double mean, double stddev);
+// (x - mean) / stddev. stddev <= 0 is treated as 1. Volumes (spatial_rank 3): [B, C, D, H, W]
+// or [B, D, H, W] -> [B, C, D, H, W].
+torch::Tensor ToFloatImage(const torch::Tensor& image, DType dtype, double mean, double stddev,
+                           int spatial_rank = 2);
 
-// Mask [B, 1, H, W], [B, H, W] (any integer dtype) -> int64 [B, H, W].
-torch::Tensor ToLabelMap(const torch::Tensor& mask, DType dtype);
+// Mask [B, 1, H, W], [B, H, W] (any integer dtype) -> int64 [B, H, W]; volumes likewise
+// with D, H, W.
+torch::Tensor ToLabelMap(const torch::Tensor& mask, DType dtype, int spatial_rank = 2);
 
 struct AugmentOptions {
   bool flip_x = false;            // mirror left-right with probability 1/2

@@ -199,5 +199,33 @@ TEST_CASE("sampler: bad options are refused") {
   CHECK(Sampler::Create(o, 0, 3, 1).status().code() == StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("sampler: repeats visit every sample that many times per epoch, in fresh orders") {
+  SamplerOptions o;
+  o.seed = 9;
+  o.epochs = 2;
+  o.repeats = 3;
+  const Sampler s = Make(o, 10, 5, 4);
+  CHECK(s.batches_per_epoch() == 4);  // 15 samples in batches of 4
+  const auto epochs = Epochs(s);
+  REQUIRE(epochs.size() == 2);
+  for (const auto& e : epochs) {
+    REQUIRE(e.size() == 15);
+    for (int pass = 0; pass < 3; ++pass) {
+      CHECK(IsPermutation(std::vector<uint64_t>(e.begin() + 5 * pass, e.begin() + 5 * (pass + 1)), 10, 5));
+    }
+  }
+  CHECK(epochs[0] != epochs[1]);
+  // The passes are the orders a run without repeats would give for epochs 0..5.
+  SamplerOptions plain = o;
+  plain.repeats = 1;
+  plain.epochs = 6;
+  const auto flat = Epochs(Make(plain, 10, 5, 5));
+  std::vector<uint64_t> joined;
+  for (int k = 0; k < 3; ++k) joined.insert(joined.end(), flat[size_t(k)].begin(), flat[size_t(k)].end());
+  CHECK(epochs[0] == joined);
+  o.repeats = 0;
+  CHECK(Sampler::Create(o, 0, 5, 4).status().code() == StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace shardify

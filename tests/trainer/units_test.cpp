@@ -202,8 +202,13 @@ TEST_CASE("trainer: every model maps images to logits of the right shape") {
     auto model = st::MakeModel(spec);
     REQUIRE(model.ok());
     (*model)->eval();
-    torch::Tensor y = (*model)->forward(torch::randn({2, 1, 32, 32}));
     INFO(name);
+    if (st::IsVolumeModel(name)) {
+      torch::Tensor y = (*model)->forward(torch::randn({2, 1, 8, 32, 32}));
+      CHECK(y.sizes().vec() == std::vector<int64_t>{2, 3, 8, 32, 32});
+      continue;
+    }
+    torch::Tensor y = (*model)->forward(torch::randn({2, 1, 32, 32}));
     if (st::IsSegmentationModel(name)) CHECK(y.sizes().vec() == std::vector<int64_t>{2, 3, 32, 32});
     else CHECK(y.sizes().vec() == std::vector<int64_t>{2, 3});
   }
