@@ -51,6 +51,8 @@ struct ConvertOptions {
                                        // version 2) and masks get "mask.fg_locations"
   uint64_t fg_locations = 10000;       // with patch_size: locations kept per class and case
                                        // (0: no mask.fg_locations field)
+  bool shuffle = true;                 // byte-shuffle image and mask fields of 2-, 4- or
+                                       // 8-byte elements (format version 3; smaller)
 };
 
 struct SplitCount {

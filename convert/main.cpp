@@ -83,6 +83,11 @@ int main(int argc, char** argv) {
                  "With --patch-size: foreground voxels kept per class and case in mask.fg_locations,\n"
                  "drawn uniformly and seeded by --seed (0: none)")
       ->capture_default_str();
+  bool no_shuffle = false;
+  app.add_flag("--no-shuffle", no_shuffle,
+               "Store 16/32/64-bit images and masks as they are. By default their bytes are shuffled\n"
+               "(byte 0 of every element, then byte 1, ...; format version 3), which zstd compresses\n"
+               "about 10-20% smaller on 16-bit and float volumes");
   app.add_flag("-q,--quiet", quiet, "No progress output");
   try {
     app.parse(argc, argv);
@@ -117,6 +122,7 @@ int main(int argc, char** argv) {
     o.split = *s;
   }
   o.seed = seed;
+  o.shuffle = !no_shuffle;
   if (app.count("--patch-size") > 0) {
     auto p = ParsePatchSize(patch_size);
     if (!p.ok()) { std::fprintf(stderr, "shardify: %s\n", p.status().message().c_str()); return 2; }

@@ -68,6 +68,7 @@ std::string FieldLine(const FieldSpec& f) {
   std::string s = f.name + " " + FieldKindName(f.kind);
   if (f.kind == FieldKind::kNdarray) s += std::string(" ") + DTypeName(f.dtype) + " " + ShapeToString(f.shape);
   if (f.chunked()) s += " chunks " + ShapeToString(f.chunk_shape);
+  if (f.filter == Filter::kByteShuffle) s += " shuffled";
   return s;
 }
 
@@ -90,6 +91,12 @@ WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan,
                           {"split", split},
                           {"seed", std::to_string(o.seed)},
                           {"on_error", o.skip_errors ? "skip" : "fail"}};
+  for (int f : {schema.image, schema.mask}) {  // only when used, so 8-bit output stays as it was
+    if (f >= 0 && schema.fields[f].filter == Filter::kByteShuffle) {
+      w.provenance.options.push_back({"shuffle", "true"});
+      break;
+    }
+  }
   if (!o.patch_size.empty()) {  // only then, so that unchunked output stays as it was
     w.provenance.options.push_back({"patch_size", PatchSizeText(o.patch_size)});
     w.provenance.options.push_back({"chunk_shape", ShapeToString(schema.fields[schema.image].chunk_shape)});
@@ -149,6 +156,11 @@ Status Prepare(const ConvertOptions& o, int threads, ProgressSink* progress, Pre
   if (!p->schema.fields.empty()) {
     RETURN_IF_ERROR(detail::ApplyPatchSize(p->schema, infos, ok, o.patch_size, o.fg_locations, o.seed)
                         .WithContext(o.source));
+    for (int f : {p->schema.image, p->schema.mask}) {
+      if (o.shuffle && f >= 0 && DTypeSize(p->schema.fields[f].dtype) > 1) {
+        p->schema.fields[f].filter = Filter::kByteShuffle;
+      }
+    }
   }
   p->small_files.resize(infos.size());
   for (size_t i = 0; i < infos.size(); ++i) {

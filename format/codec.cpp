@@ -74,6 +74,45 @@ Status DecodeBlob(Codec codec, const uint8_t* stored, uint64_t stored_size, uint
   return Status::Ok();
 }
 
+namespace {
+
+// Transposes an n x elem byte matrix (rows of `elem` bytes) to elem x n, or back.
+// Fixed element sizes let the compiler unroll the inner loop.
+template <size_t E>
+void Shuffle(const uint8_t* src, uint8_t* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    for (size_t k = 0; k < E; ++k) dst[k * n + i] = src[i * E + k];
+}
+template <size_t E>
+void Unshuffle(const uint8_t* src, uint8_t* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    for (size_t k = 0; k < E; ++k) dst[i * E + k] = src[k * n + i];
+}
+
+}  // namespace
+
+void ByteShuffle(const uint8_t* src, uint8_t* dst, size_t n, size_t elem) {
+  switch (elem) {
+    case 2: return Shuffle<2>(src, dst, n);
+    case 4: return Shuffle<4>(src, dst, n);
+    case 8: return Shuffle<8>(src, dst, n);
+    default:
+      for (size_t i = 0; i < n; ++i)
+        for (size_t k = 0; k < elem; ++k) dst[k * n + i] = src[i * elem + k];
+  }
+}
+
+void ByteUnshuffle(const uint8_t* src, uint8_t* dst, size_t n, size_t elem) {
+  switch (elem) {
+    case 2: return Unshuffle<2>(src, dst, n);
+    case 4: return Unshuffle<4>(src, dst, n);
+    case 8: return Unshuffle<8>(src, dst, n);
+    default:
+      for (size_t i = 0; i < n; ++i)
+        for (size_t k = 0; k < elem; ++k) dst[i * elem + k] = src[k * n + i];
+  }
+}
+
 Result<std::vector<uint8_t>> TrainZstdDictionary(const std::vector<std::vector<uint8_t>>& samples,
                                                  size_t dict_bytes) {
   std::vector<uint8_t> joined;

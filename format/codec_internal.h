@@ -51,6 +51,11 @@ class Compressor {
 Status DecodeBlob(Codec codec, const uint8_t* stored, uint64_t stored_size, uint64_t raw_size, void* dst,
                   void* dctx, const ZstdDictionary* dict);
 
+// Byte shuffle of `n` elements of `elem` bytes (Filter::kByteShuffle): dst[k * n + i] =
+// src[i * elem + k], and its inverse. src and dst hold n * elem bytes and do not overlap.
+void ByteShuffle(const uint8_t* src, uint8_t* dst, size_t n, size_t elem);
+void ByteUnshuffle(const uint8_t* src, uint8_t* dst, size_t n, size_t elem);
+
 Result<std::vector<uint8_t>> TrainZstdDictionary(const std::vector<std::vector<uint8_t>>& samples,
                                                  size_t dict_bytes);
 

@@ -244,9 +244,25 @@ Status SampleView::Decode(size_t field, void* dst, size_t dst_size, Decoder& dec
     if (sum != b.checksum)
       return Corruption(Where(field) + ": blob checksum mismatch: expected " + Hex64(b.checksum) + ", found " + Hex64(sum));
   }
-  const Status s = detail::DecodeBlob(b.codec, b.data, b.stored_size, b.raw_size, dst, decoder.zstd_context(),
-                                      dataset_->impl_->dicts[field].get());
+  const Status s = DecodeStored(field, b, dst, decoder);
   return s.ok() ? s : s.WithContext(Where(field));
+}
+
+Status SampleView::DecodeStored(size_t field, const BlobInfo& b, void* dst, Decoder& decoder) const {
+  const FieldSpec& f = dataset_->manifest_.fields[field];
+  const detail::ZstdDictionary* dict = dataset_->impl_->dicts[field].get();
+  if (f.filter == Filter::kNone) {
+    return detail::DecodeBlob(b.codec, b.data, b.stored_size, b.raw_size, dst, decoder.zstd_context(), dict);
+  }
+  const size_t elem = DTypeSize(f.dtype);
+  if (elem == 0 || b.raw_size % elem != 0)
+    return Corruption("blob of " + std::to_string(b.raw_size) + " bytes is not a whole number of " +
+                      std::to_string(elem) + "-byte elements");
+  decoder.shuffled_.resize(b.raw_size);
+  RETURN_IF_ERROR(detail::DecodeBlob(b.codec, b.data, b.stored_size, b.raw_size, decoder.shuffled_.data(),
+                                     decoder.zstd_context(), dict));
+  detail::ByteUnshuffle(decoder.shuffled_.data(), static_cast<uint8_t*>(dst), b.raw_size / elem, elem);
+  return Status::Ok();
 }
 
 }  // namespace shardify
@@ -262,8 +278,7 @@ Status SampleView::DecodeChunk(size_t field, uint64_t k, uint8_t* dst, Decoder& 
       return Corruption(where() + ": chunk checksum mismatch: expected " + Hex64(b.checksum) + ", found " + Hex64(sum));
   }
   ++decoder.chunks_decoded_;
-  const Status s = detail::DecodeBlob(b.codec, b.data, b.stored_size, b.raw_size, dst, decoder.zstd_context(),
-                                      dataset_->impl_->dicts[field].get());
+  const Status s = DecodeStored(field, b, dst, decoder);
   return s.ok() ? s : s.WithContext(where());
 }
 

@@ -47,6 +47,7 @@ class Decoder {
   friend class SampleView;
   void* dctx_;
   std::vector<uint8_t> scratch_;
+  std::vector<uint8_t> shuffled_;  // a filtered blob before its inverse filter
   uint64_t chunks_decoded_ = 0;
 };
 
@@ -81,7 +82,8 @@ class SampleView {
   Result<double> float_value(size_t field) const; // float
   Result<std::string_view> bytes_value(size_t field) const;  // string or bytes
 
-  // Decodes ndarray `field` into dst (exactly raw_size bytes; dst_size must be >= it).
+  // Decodes ndarray `field` into dst (exactly raw_size bytes; dst_size must be >= it),
+  // undoing the field's filter (blob() and chunk() give the stored, filtered bytes).
   // Verifies the checksum when the dataset was opened with verify_checksums.
   // Corruption names the file, sample and field.
   Status Decode(size_t field, void* dst, size_t dst_size, Decoder& decoder) const;
@@ -95,6 +97,8 @@ class SampleView {
 
  private:
   Status DecodeChunk(size_t field, uint64_t k, uint8_t* dst, Decoder& decoder) const;
+  // Decompresses blob `b` of `field` into dst (b.raw_size bytes), undoing the field's filter.
+  Status DecodeStored(size_t field, const BlobInfo& b, void* dst, Decoder& decoder) const;
   std::string Where(size_t field) const;
   friend class Dataset;
   const Dataset* dataset_ = nullptr;

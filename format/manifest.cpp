@@ -11,7 +11,8 @@ namespace shardify {
 
 bool FieldSpec::operator==(const FieldSpec& o) const {
   return name == o.name && kind == o.kind && dtype == o.dtype && shape == o.shape &&
-         zstd_dictionary == o.zstd_dictionary && meta == o.meta && chunk_shape == o.chunk_shape;
+         zstd_dictionary == o.zstd_dictionary && meta == o.meta && chunk_shape == o.chunk_shape &&
+         filter == o.filter;
 }
 bool FieldSpec::variable_shape() const {
   for (int64_t d : shape)
@@ -59,10 +60,12 @@ Status ValidateField(const FieldSpec& f, size_t i) {
   if (!IsValidFieldKind(static_cast<uint8_t>(f.kind)))
     return InvalidArgument(where + ": unknown kind " + std::to_string(static_cast<int>(f.kind)));
   if (f.kind != FieldKind::kNdarray) {
-    if (!f.shape.empty() || !f.zstd_dictionary.empty() || f.chunked())
-      return InvalidArgument(where + ": a scalar field has no shape, dictionary or chunks");
+    if (!f.shape.empty() || !f.zstd_dictionary.empty() || f.chunked() || f.filter != Filter::kNone)
+      return InvalidArgument(where + ": a scalar field has no shape, dictionary, chunks or filter");
     return Status::Ok();
   }
+  if (f.filter != Filter::kNone && f.filter != Filter::kByteShuffle)
+    return InvalidArgument(where + ": unknown filter " + std::to_string(static_cast<int>(f.filter)));
   if (!IsValidDType(static_cast<uint8_t>(f.dtype)))
     return InvalidArgument(where + ": unknown dtype code " + std::to_string(static_cast<int>(f.dtype)));
   if (f.shape.size() > kMaxRank)
@@ -129,6 +132,8 @@ Status ValidateManifest(const Manifest& m) {
     RETURN_IF_ERROR(ValidateField(m.fields[i], i));
     if (m.fields[i].chunked() && m.format_version == 1)
       return InvalidArgument("field '" + m.fields[i].name + "' is chunked, which needs format version 2");
+    if (m.fields[i].filter != Filter::kNone && m.format_version < kFormatVersionFilters)
+      return InvalidArgument("field '" + m.fields[i].name + "' has a filter, which needs format version 3");
     if (!names.insert(m.fields[i].name).second)
       return InvalidArgument("field name '" + m.fields[i].name + "' appears twice");
   }
@@ -151,9 +156,23 @@ Offset<fb::Manifest> BuildManifest(FlatBufferBuilder& b, const Manifest& m) {
   std::vector<Offset<fb::Field>> fields;
   for (const auto& f : m.fields) {
     auto meta = BuildKeyValues(b, f.meta);
-    fields.push_back(fb::CreateField(b, b.CreateString(f.name), static_cast<fb::FieldKind>(f.kind),
-                                     static_cast<uint8_t>(f.dtype), b.CreateVector(f.shape),
-                                     b.CreateVector(f.zstd_dictionary), meta, b.CreateVector(f.chunk_shape)));
+    // Created in the order earlier writers created them (the bytes depend on it).
+    auto chunk_shape = b.CreateVector(f.chunk_shape);
+    auto dict = b.CreateVector(f.zstd_dictionary);
+    auto shape = b.CreateVector(f.shape);
+    auto name = b.CreateString(f.name);
+    // The order of fb::CreateField; `filter` only when set, so that manifests without
+    // filters (written with forced defaults) stay byte-identical to versions 1 and 2.
+    fb::FieldBuilder fb_field(b);
+    fb_field.add_chunk_shape(chunk_shape);
+    fb_field.add_meta(meta);
+    fb_field.add_zstd_dictionary(dict);
+    fb_field.add_shape(shape);
+    fb_field.add_name(name);
+    if (f.filter != Filter::kNone) fb_field.add_filter(static_cast<uint8_t>(f.filter));
+    fb_field.add_dtype(static_cast<uint8_t>(f.dtype));
+    fb_field.add_kind(static_cast<fb::FieldKind>(f.kind));
+    fields.push_back(fb_field.Finish());
   }
   std::vector<Offset<fb::Split>> splits;
   for (const auto& s : m.splits)
@@ -202,6 +221,7 @@ Manifest ReadManifest(const fb::Manifest& in) {
     if (f.zstd_dictionary()) spec.zstd_dictionary.assign(f.zstd_dictionary()->begin(), f.zstd_dictionary()->end());
     spec.meta = ReadKeyValues(f.meta());
     if (f.chunk_shape()) spec.chunk_shape.assign(f.chunk_shape()->begin(), f.chunk_shape()->end());
+    spec.filter = static_cast<Filter>(f.filter());
     m.fields.push_back(std::move(spec));
   });
   ForEach(in.splits(), [&](const fb::Split& s) {

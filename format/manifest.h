@@ -20,6 +20,15 @@ struct KeyValue {
   bool operator==(const KeyValue& o) const { return key == o.key && value == o.value; }
 };
 
+// A reversible transform of an ndarray field's bytes applied before compression.
+enum class Filter : uint8_t {
+  kNone = 0,
+  // Byte shuffle (format version 3): a blob of n elements of s bytes is stored as byte 0 of
+  // every element, then byte 1 of every element, ...: stored[k * n + i] = raw[i * s + k].
+  // Floats and wide integers then compress better: their high bytes vary slowly.
+  kByteShuffle = 1,
+};
+
 // One field of every sample (image, label, mask, spacing, ...).
 struct FieldSpec {
   std::string name;                       // unique within the dataset, non-empty
@@ -32,6 +41,7 @@ struct FieldSpec {
   // is stored as independently compressed chunks of this shape (edge chunks clipped), so a
   // region can be read by decoding only the chunks it touches.
   Shape chunk_shape = {};
+  Filter filter = Filter::kNone;  // ndarray only; kNone below version 3
   bool operator==(const FieldSpec& o) const;
   bool variable_shape() const;
   bool chunked() const { return !chunk_shape.empty(); }

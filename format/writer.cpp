@@ -175,10 +175,21 @@ class EncoderImpl final : public Encoder {
     out->raw_size = bytes;
     if (options_->compute_stats) out->moments = ComputeMoments(spec.dtype, v.bytes.data(), bytes);
     if (spec.chunked()) return EncodeChunks(f, v.bytes, out);
-    ASSIGN_OR_RETURN(out->codec, compressor_.Compress(v.bytes.data(), v.bytes.size(), (*dicts_)[f].get(),
-                                                      options_->min_ratio, &out->stored));
+    ASSIGN_OR_RETURN(out->codec, Compress(f, v.bytes.data(), v.bytes.size(), &out->stored));
     out->checksum = Checksum64(out->stored.data(), out->stored.size());
     return Status::Ok();
+  }
+
+  // Applies the field's filter, then compresses.
+  Result<Codec> Compress(size_t f, const uint8_t* data, size_t size, std::vector<uint8_t>* stored) {
+    const FieldSpec& spec = (*fields_)[f];
+    if (spec.filter == Filter::kByteShuffle) {
+      const size_t elem = DTypeSize(spec.dtype);
+      shuffled_.resize(size);
+      detail::ByteShuffle(data, shuffled_.data(), size / elem, elem);
+      data = shuffled_.data();
+    }
+    return compressor_.Compress(data, size, (*dicts_)[f].get(), options_->min_ratio, stored);
   }
 
   // Cuts the array into the field's chunks (grid order, edges clipped) and compresses each.
@@ -196,8 +207,7 @@ class EncoderImpl final : public Encoder {
       detail::CopyBox(array.data(), out->shape, origin, scratch_.data(), extent, zero, extent, elem);
       EncodedChunk& c = out->chunks[k];
       c.raw_size = bytes;
-      ASSIGN_OR_RETURN(c.codec, compressor_.Compress(scratch_.data(), bytes, (*dicts_)[f].get(), options_->min_ratio,
-                                                     &c.stored));
+      ASSIGN_OR_RETURN(c.codec, Compress(f, scratch_.data(), bytes, &c.stored));
       c.checksum = Checksum64(c.stored.data(), c.stored.size());
     }
     return Status::Ok();
@@ -208,6 +218,7 @@ class EncoderImpl final : public Encoder {
   const WriterOptions* options_;
   detail::Compressor compressor_;
   std::vector<uint8_t> scratch_;
+  std::vector<uint8_t> shuffled_;
 };
 
 bool IsOurFile(const std::string& name) {
@@ -251,8 +262,10 @@ class WriterImpl final : public DatasetWriter {
     manifest_.fields = std::move(fields);
     dicts_.resize(manifest_.fields.size());
     moments_.resize(manifest_.fields.size());
-    for (const FieldSpec& f : manifest_.fields)
-      if (f.chunked()) version_ = kFormatVersionChunks;
+    for (const FieldSpec& f : manifest_.fields) {
+      if (f.chunked()) version_ = std::max(version_, kFormatVersionChunks);
+      if (f.filter != Filter::kNone) version_ = std::max(version_, kFormatVersionFilters);
+    }
     manifest_.format_version = version_;
   }
 
@@ -269,7 +282,17 @@ class WriterImpl final : public DatasetWriter {
       return InvalidArgument("no ndarray field named '" + field + "' to train a dictionary for");
     if (encoders_made_ || manifest_.num_samples > 0)
       return InvalidArgument("dictionaries must be trained before encoding starts");
-    ASSIGN_OR_RETURN(std::vector<uint8_t> dict, detail::TrainZstdDictionary(samples, dict_bytes));
+    const FieldSpec& spec = manifest_.fields[f];
+    std::vector<std::vector<uint8_t>> filtered;  // a dictionary learns from what is compressed
+    if (spec.filter == Filter::kByteShuffle) {
+      const size_t elem = DTypeSize(spec.dtype);
+      for (const auto& s : samples) {
+        filtered.emplace_back(s.size());
+        detail::ByteShuffle(s.data(), filtered.back().data(), s.size() / elem, elem);
+      }
+    }
+    ASSIGN_OR_RETURN(std::vector<uint8_t> dict,
+                     detail::TrainZstdDictionary(filtered.empty() ? samples : filtered, dict_bytes));
     ASSIGN_OR_RETURN(dicts_[f], detail::ZstdDictionary::Create(dict, options_.zstd_level));
     manifest_.fields[f].zstd_dictionary = std::move(dict);
     return Status::Ok();

@@ -84,8 +84,8 @@ class DatasetWriter {
                                                        const WriterOptions& options = {});
   virtual ~DatasetWriter() = default;
 
-  // Trains a zstd dictionary for ndarray field `field` from `samples` (raw arrays) and
-  // uses it for every blob of that field. Must precede NewEncoder() and Append().
+  // Trains a zstd dictionary for ndarray field `field` from `samples` (raw arrays, filtered
+  // here as the field's blobs are) and uses it for every blob of that field. Must precede NewEncoder() and Append().
   // A dictionary that fails to train is an error; callers may fall back to none.
   virtual Status TrainDictionary(const std::string& field,
                                  const std::vector<std::vector<uint8_t>>& samples,

@@ -1,12 +1,14 @@
 // Patch benchmark: random 128^3 patches from a 300x512x512 volume (u16 and f32) stored
 // chunked, against decoding the whole volume from the same shards and (when built with
 // ITK) against reading the .nii.gz with ITK. Also compares stored bytes with the .nii.gz.
-// Prints figures; asserts nothing. Usage: patch_bench [--dir DIR] [--quick]
+// Prints figures; asserts nothing. Usage: patch_bench [--dir DIR] [--quick] [--no-shuffle]
+// [--level N] (defaults: byte-shuffled, zstd level 3, as shardify writes volumes).
 #include <zlib.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -85,9 +87,14 @@ Status WriteNiftiGz(const std::string& path, const std::vector<uint8_t>& voxels,
   return Status::Ok();
 }
 
+struct Config {
+  bool shuffle = true;  // byte-shuffle the stored volume, as shardify does by default
+  int level = 3;        // zstd level, as shardify's auto level for large samples
+};
+
 template <typename T>
 void Bench(const char* name, DType t, int16_t nifti_type, const std::string& dir, int64_t d, int64_t h, int64_t w,
-           int patches) {
+           int patches, const Config& config) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const Shape shape = {1, d, h, w}, patch = {1, 128, 128, 128};
@@ -98,8 +105,10 @@ void Bench(const char* name, DType t, int16_t nifti_type, const std::string& dir
   const double gz_s = Seconds(t0);
   FieldSpec f{"image", FieldKind::kNdarray, t, {1, -1, -1, -1}, {}, {}};
   f.chunk_shape = ChooseChunkShape(shape, patch, sizeof(T));
+  if (config.shuffle) f.filter = Filter::kByteShuffle;
   WriterOptions o;
   o.fsync = false;
+  o.zstd_level = config.level;
   auto wr = DatasetWriter::Create(dir + "/shards", {f}, o);
   if (!wr.ok()) Die(wr.status());
   SampleInput s;
@@ -156,19 +165,23 @@ void Bench(const char* name, DType t, int16_t nifti_type, const std::string& dir
 int main(int argc, char** argv) {
   std::string dir = (std::filesystem::temp_directory_path() / "shardify-patch-bench").string();
   bool quick = false;
+  Config config;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--no-shuffle")) config.shuffle = false;
+    else if (!std::strcmp(argv[i], "--level") && i + 1 < argc) config.level = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: patch_bench [--dir DIR] [--quick]\n");
+      std::fprintf(stderr, "usage: patch_bench [--dir DIR] [--quick] [--no-shuffle] [--level 1..19]\n");
       return 2;
     }
   }
   const int64_t d = quick ? 160 : 300, hw = quick ? 256 : 512;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  std::printf("patch_bench: single thread, zstd level 3\n");
-  Bench<uint16_t>("u16", DType::kU16, 512, dir + "/u16", d, hw, hw, quick ? 20 : 100);
-  Bench<float>("f32", DType::kF32, 16, dir + "/f32", d, hw, hw, quick ? 20 : 100);
+  std::printf("patch_bench: single thread, zstd level %d, %s\n", config.level,
+              config.shuffle ? "byte-shuffled" : "not shuffled");
+  Bench<uint16_t>("u16", DType::kU16, 512, dir + "/u16", d, hw, hw, quick ? 20 : 100, config);
+  Bench<float>("f32", DType::kF32, 16, dir + "/f32", d, hw, hw, quick ? 20 : 100, config);
   std::filesystem::remove_all(dir);
   return 0;
 }

@@ -149,8 +149,11 @@ TEST_CASE("convert: --patch-size stores nnU-Net image and mask chunked and reads
   REQUIRE(r.ok());
   auto rb = Open(dir / "out");
   const Manifest& m = rb.ds->manifest();
-  CHECK(m.format_version == 2);
+  CHECK(m.format_version == 3);  // i16 images are byte-shuffled by default
   const int image = rb.Field("image"), mask = rb.Field("mask");
+  CHECK(m.fields[image].filter == Filter::kByteShuffle);
+  CHECK(m.fields[mask].filter == Filter::kNone);  // u8: nothing to shuffle
+  CHECK(Option(m, "shuffle") == "true");
   const Shape image_chunk = ChooseChunkShape({2, 9, 11, 12}, {1, 4, 4, 4}, 2);
   CHECK(m.fields[image].chunk_shape == image_chunk);
   CHECK(m.fields[mask].chunk_shape == ChooseChunkShape({1, 9, 11, 12}, {1, 4, 4, 4}, 1));
@@ -342,6 +345,27 @@ TEST_CASE("convert: chunked output is byte-identical for 1 and 3 threads") {
   REQUIRE((va.ok() && vb.ok()));
   CHECK(DecodeAll(*va, a.Field("image"), dec) == DecodeAll(*vb, b.Field("image"), dec));
   CHECK(DecodeAll(*va, a.Field("mask.fg_locations"), dec) != DecodeAll(*vb, b.Field("mask.fg_locations"), dec));
+}
+
+TEST_CASE("convert: 16-bit volumes are byte-shuffled by default, and --no-shuffle stores them as they are") {
+  TempDir dir;
+  const std::string src = dir / "Dataset002";
+  MakeNnunet(src);
+  ConvertOptions plain_options = ChunkedOptions({4, 4, 4});
+  plain_options.shuffle = false;
+  REQUIRE(RunConvert(src, dir / "shuffled", ChunkedOptions({4, 4, 4})).ok());
+  REQUIRE(RunConvert(src, dir / "plain", plain_options).ok());
+  auto s = Open(dir / "shuffled"), p = Open(dir / "plain");
+  CHECK(s.ds->manifest().format_version == 3);
+  CHECK(p.ds->manifest().format_version == 2);
+  CHECK(p.ds->manifest().fields[p.Field("image")].filter == Filter::kNone);
+  CHECK(Option(p.ds->manifest(), "shuffle") == "<missing>");
+  Decoder dec;
+  for (uint64_t i = 0; i < s.ds->num_samples(); ++i) {
+    auto vs = s.ds->Sample(i), vp = p.ds->Sample(i);
+    REQUIRE((vs.ok() && vp.ok()));
+    CHECK(DecodeAll(*vs, s.Field("image"), dec) == DecodeAll(*vp, p.Field("image"), dec));
+  }
 }
 
 TEST_CASE("convert: 2D --patch-size HxW chunks images and without it the output stays version 1") {

@@ -27,9 +27,10 @@ std::vector<uint8_t> Pixels(int i) {
 }
 
 // The exact input the golden datasets were written from.
-Status WriteGoldenInput(const std::string& dir, bool chunked) {
+Status WriteGoldenInput(const std::string& dir, bool chunked, bool shuffled = false) {
   FieldSpec image{"image", FieldKind::kNdarray, DType::kU16, {1, -1, 6}, {}, {{"role", "image"}}};
   if (chunked) image.chunk_shape = {1, 4, 4};
+  if (shuffled) image.filter = Filter::kByteShuffle;
   WriterOptions o;
   o.classes = {"zero", "one"};
   o.provenance = {"golden", "1", "generated", {}};
@@ -48,11 +49,12 @@ Status WriteGoldenInput(const std::string& dir, bool chunked) {
   return w->Finish();
 }
 
-void CheckGolden(const std::string& name, uint32_t version, bool chunked) {
+void CheckGolden(const std::string& name, uint32_t version, bool chunked, bool shuffled = false) {
   const std::string dir = kData + "/" + name;
   auto ds = Dataset::Open(dir);
   REQUIRE(ds.ok());
   CHECK((*ds)->manifest().format_version == version);
+  CHECK((*ds)->manifest().fields[0].filter == (shuffled ? Filter::kByteShuffle : Filter::kNone));
   CHECK((*ds)->manifest().classes == std::vector<std::string>{"zero", "one"});
   REQUIRE((*ds)->num_samples() == 4);
   Decoder d;
@@ -67,7 +69,7 @@ void CheckGolden(const std::string& name, uint32_t version, bool chunked) {
     CHECK(*v->bytes_value(2) == "s" + std::to_string(i) + ".png");
   }
   testing::TempDir tmp;
-  REQUIRE(WriteGoldenInput(tmp.path(), chunked).ok());
+  REQUIRE(WriteGoldenInput(tmp.path(), chunked, shuffled).ok());
   const auto names = *ListDir(dir);
   CHECK(names == *ListDir(tmp.path()));
   for (const auto& n : names) {
@@ -81,4 +83,7 @@ void CheckGolden(const std::string& name, uint32_t version, bool chunked) {
 TEST_CASE("format golden: version 1 files read, and are written the same today") { CheckGolden("golden-v1", 1, false); }
 TEST_CASE("format golden: version 2 (chunked) files read, and are written the same today") {
   CheckGolden("golden-v2", 2, true);
+}
+TEST_CASE("format golden: version 3 (chunked, byte-shuffled) files read, and are written the same today") {
+  CheckGolden("golden-v3", 3, true, true);
 }
