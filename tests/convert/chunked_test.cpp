@@ -280,6 +280,77 @@ TEST_CASE("convert: the patch sampler centres forced patches on stored foregroun
   CHECK(info.fg_class == -1);  // no foreground stored: placed uniformly
 }
 
+TEST_CASE("convert: ITK's brain MRI and its segmentation give patches equal to padded crops of the ITK read") {
+  const std::string data = "/usr/share/doc/insighttoolkit5-examples/examples/Data/";
+  TempDir dir;
+  MakeDirs(dir / "src/images");
+  MakeDirs(dir / "src/masks");
+  fs::copy_file(data + "KmeansTest_T1UCharRaw.nii.gz", dir / "src/images/brain.nii.gz");
+  fs::copy_file(data + "KmeansTest_T1KmeansPrelimSegmentation.nii.gz", dir / "src/masks/brain.nii.gz");
+  auto r = RunConvert(dir / "src", dir / "out", ChunkedOptions({32, 32, 32}));
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  auto rb = Open(dir / "out");
+  const std::vector<uint8_t> image = ItkVoxels(dir / "src/images/brain.nii.gz");  // i16 62x128x128
+  const std::vector<uint8_t> mask = ItkVoxels(dir / "src/masks/brain.nii.gz");    // u8 labels 0..6
+  const Shape shape = {1, 62, 128, 128};
+  REQUIRE(image.size() == 2 * 62 * 128 * 128);
+  REQUIRE(mask.size() == 62 * 128 * 128);
+  {
+    Decoder whole;
+    auto v = rb.ds->Sample(0);
+    REQUIRE(v.ok());
+    REQUIRE(DecodeAll(*v, rb.Field("image"), whole) == image);
+    REQUIRE(DecodeAll(*v, rb.Field("mask"), whole) == mask);
+  }
+  PatchOptions po;
+  po.patch = {72, 32, 32};  // deeper than the volume's 62 slices: every patch is padded in depth
+  po.label_pad = 255;
+  auto sampler = PatchSampler::Create(rb.ds.get(), po);
+  REQUIRE(sampler.ok());
+  const Shape chunk = rb.ds->manifest().fields[rb.Field("image")].chunk_shape;
+  uint64_t touchable = 1;  // chunks a 72x32x32 box can touch, image and mask alike at most
+  for (int a = 1; a < 4; ++a) touchable *= static_cast<uint64_t>((po.patch[a - 1] + chunk[a] - 1) / chunk[a] + 1);
+  Decoder dec;
+  std::set<int64_t> classes;
+  int forced_hits = 0, padded_before = 0;
+  for (uint64_t draw = 0; draw < 60; ++draw) {
+    const bool forced = draw % 2 == 0;
+    std::vector<uint8_t> got_image(*(*sampler)->ImageBytes(0)), got_mask(*(*sampler)->LabelBytes(0));
+    PatchInfo info;
+    const uint64_t before = dec.chunks_decoded();
+    Status s = (*sampler)->Sample(0, draw, forced, got_image.data(), got_image.size(), got_mask.data(), got_mask.size(),
+                                  dec, &info);
+    INFO(s.ToString() << " draw " << draw << " start " << ShapeToString(info.start));
+    REQUIRE(s.ok());
+    CHECK(dec.chunks_decoded() - before <= 2 * touchable);
+    const Shape size = {1, 72, 32, 32};
+    REQUIRE(info.start.size() == 3);  // spatial
+    const Shape start = {0, info.start[0], info.start[1], info.start[2]};
+    padded_before += start[1] < 0;  // else the padding is all after the last slice
+    CHECK(got_image == Crop(image, shape, start, size, 2));
+    std::vector<uint8_t> want_mask = Crop(mask, shape, start, size, 1);
+    for (uint64_t e = 0; e < want_mask.size(); ++e) {  // outside the volume: the label pad
+      uint64_t rest = e;
+      bool inside = true;
+      for (int a = 3; a >= 1; --a) {
+        const int64_t c = start[a] + static_cast<int64_t>(rest % static_cast<uint64_t>(size[a]));
+        rest /= static_cast<uint64_t>(size[a]);
+        inside = inside && c >= 0 && c < shape[a];
+      }
+      if (!inside) want_mask[e] = 255;
+    }
+    CHECK(got_mask == want_mask);
+    if (forced && info.fg_class > 0) {
+      classes.insert(info.fg_class);
+      forced_hits += std::count(got_mask.begin(), got_mask.end(), static_cast<uint8_t>(info.fg_class)) > 0;
+    }
+  }
+  CHECK(padded_before > 0);
+  CHECK(forced_hits == 30);           // every forced patch holds its class
+  CHECK(classes.size() >= 4);         // drawn among the six foreground labels
+}
+
 TEST_CASE("convert: foreground locations of one-hot and 2D masks are seeded and uniform") {
   FieldSpec spec;
   spec.dtype = DType::kU8;
