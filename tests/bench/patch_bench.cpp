@@ -2,7 +2,8 @@
 // chunked, against decoding the whole volume from the same shards and (when built with
 // ITK) against reading the .nii.gz with ITK. Also compares stored bytes with the .nii.gz.
 // Prints figures; asserts nothing. Usage: patch_bench [--dir DIR] [--quick] [--no-shuffle]
-// [--level N] (defaults: byte-shuffled, zstd level 3, as shardify writes volumes).
+// [--level N] [--keep] (defaults: byte-shuffled, zstd level 3, as shardify writes volumes;
+// --keep leaves the datasets in DIR).
 #include <zlib.h>
 
 #include <chrono>
@@ -164,15 +165,16 @@ void Bench(const char* name, DType t, int16_t nifti_type, const std::string& dir
 
 int main(int argc, char** argv) {
   std::string dir = (std::filesystem::temp_directory_path() / "shardify-patch-bench").string();
-  bool quick = false;
+  bool quick = false, keep = false;
   Config config;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--no-shuffle")) config.shuffle = false;
+    else if (!std::strcmp(argv[i], "--keep")) keep = true;
     else if (!std::strcmp(argv[i], "--level") && i + 1 < argc) config.level = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: patch_bench [--dir DIR] [--quick] [--no-shuffle] [--level 1..19]\n");
+      std::fprintf(stderr, "usage: patch_bench [--dir DIR] [--quick] [--no-shuffle] [--level 1..19] [--keep]\n");
       return 2;
     }
   }
@@ -182,6 +184,6 @@ int main(int argc, char** argv) {
               config.shuffle ? "byte-shuffled" : "not shuffled");
   Bench<uint16_t>("u16", DType::kU16, 512, dir + "/u16", d, hw, hw, quick ? 20 : 100, config);
   Bench<float>("f32", DType::kF32, 16, dir + "/f32", d, hw, hw, quick ? 20 : 100, config);
-  std::filesystem::remove_all(dir);
+  if (!keep) std::filesystem::remove_all(dir);  // --keep: DIR/{u16,f32}/shards for shardtool bench
   return 0;
 }
