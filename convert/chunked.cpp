@@ -17,28 +17,10 @@ Result<Shape> ParsePatchSize(const std::string& text) {
   auto bad = [&](const std::string& why) {
     return InvalidArgument("--patch-size '" + text + "': " + why + " (expected DxHxW for volumes or HxW for 2D, e.g. 128x128x128)");
   };
-  Shape out;
-  size_t pos = 0;
-  while (true) {
-    const size_t x = text.find('x', pos);
-    const std::string part = text.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
-    if (part.empty() || part.size() > 9 || part.find_first_not_of("0123456789") != std::string::npos) {
-      return bad("each size must be a positive integer");
-    }
-    const int64_t v = std::stoll(part);
-    if (v < 1) return bad("each size must be at least 1");
-    out.push_back(v);
-    if (x == std::string::npos) break;
-    pos = x + 1;
-  }
-  if (out.size() < 2 || out.size() > 3) return bad("2 or 3 sizes are needed, got " + std::to_string(out.size()));
+  Result<Shape> out = ParseExtents(text);
+  if (!out.ok()) return bad(out.status().message());
+  if (out->size() < 2 || out->size() > 3) return bad("2 or 3 sizes are needed, got " + std::to_string(out->size()));
   return out;
-}
-
-std::string PatchSizeText(const Shape& patch) {
-  std::string s;
-  for (int64_t v : patch) s += (s.empty() ? "" : "x") + std::to_string(v);
-  return s;
 }
 
 namespace detail {
@@ -64,7 +46,7 @@ Status ApplyPatchSize(Schema& s, const std::vector<CaseInfo>& infos, const std::
   const FieldSpec& img = s.fields[s.image];
   const size_t spatial = img.shape.size() - 1;
   if (patch.size() != spatial) {
-    return InvalidArgument("--patch-size " + PatchSizeText(patch) + " has " + std::to_string(patch.size()) +
+    return InvalidArgument("--patch-size " + ExtentsToString(patch) + " has " + std::to_string(patch.size()) +
                            " axes, but the images have " + std::to_string(spatial) + " spatial axes (field image " +
                            ShapeToString(img.shape) + ")");
   }

@@ -98,7 +98,7 @@ WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan,
     }
   }
   if (!o.patch_size.empty()) {  // only then, so that unchunked output stays as it was
-    w.provenance.options.push_back({"patch_size", PatchSizeText(o.patch_size)});
+    w.provenance.options.push_back({"patch_size", ExtentsToString(o.patch_size)});
     w.provenance.options.push_back({"chunk_shape", ShapeToString(schema.fields[schema.image].chunk_shape)});
     if (schema.mask >= 0) w.provenance.options.push_back({"mask_chunk_shape", ShapeToString(schema.fields[schema.mask].chunk_shape)});
     if (schema.fg_locations >= 0) w.provenance.options.push_back({"fg_locations", std::to_string(o.fg_locations)});

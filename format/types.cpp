@@ -75,6 +75,29 @@ Result<uint64_t> ByteSize(const Shape& shape, DType t) {
   return n * size;
 }
 
+Result<Shape> ParseExtents(const std::string& text) {
+  Shape out;
+  size_t pos = 0;
+  while (true) {
+    const size_t x = text.find('x', pos);
+    const std::string part = text.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
+    if (part.empty() || part.size() > 9 || part.find_first_not_of("0123456789") != std::string::npos) {
+      return InvalidArgument("each size must be a positive integer");
+    }
+    const int64_t v = std::stoll(part);
+    if (v < 1) return InvalidArgument("each size must be at least 1");
+    out.push_back(v);
+    if (x == std::string::npos) return out;
+    pos = x + 1;
+  }
+}
+
+std::string ExtentsToString(const Shape& extents) {
+  std::string s;
+  for (int64_t v : extents) s += (s.empty() ? "" : "x") + std::to_string(v);
+  return s;
+}
+
 std::string ShapeToString(const Shape& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {

@@ -62,6 +62,12 @@ Result<uint64_t> ElementCount(const Shape& shape);
 Result<uint64_t> ByteSize(const Shape& shape, DType t);
 // "[28, 28]" or "[?, 256]" (-1 shown as ?).
 std::string ShapeToString(const Shape& shape);
+// "128x96x64" -> {128, 96, 64}: positive integers of at most 9 digits joined by 'x', the
+// syntax of patch sizes on the command lines. InvalidArgument says what is wrong (callers
+// name the flag and check the rank).
+Result<Shape> ParseExtents(const std::string& text);
+// Inverse of ParseExtents: {128, 96, 64} -> "128x96x64".
+std::string ExtentsToString(const Shape& extents);
 // True when `concrete` has the rank of `schema` and equals it in every fixed dimension.
 bool ShapeMatches(const Shape& schema, const Shape& concrete);
 

@@ -2,11 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <numeric>
-#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -105,29 +103,12 @@ Result<BenchResult> BenchLoader(const std::string& dir, const BenchOptions& o, c
 }
 #endif
 
-// "128x128x128" for {128, 128, 128}.
-std::string PatchText(const Shape& patch) {
-  std::string s;
-  for (int64_t v : patch) s += (s.empty() ? "" : "x") + std::to_string(v);
-  return s;
-}
-
 // The --patch value: exactly three positive integers joined by 'x'.
 Result<Shape> ParsePatch(const std::string& text) {
-  const Status bad =
-      InvalidArgument("--patch: expected DxHxW, three positive integers such as 128x128x128, got '" + text + "'");
-  Shape patch;
-  std::string_view rest = text;
-  while (patch.size() < 4) {
-    const std::string_view part = rest.substr(0, rest.find('x'));
-    int64_t v = 0;
-    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
-    if (part.empty() || ec != std::errc() || end != part.data() + part.size() || v < 1) return bad;
-    patch.push_back(v);
-    if (part.size() == rest.size()) break;
-    rest.remove_prefix(part.size() + 1);
+  Result<Shape> patch = ParseExtents(text);
+  if (!patch.ok() || patch->size() != 3) {
+    return InvalidArgument("--patch: expected DxHxW, three positive integers such as 128x128x128, got '" + text + "'");
   }
-  if (patch.size() != 3) return bad;
   return patch;
 }
 
@@ -159,7 +140,7 @@ Result<PatchSetup> SetUpPatches(const std::string& dir, const BenchOptions& o, c
   s.image = static_cast<size_t>(image);
   const Shape& shape = m.fields[s.image].shape;
   if (shape.size() < patch.size())
-    return InvalidArgument("--patch " + PatchText(patch) + " has " + std::to_string(patch.size()) +
+    return InvalidArgument("--patch " + ExtentsToString(patch) + " has " + std::to_string(patch.size()) +
                            " axes, more than the rank of field 'image' " + ShapeToString(shape) + " of " + dir);
   PatchOptions po;
   po.patch = patch;
@@ -176,7 +157,7 @@ Result<PatchSetup> SetUpPatches(const std::string& dir, const BenchOptions& o, c
     ASSIGN_OR_RETURN(SampleView v, s.ds->Sample(i));
     ASSIGN_OR_RETURN(uint64_t raw, v.raw_size(s.image));
     if (ip > limit || lp > limit)
-      return ResourceExhausted("--patch " + PatchText(patch) + ": a patch of sample " + std::to_string(i) + " needs " +
+      return ResourceExhausted("--patch " + ExtentsToString(patch) + ": a patch of sample " + std::to_string(i) + " needs " +
                                detail::HumanBytes(std::max(ip, lp)) + ", more than the limit of " +
                                detail::HumanBytes(limit));
     s.image_patch.push_back(ip), s.label_patch.push_back(lp), s.volume.push_back(raw);
@@ -296,7 +277,7 @@ Result<BenchResult> Bench(const std::string& dir, const BenchOptions& options) {
     ASSIGN_OR_RETURN(std::string split, ChooseSplit(dir, options.split));
     return BenchPatches(dir, options, split, patch);
 #else
-    return Unsupported("--patch " + PatchText(patch) +
+    return Unsupported("--patch " + ExtentsToString(patch) +
                        " draws patches with the reader library's PatchSampler, and this shardtool was built "
                        "without reader/");
 #endif
@@ -336,7 +317,7 @@ void PrintPatchJson(const BenchResult& r, const BenchOptions& o, std::ostream& o
 
 void PrintPatchText(const BenchResult& r, std::ostream& out) {
   const PatchBench& p = r.patch;
-  const std::string what = PatchText(p.patch) + (p.label_field.empty() ? "" : " with " + p.label_field);
+  const std::string what = ExtentsToString(p.patch) + (p.label_field.empty() ? "" : " with " + p.label_field);
   char line[512];
   std::snprintf(line, sizeof line,
                 "patches %s: %llu, %s in %.3f s: %.1f patches/s, %.1f MB/s, %.2f chunks/patch\n"
@@ -356,7 +337,7 @@ Status RunBench(const std::string& dir, const BenchOptions& options, std::ostrea
   if (!options.json && !options.patch.empty()) {
     ASSIGN_OR_RETURN(const Shape patch, ParsePatch(options.patch));
     out << "reading " << dir << (options.split.empty() ? "" : " split " + options.split) << ": random patches of "
-        << PatchText(patch) << ", then " << options.epochs << " epoch(s) of whole volumes, threads "
+        << ExtentsToString(patch) << ", then " << options.epochs << " epoch(s) of whole volumes, threads "
         << (options.threads ? std::to_string(options.threads) : "all") << "...\n"
         << std::flush;
   } else if (!options.json) {

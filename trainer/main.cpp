@@ -2,13 +2,13 @@
 #include <CLI/CLI.hpp>
 
 #include <cmath>
-#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <string>
 
 #include <unistd.h>
 
+#include "format/types.h"
 #include "trainer/train.h"
 
 namespace st = shardify::trainer;
@@ -58,21 +58,6 @@ struct Cli {
   std::vector<int64_t> resize, crop;
   std::string patch;
 };
-
-// "DxHxW" -> {D, H, W}, each >= 1; empty on a malformed string.
-std::vector<int64_t> ParsePatch(const std::string& text) {
-  std::vector<int64_t> out;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    const size_t x = std::min(text.find('x', pos), text.size());
-    const std::string part = text.substr(pos, x - pos);
-    if (part.empty() || part.size() > 9 || part.find_first_not_of("0123456789") != std::string::npos) return {};
-    out.push_back(std::stoll(part));
-    if (out.back() < 1) return {};
-    pos = x + 1;
-  }
-  return out;
-}
 
 void AddTrain(CLI::App& app, Cli& c) {
   st::TrainOptions& t = c.train;
@@ -147,11 +132,12 @@ int RunTrain(Cli& c) {
   if (c.resize.size() == 2) { t.augment.resize_h = c.resize[0]; t.augment.resize_w = c.resize[1]; }
   if (c.crop.size() == 2) { t.augment.crop_h = c.crop[0]; t.augment.crop_w = c.crop[1]; }
   if (!c.patch.empty()) {
-    t.patch = ParsePatch(c.patch);
-    if (t.patch.size() != 3) {
+    const shardify::Result<shardify::Shape> patch = shardify::ParseExtents(c.patch);
+    if (!patch.ok() || patch->size() != 3) {
       std::fprintf(stderr, "shardtrain: --patch '%s': expected DxHxW with sizes >= 1, e.g. 64x64x64\n", c.patch.c_str());
       return 2;
     }
+    t.patch = *patch;
   }
   if (!c.quiet) {
     t.on_step = [&t](const st::StepInfo& s) { PrintProgress(s, t.epochs); };

@@ -212,7 +212,7 @@ int ChunkedBench(const std::string& work) {
     auto c = Convert(o);
     if (!c.ok()) { std::fprintf(stderr, "%s\n", c.status().ToString().c_str()); return 1; }
     std::printf("nnunet 4 x %dx%dx%d, patch %-11s %.2f s, stored %9llu B: %s\n", kD, kH, kW,
-                patch.empty() ? "none" : PatchSizeText(patch).c_str(), c->seconds,
+                patch.empty() ? "none" : ExtentsToString(patch).c_str(), c->seconds,
                 static_cast<unsigned long long>(c->bytes_out), c->fields[0].c_str());
   }
   return 0;

@@ -470,7 +470,7 @@ TEST_CASE("convert: bad --patch-size values are refused with a clear message") {
   }
   CHECK(*ParsePatchSize("128x96x64") == Shape{128, 96, 64});
   CHECK(*ParsePatchSize("512x256") == Shape{512, 256});
-  CHECK(PatchSizeText({128, 96, 64}) == "128x96x64");
+  CHECK(ExtentsToString({128, 96, 64}) == "128x96x64");
 
   TempDir dir;
   WritePng(dir / "src/a/0.png", 1, 8, 8, 1);

@@ -31,3 +31,13 @@ TEST_CASE("format: shapes count elements and catch overflow") {
   CHECK_FALSE(ShapeMatches({-1, 28}, {5, 27}));
   CHECK_FALSE(ShapeMatches({28}, {28, 1}));
 }
+
+TEST_CASE("types: extents parse from and print to DxHxW") {
+  CHECK(*ParseExtents("128x96x64") == Shape{128, 96, 64});
+  CHECK(*ParseExtents("7") == Shape{7});
+  CHECK(ExtentsToString({128, 96, 64}) == "128x96x64");
+  for (const char* bad : {"", "0x4", "4x", "x4", "4X4", "-1x4", "1e3", "1234567890x2", "4x4x"}) {
+    INFO(bad);
+    CHECK(ParseExtents(bad).status().code() == StatusCode::kInvalidArgument);
+  }
+}
