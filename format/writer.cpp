@@ -92,6 +92,16 @@ void EncodedSampleDeleter::operator()(EncodedSample* p) const { delete p; }
 
 namespace {
 
+// The bytes of a blob of `spec` as compressed: `data` itself, or, for a filtered field,
+// the filter applied into *buf.
+const uint8_t* Filtered(const FieldSpec& spec, const uint8_t* data, size_t size, std::vector<uint8_t>* buf) {
+  if (spec.filter != Filter::kByteShuffle) return data;
+  const size_t elem = DTypeSize(spec.dtype);
+  buf->resize(size);
+  detail::ByteShuffle(data, buf->data(), size / elem, elem);
+  return buf->data();
+}
+
 template <typename T>
 Moments MomentsOf(const uint8_t* bytes, uint64_t count) {
   Moments m;
@@ -182,13 +192,7 @@ class EncoderImpl final : public Encoder {
 
   // Applies the field's filter, then compresses.
   Result<Codec> Compress(size_t f, const uint8_t* data, size_t size, std::vector<uint8_t>* stored) {
-    const FieldSpec& spec = (*fields_)[f];
-    if (spec.filter == Filter::kByteShuffle) {
-      const size_t elem = DTypeSize(spec.dtype);
-      shuffled_.resize(size);
-      detail::ByteShuffle(data, shuffled_.data(), size / elem, elem);
-      data = shuffled_.data();
-    }
+    data = Filtered((*fields_)[f], data, size, &shuffled_);
     return compressor_.Compress(data, size, (*dicts_)[f].get(), options_->min_ratio, stored);
   }
 
@@ -282,13 +286,11 @@ class WriterImpl final : public DatasetWriter {
       return InvalidArgument("no ndarray field named '" + field + "' to train a dictionary for");
     if (encoders_made_ || manifest_.num_samples > 0)
       return InvalidArgument("dictionaries must be trained before encoding starts");
-    const FieldSpec& spec = manifest_.fields[f];
     std::vector<std::vector<uint8_t>> filtered;  // a dictionary learns from what is compressed
-    if (spec.filter == Filter::kByteShuffle) {
-      const size_t elem = DTypeSize(spec.dtype);
+    if (manifest_.fields[f].filter != Filter::kNone) {
       for (const auto& s : samples) {
-        filtered.emplace_back(s.size());
-        detail::ByteShuffle(s.data(), filtered.back().data(), s.size() / elem, elem);
+        filtered.emplace_back();
+        Filtered(manifest_.fields[f], s.data(), s.size(), &filtered.back());
       }
     }
     ASSIGN_OR_RETURN(std::vector<uint8_t> dict,

@@ -113,6 +113,14 @@ torch::Tensor VolumeProbs(Model& model, const torch::Tensor& image, const DataSp
 
 namespace {
 
+void AddDiceMetrics(const std::string& prefix, double mean_foreground, const std::vector<double>& per_class,
+                    EvalResult* r) {
+  r->metrics.emplace_back(prefix + "_dice", mean_foreground);
+  for (size_t c = 0; c < per_class.size(); ++c) {
+    r->metrics.emplace_back(prefix + "_dice_" + std::to_string(c), per_class[c]);
+  }
+}
+
 // Whole volumes one at a time (batch 1), each covered by sliding windows.
 Result<EvalResult> EvaluateVolumes(Model& model, const std::shared_ptr<const Dataset>& ds,
                                    const std::string& split, const DataSpec& spec, int64_t num_classes,
@@ -128,13 +136,8 @@ Result<EvalResult> EvaluateVolumes(Model& model, const std::shared_ptr<const Dat
     ASSIGN_OR_RETURN(std::shared_ptr<Batch> batch, loader->Next());
     if (!batch) break;
     ASSIGN_OR_RETURN(Inputs in, BatchInputs(batch, spec, device, where));
-    const BatchField* f = batch->Find(spec.image_field);
-    torch::Tensor image = in.image[0], target = in.target[0];
-    for (size_t a = 0; a < spec.patch.size(); ++a) {  // the case's own shape, without batch padding
-      const int64_t n = f->sample_shapes[0][f->sample_shapes[0].size() - spec.patch.size() + a];
-      image = image.narrow(int64_t(a) + 1, 0, n);
-      target = target.narrow(int64_t(a), 0, n);
-    }
+    // A batch of one case has the case's own shape (the Loader pads only to the batch's largest).
+    const torch::Tensor image = in.image[0], target = in.target[0];
     torch::Tensor probs = VolumeProbs(model, image, spec, batch_size);
     loss_sum += DiceCeFromLogProbs(probs.clamp_min(1e-8).log().unsqueeze(0), target.unsqueeze(0)).item<double>();
     dice.Add(probs.argmax(0), target);
@@ -144,9 +147,7 @@ Result<EvalResult> EvaluateVolumes(Model& model, const std::shared_ptr<const Dat
   const uint64_t n = dice.cases();
   r.loss = n ? loss_sum / double(n) : std::numeric_limits<double>::quiet_NaN();
   r.metrics.emplace_back(prefix + "_loss", r.loss);
-  r.metrics.emplace_back(prefix + "_dice", dice.MeanForeground());
-  std::vector<double> per = dice.PerClass();
-  for (size_t c = 0; c < per.size(); ++c) r.metrics.emplace_back(prefix + "_dice_" + std::to_string(c), per[c]);
+  AddDiceMetrics(prefix, dice.MeanForeground(), dice.PerClass(), &r);
   return r;
 }
 
@@ -185,9 +186,7 @@ Result<EvalResult> Evaluate(Model& model, const std::shared_ptr<const Dataset>& 
   r.loss = n ? loss_sum / double(n) : std::numeric_limits<double>::quiet_NaN();
   r.metrics.emplace_back(prefix + "_loss", r.loss);
   if (spec.segmentation) {
-    r.metrics.emplace_back(prefix + "_dice", dice.MeanForeground());
-    std::vector<double> per = dice.PerClass();
-    for (size_t c = 0; c < per.size(); ++c) r.metrics.emplace_back(prefix + "_dice_" + std::to_string(c), per[c]);
+    AddDiceMetrics(prefix, dice.MeanForeground(), dice.PerClass(), &r);
   } else {
     r.metrics.emplace_back(prefix + "_accuracy", cls.Accuracy());
     r.metrics.emplace_back(prefix + "_auc", cls.MacroAuc());

@@ -8,7 +8,18 @@
 namespace shardify::trainer {
 namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Mean of the per-class values of classes 1..K-1 that are not NaN (class 0 too when K == 1).
+double MeanOfForeground(const std::vector<double>& per_class) {
+  double sum = 0;
+  int used = 0;
+  for (size_t i = per_class.size() > 1 ? 1 : 0; i < per_class.size(); ++i) {
+    if (!std::isnan(per_class[i])) { sum += per_class[i]; ++used; }
+  }
+  return used ? sum / used : kNaN;
 }
+
+}  // namespace
 
 torch::Tensor ClassificationLoss(const torch::Tensor& logits, const torch::Tensor& labels) {
   return torch::nn::functional::cross_entropy(logits.to(torch::kFloat), labels);
@@ -124,15 +135,7 @@ std::vector<double> DiceMetrics::PerClass() const {
   return d;
 }
 
-double DiceMetrics::MeanForeground() const {
-  std::vector<double> d = PerClass();
-  double sum = 0;
-  int used = 0;
-  for (size_t i = d.size() > 1 ? 1 : 0; i < d.size(); ++i) {
-    if (!std::isnan(d[i])) { sum += d[i]; ++used; }
-  }
-  return used ? sum / used : kNaN;
-}
+double DiceMetrics::MeanForeground() const { return MeanOfForeground(PerClass()); }
 
 void CaseDiceMetrics::Add(const torch::Tensor& predicted, const torch::Tensor& target) {
   DiceMetrics one(static_cast<int64_t>(sum_.size()));
@@ -154,14 +157,6 @@ std::vector<double> CaseDiceMetrics::PerClass() const {
   return d;
 }
 
-double CaseDiceMetrics::MeanForeground() const {
-  const std::vector<double> d = PerClass();
-  double sum = 0;
-  int used = 0;
-  for (size_t i = d.size() > 1 ? 1 : 0; i < d.size(); ++i) {
-    if (!std::isnan(d[i])) { sum += d[i]; ++used; }
-  }
-  return used ? sum / used : kNaN;
-}
+double CaseDiceMetrics::MeanForeground() const { return MeanOfForeground(PerClass()); }
 
 }  // namespace shardify::trainer

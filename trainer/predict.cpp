@@ -98,18 +98,6 @@ Status AppendMasks(DatasetWriter& w, const Batch& b, const std::string& split, c
   return Status::Ok();
 }
 
-// Volumes: batch of one case; the prediction covers the case's own shape.
-torch::Tensor PredictVolume(const Predictor& p, const Batch& b, detail::Inputs& in, size_t window_batch) {
-  const BatchField* f = b.Find(p.spec.image_field);
-  const size_t rank = p.spec.patch.size();
-  torch::Tensor image = in.image[0];
-  for (size_t a = 0; a < rank; ++a) {
-    const int64_t n = f->sample_shapes[0][f->sample_shapes[0].size() - rank + a];
-    image = image.narrow(int64_t(a) + 1, 0, n);
-    if (p.labeled) in.target = in.target.narrow(int64_t(a) + 1, 0, n);
-  }
-  return detail::VolumeProbs(*p.model, image, p.spec, window_batch).argmax(0).unsqueeze(0);
-}
 
 Result<std::unique_ptr<DatasetWriter>> MaskWriter(const PredictOptions& o, const Predictor& p) {
   FieldSpec index{"index", FieldKind::kInt, DType::kI64, {}, {}, {{"role", "index"}}};
@@ -151,7 +139,9 @@ Result<PredictSummary> PredictImpl(const PredictOptions& o) {
     if (!b) break;
     ASSIGN_OR_RETURN(detail::Inputs in, PredictInputs(b, p, where));
     if (!p.spec.patch.empty()) {
-      torch::Tensor pred = PredictVolume(p, *b, in, std::min<size_t>(o.batch_size, kMaxWindowBatch));
+      // A batch of one case, [1, C, D, H, W]: the case's own shape (no padding).
+      const size_t windows = std::min<size_t>(o.batch_size, kMaxWindowBatch);
+      torch::Tensor pred = detail::VolumeProbs(*p.model, in.image[0], p.spec, windows).argmax(0).unsqueeze(0);
       if (p.labeled) case_dice.Add(pred, in.target);
       RETURN_IF_ERROR(AppendMasks(*writer, *b, o.split, pred));
       summary.samples += b->size();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../common/temp_dir.h"
+#include "mix.h"
 #include "format/dataset.h"
 #include "format/writer.h"
 #include "trainer/loop_internal.h"
@@ -18,11 +19,7 @@ using namespace shardify;
 
 namespace {
 
-uint64_t Mix(uint64_t& x) {
-  uint64_t z = (x += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  return z ^ (z >> 27);
-}
+using testing::Mix;
 
 // Classes 0..3: quadrant `label` is bright over noise. Splits: train, val, test.
 Status WriteClassFixture(const std::string& dir, bool rank2, uint64_t train = 192) {

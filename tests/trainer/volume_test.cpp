@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../common/temp_dir.h"
+#include "mix.h"
 #include "format/dataset.h"
 #include "format/writer.h"
 #include "trainer/metrics.h"
@@ -23,11 +24,7 @@ using namespace shardify;
 
 namespace {
 
-uint64_t Mix(uint64_t& x) {
-  uint64_t z = (x += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  return z ^ (z >> 27);
-}
+using testing::Mix;
 
 // Per-voxel "model": class 1 where channel 0 is positive, with confident logits.
 class SignModel : public st::Model {
