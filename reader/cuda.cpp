@@ -185,13 +185,25 @@ Status CopyToDeviceAsync(void* dst, const void* src, size_t bytes, const CudaStr
 #endif
 }
 
-Status RecordEvent(const CudaEvent& event, const CudaStream& stream) {
+Status RecordEvent(const CudaEvent& event, const CudaStream& stream) { return RecordEventOn(event, stream.get()); }
+
+Status RecordEventOn(const CudaEvent& event, void* stream) {
 #ifdef SHARDIFY_HAVE_CUDA
-  return FromCuda(cudaEventRecord(static_cast<cudaEvent_t>(event.get()), static_cast<cudaStream_t>(stream.get())),
+  return FromCuda(cudaEventRecord(static_cast<cudaEvent_t>(event.get()), static_cast<cudaStream_t>(stream)),
                   "cudaEventRecord");
 #else
   (void)event, (void)stream;
   return NoCuda("cudaEventRecord");
+#endif
+}
+
+Status StreamWaitEvent(void* stream, void* event) {
+#ifdef SHARDIFY_HAVE_CUDA
+  return FromCuda(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0),
+                  "cudaStreamWaitEvent");
+#else
+  (void)stream, (void)event;
+  return NoCuda("cudaStreamWaitEvent");
 #endif
 }
 

@@ -100,6 +100,10 @@ Status CudaSetDevice(int device);
 Status CopyToDeviceAsync(void* dst, const void* src, size_t bytes, const CudaStream& stream);
 // Records `event` on `stream`.
 Status RecordEvent(const CudaEvent& event, const CudaStream& stream);
+// Records `event` on a stream the caller owns (a cudaStream_t; null = the legacy default).
+Status RecordEventOn(const CudaEvent& event, void* stream);
+// Makes `stream` (a cudaStream_t) wait on the device for `event` (a cudaEvent_t).
+Status StreamWaitEvent(void* stream, void* event);
 // Copies `bytes` from device memory to host memory and waits for it.
 Status CopyToHost(void* dst, const void* src, size_t bytes);
 // Blocks until the event `event` (a cudaEvent_t, e.g. Batch::device_ready_event) completes.

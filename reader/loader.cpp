@@ -12,6 +12,11 @@ namespace shardify {
 
 bool CudaDeviceAvailable() { return detail::CudaDeviceAnswers(); }
 
+Status StreamWaitForBatch(const Batch& batch, void* cuda_stream) {
+  if (batch.device_ready_event == nullptr) return InvalidArgument("loader: the batch was not staged to a device");
+  return detail::StreamWaitEvent(cuda_stream, batch.device_ready_event);
+}
+
 const BatchField* Batch::Find(const std::string& name) const {
   for (const BatchField& f : fields) {
     if (f.name == name) return &f;
@@ -131,6 +136,7 @@ class LoaderImpl final : public Loader {
   explicit LoaderImpl(std::shared_ptr<detail::Ring> ring) : ring_(std::move(ring)) {}
   ~LoaderImpl() override { ring_->Stop(); }
   Result<std::shared_ptr<Batch>> Next() override { return ring_->Next(); }
+  bool WaitForNext(std::chrono::milliseconds timeout) override { return ring_->WaitForNext(timeout); }
   SamplerState State() const override { return ring_->State(); }
   uint64_t batches_per_epoch() const override { return ring_->sampler().batches_per_epoch(); }
   const Dataset& dataset() const override { return ring_->dataset(); }

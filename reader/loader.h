@@ -20,6 +20,7 @@
 // until released; a Batch may be released on any thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -55,6 +56,10 @@ struct LoaderOptions {
   bool stage_to_device = false;
   int device = 0;               // CUDA device for staging
   size_t max_open_shards = 64;  // Open(dir) only, as verify_checksums
+  // When the consumer holds every slot, add a slot instead of failing Next() with
+  // ResourceExhausted: memory then grows with the batches the consumer keeps alive (and
+  // the added slots stay in the ring). For consumers that cannot bound what they keep.
+  bool grow_ring = false;
   // Patch mode (3D training): the image field (and the label field, when set) become
   // random patches of shape [C, patch...] drawn by a PatchSampler (see patch_sampler.h),
   // the last round(B * foreground_fraction) of each batch forced onto foreground. With
@@ -85,6 +90,11 @@ struct Batch {
   bool pinned = false;  // host buffers are CUDA pinned memory
   // When staged: a cudaEvent_t recorded after the copy; wait on it before use.
   void* device_ready_event = nullptr;
+  // When staged, the consumer may name the cudaStream_t its work on device_data runs on.
+  // Releasing the batch then records an event on that stream, and the next copy into this
+  // slot waits for it on the device, so a batch may be released right after its work is
+  // queued. Null: the caller must finish that work before releasing (see Loader).
+  void* consumer_stream = nullptr;
   const BatchField* Find(const std::string& name) const;
   size_t size() const { return indices.size(); }
 };
@@ -101,6 +111,10 @@ class Loader {
   // The next batch, or nullptr when every epoch is done.
   virtual Result<std::shared_ptr<Batch>> Next() = 0;
 
+  // Waits at most `timeout` until Next() can answer without waiting (a batch, the end, or
+  // an error); true when it can. Lets a consumer stay responsive (e.g. to signals).
+  virtual bool WaitForNext(std::chrono::milliseconds timeout) = 0;
+
   // Where the consumer stands: restoring it into a new Loader (LoaderOptions::sampler.resume)
   // yields exactly the batches this one would have produced next.
   virtual SamplerState State() const = 0;
@@ -109,8 +123,13 @@ class Loader {
   virtual const Dataset& dataset() const = 0;
   // Bytes of host buffers allocated for the ring: (prefetch + 1) slots x batch bytes
   // (one slot for the batch the consumer holds). A consumer holding every slot gets
-  // ResourceExhausted from Next() instead of a deadlock.
+  // ResourceExhausted from Next() instead of a deadlock, or a new slot with grow_ring.
   virtual size_t ring_bytes() const = 0;
 };
+
+// Makes the CUDA stream `cuda_stream` (a cudaStream_t) wait, on the device, for the copy
+// of a staged batch; the host does not block. Unsupported without a device; InvalidArgument
+// for a batch that was not staged.
+Status StreamWaitForBatch(const Batch& batch, void* cuda_stream);
 
 }  // namespace shardify

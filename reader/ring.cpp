@@ -52,37 +52,43 @@ Ring::Ring(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
 Ring::~Ring() { Stop(); }
 
 Status Ring::Start(size_t threads) {
-  const size_t b = options_.batch_size;
-  chunk_ = std::clamp<size_t>(b / (4 * threads), 1, 32);
+  chunk_ = std::clamp<size_t>(options_.batch_size / (4 * threads), 1, 32);
   if (options_.stage_to_device) {
     RETURN_IF_ERROR(CudaSetDevice(options_.device));
     ASSIGN_OR_RETURN(stream_, CudaStream::Create());
   }
   for (size_t k = 0; k < options_.prefetch + 1; ++k) {
-    auto slot = std::make_unique<Slot>();
-    slot->host.resize(fields_.size());
-    slot->device.resize(fields_.size());
-    slot->stride.assign(fields_.size(), 0);
-    slot->views.resize(b);
-    slot->batch.pinned = pinned_;
-    slot->batch.indices.reserve(b);
-    slot->batch.fields.resize(fields_.size());
-    for (size_t f = 0; f < fields_.size(); ++f) {
-      BatchField& bf = slot->batch.fields[f];
-      bf.name = fields_[f].name;
-      bf.kind = fields_[f].kind;
-      bf.dtype = fields_[f].kind == FieldKind::kInt     ? DType::kI64
-                 : fields_[f].kind == FieldKind::kFloat ? DType::kF64
-                                                        : fields_[f].dtype;
-      if (!fields_[f].variable) RETURN_IF_ERROR(Grow(*slot, f, fields_[f].fixed_bytes));
-    }
-    if (options_.stage_to_device) {
-      ASSIGN_OR_RETURN(slot->event, CudaEvent::Create());
-    }
+    ASSIGN_OR_RETURN(std::unique_ptr<Slot> slot, MakeSlot());
     slots_.push_back(std::move(slot));
   }
   for (size_t t = 0; t < threads; ++t) threads_.emplace_back([this] { Work(); });
   return Status::Ok();
+}
+
+Result<std::unique_ptr<Slot>> Ring::MakeSlot() {
+  const size_t b = options_.batch_size;
+  auto slot = std::make_unique<Slot>();
+  slot->host.resize(fields_.size());
+  slot->device.resize(fields_.size());
+  slot->stride.assign(fields_.size(), 0);
+  slot->views.resize(b);
+  slot->batch.pinned = pinned_;
+  slot->batch.indices.reserve(b);
+  slot->batch.fields.resize(fields_.size());
+  for (size_t f = 0; f < fields_.size(); ++f) {
+    BatchField& bf = slot->batch.fields[f];
+    bf.name = fields_[f].name;
+    bf.kind = fields_[f].kind;
+    bf.dtype = fields_[f].kind == FieldKind::kInt     ? DType::kI64
+               : fields_[f].kind == FieldKind::kFloat ? DType::kF64
+                                                      : fields_[f].dtype;
+    if (!fields_[f].variable) RETURN_IF_ERROR(Grow(*slot, f, fields_[f].fixed_bytes));
+  }
+  if (options_.stage_to_device) {
+    ASSIGN_OR_RETURN(slot->event, CudaEvent::Create());
+    ASSIGN_OR_RETURN(slot->released, CudaEvent::Create());
+  }
+  return slot;
 }
 
 void Ring::Stop() {
@@ -96,18 +102,39 @@ void Ring::Stop() {
   threads_.clear();
 }
 
+Status Ring::EnsureSlotLocked() {
+  if (!in_flight_.empty()) return Status::Ok();
+  if (std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->state == SlotState::kFree; })) {
+    return Status::Ok();
+  }
+  if (!options_.grow_ring) {
+    return ResourceExhausted("loader: the caller holds all " + std::to_string(slots_.size()) +
+                             " batch slots; release a batch or raise prefetch");
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Slot> slot, MakeSlot());  // rare: allocates under the lock
+  slots_.push_back(std::move(slot));
+  work_cv_.notify_one();
+  return Status::Ok();
+}
+
+bool Ring::ReadyLocked() const {
+  if (!failed_.ok() || handed_ == total_ || stop_) return true;
+  return !in_flight_.empty() && slots_[in_flight_.front()]->state == SlotState::kReady;
+}
+
+bool Ring::WaitForNext(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (ReadyLocked() || !EnsureSlotLocked().ok()) return true;  // Next() reports the error
+  return ready_cv_.wait_for(lock, timeout, [this] { return ReadyLocked(); });
+}
+
 Result<std::shared_ptr<Batch>> Ring::Next() {
   std::unique_lock<std::mutex> lock(mu_);
   if (!failed_.ok()) return failed_;
   if (handed_ == total_) return std::shared_ptr<Batch>();
   while (in_flight_.empty() || slots_[in_flight_.front()]->state != SlotState::kReady) {
     if (stop_) return Cancelled("loader: stopped");
-    const bool any_free =
-        std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->state == SlotState::kFree; });
-    if (in_flight_.empty() && !any_free) {
-      return ResourceExhausted("loader: the caller holds all " + std::to_string(slots_.size()) +
-                               " batch slots; release a batch or raise prefetch");
-    }
+    RETURN_IF_ERROR(EnsureSlotLocked());
     ready_cv_.wait(lock);
   }
   const size_t k = in_flight_.front();
@@ -134,7 +161,18 @@ SamplerState Ring::State() const {
 void Ring::Release(size_t slot) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    slots_[slot]->state = SlotState::kFree;
+    Slot& s = *slots_[slot];
+    if (s.batch.consumer_stream != nullptr && options_.stage_to_device) {
+      // Without the event the next copy would not wait for the consumer's work: fail instead.
+      const Status recorded = RecordEventOn(s.released, s.batch.consumer_stream);
+      if (recorded.ok()) {
+        s.release_pending = true;
+      } else if (failed_.ok()) {
+        failed_ = recorded.WithContext("loader: releasing a staged batch");
+      }
+    }
+    s.batch.consumer_stream = nullptr;
+    s.state = SlotState::kFree;
   }
   work_cv_.notify_one();
   ready_cv_.notify_all();
@@ -228,12 +266,17 @@ void Ring::MarkReady(Slot& slot) {
 
 Status Ring::Plan(Slot& slot, uint64_t seq) {
   const SamplerState at = sampler_.Advance(seq);
+  if (slot.staged) {
+    // The host buffers are about to be rewritten: the last copy out of them must be done.
+    RETURN_IF_ERROR(WaitEvent(slot.event.get()));
+    slot.staged = false;
+  }
   if (at.epoch != order_epoch_) {
     epoch_order_ = sampler_.EpochOrder(at.epoch);
     order_epoch_ = at.epoch;
   }
   Batch& batch = slot.batch;
-  slot.seq = seq;
+  slot.flat_step = at.epoch * sampler_.batches_per_epoch() + at.step;
   batch.epoch = at.epoch;
   batch.step = at.step;
   sampler_.BatchIndices(epoch_order_, at.step, &batch.indices);
@@ -379,7 +422,7 @@ Status Ring::DecodeArray(const Slot& slot, size_t f, size_t i, const SampleView&
 
 Status Ring::DecodePatch(Slot& slot, size_t i, Decoder& decoder) {
   const size_t n = slot.batch.indices.size();
-  const uint64_t draw = slot.seq * options_.batch_size + i;
+  const uint64_t draw = slot.flat_step * options_.batch_size + i;
   auto at = [&](int f) {
     return f < 0 ? nullptr : static_cast<uint8_t*>(slot.host[static_cast<size_t>(f)].data()) + i * slot.stride[static_cast<size_t>(f)];
   };
@@ -391,11 +434,16 @@ Status Ring::DecodePatch(Slot& slot, size_t i, Decoder& decoder) {
 }
 
 Status Ring::Stage(Slot& slot) {
+  if (slot.release_pending) {
+    RETURN_IF_ERROR(StreamWaitEvent(stream_.get(), slot.released.get()));
+    slot.release_pending = false;
+  }
   for (size_t f = 0; f < fields_.size(); ++f) {
     const BatchField& bf = slot.batch.fields[f];
     if (bf.bytes == 0) continue;
     RETURN_IF_ERROR(CopyToDeviceAsync(slot.device[f].data(), bf.data, bf.bytes, stream_));
   }
+  slot.staged = true;
   return RecordEvent(slot.event, stream_);
 }
 

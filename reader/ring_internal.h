@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -43,7 +44,10 @@ enum class SlotState { kFree, kPlanning, kDecoding, kReady, kHeld };
 struct Slot {
   std::vector<HostBuffer> host;      // per field
   std::vector<DeviceBuffer> device;  // per field, when staging
-  CudaEvent event;                   // when staging
+  CudaEvent event;                   // when staging: the copy to the device is done
+  CudaEvent released;                // when staging: the consumer's stream is done with it
+  bool release_pending = false;      // `released` was recorded; the next copy waits for it
+  bool staged = false;               // a copy was queued from the host buffers
   std::vector<uint64_t> stride;      // bytes per sample, per field
   std::vector<SampleView> views;     // batch_size entries; reset once decoded
   Batch batch;
@@ -52,7 +56,7 @@ struct Slot {
   size_t done = 0;                   // samples finished
   size_t error_position = SIZE_MAX;  // batch position of `error` (lowest wins)
   Status error;
-  uint64_t seq = 0;                  // batch sequence number (patch draws derive from it)
+  uint64_t flat_step = 0;            // epoch x batches_per_epoch + step (patch draws derive from it)
 };
 
 class Ring : public std::enable_shared_from_this<Ring> {
@@ -69,6 +73,7 @@ class Ring : public std::enable_shared_from_this<Ring> {
   void Stop();
 
   Result<std::shared_ptr<Batch>> Next();
+  bool WaitForNext(std::chrono::milliseconds timeout);
   SamplerState State() const;
   size_t ring_bytes() const { return ring_bytes_.load(); }
   const Sampler& sampler() const { return sampler_; }
@@ -77,6 +82,11 @@ class Ring : public std::enable_shared_from_this<Ring> {
  private:
   void Work();
   void Release(size_t slot);
+  Result<std::unique_ptr<Slot>> MakeSlot();
+  // With mu_ held: Next() can answer without waiting.
+  bool ReadyLocked() const;
+  // With mu_ held: when the consumer holds every slot, adds one (grow_ring) or says why not.
+  Status EnsureSlotLocked();
   // Worker steps; each is entered and left with `lock` held.
   bool TryPlan(std::unique_lock<std::mutex>& lock);
   // Stages a fully decoded slot when asked, then marks it ready.

@@ -8,6 +8,7 @@ packages=(
   libcli11-dev catch2 nlohmann-json3-dev
   libinsighttoolkit5-dev insighttoolkit5-examples
   libtorch-dev python3-torch python3-torchvision
+  python3-dev pybind11-dev python3-numpy python3-pil python3-pytest python3-nbclient python3-ipykernel
   dataset-fashion-mnist
 )
 missing=()

@@ -1,6 +1,7 @@
 #include "reader/loader.h"
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -264,6 +265,59 @@ TEST_CASE("reader: a caller holding every slot gets ResourceExhausted, not a dea
   auto next = loader->Next();
   REQUIRE(next.ok());
   CHECK((*next)->step == 3);
+}
+
+TEST_CASE("reader: with grow_ring a caller may hold any number of batches, each intact") {
+  TempDir tmp;
+  FixtureOptions fx;
+  fx.samples = 100;
+  REQUIRE(testing::WriteFixture(tmp / "ds", fx).ok());
+  LoaderOptions o;
+  o.batch_size = 4;
+  o.prefetch = 1;
+  o.grow_ring = true;
+  o.sampler.order = SampleOrder::kSequential;
+  auto loader = OpenLoader(tmp / "ds", o);
+  const size_t first_ring = loader->ring_bytes();
+  std::vector<std::shared_ptr<Batch>> held;
+  for (int k = 0; k < 25; ++k) {  // every batch of the epoch, 12x the slots
+    CHECK(loader->WaitForNext(std::chrono::milliseconds(10000)));
+    auto b = loader->Next();
+    INFO(b.status().ToString());
+    REQUIRE(b.ok());
+    REQUIRE(*b);
+    held.push_back(*b);
+  }
+  CHECK(loader->ring_bytes() > first_ring);
+  std::set<const void*> buffers;
+  for (const auto& b : held) {
+    CheckContents(*b, fx);  // nothing was overwritten while held
+    buffers.insert(b->Find("image")->data);
+  }
+  CHECK(buffers.size() == held.size());
+  CHECK(loader->WaitForNext(std::chrono::milliseconds(0)));  // the end answers at once
+  auto end = loader->Next();
+  REQUIRE(end.ok());
+  CHECK(*end == nullptr);
+}
+
+TEST_CASE("reader: WaitForNext reports a batch once it is decoded") {
+  TempDir tmp;
+  FixtureOptions fx;
+  fx.samples = 64;
+  REQUIRE(testing::WriteFixture(tmp / "ds", fx).ok());
+  LoaderOptions o;
+  o.batch_size = 8;
+  auto loader = OpenLoader(tmp / "ds", o);
+  for (int k = 0; k < 8; ++k) {
+    while (!loader->WaitForNext(std::chrono::milliseconds(5))) {
+    }
+    auto b = loader->Next();
+    REQUIRE(b.ok());
+    REQUIRE(*b);
+    CheckContents(**b, fx);
+  }
+  CHECK(loader->WaitForNext(std::chrono::milliseconds(0)));
 }
 
 TEST_CASE("reader: bad options are refused with the reason") {

@@ -221,3 +221,38 @@ TEST_CASE("reader patches: the Loader's patch mode gives fixed batches whatever 
   CHECK(run(2) == one);
   CHECK(run(4) == one);
 }
+
+TEST_CASE("reader patches: a resumed patch Loader draws the patches of the uninterrupted run") {
+  VolumeFixture fx;
+  std::shared_ptr<const Dataset> ds(std::move(fx.ds));
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.sampler.epochs = 3;
+  o.sampler.seed = 5;
+  o.patch = Options({6, 6, 6});
+  auto collect = [&](const LoaderOptions& opts, size_t max) {
+    auto loader = Loader::Open(ds, opts);
+    REQUIRE(loader.ok());
+    std::vector<std::vector<uint8_t>> out;
+    for (size_t k = 0; k < max; ++k) {
+      auto b = (*loader)->Next();
+      REQUIRE(b.ok());
+      if (!*b) break;
+      const BatchField* img = (*b)->Find("image");
+      const auto* p = static_cast<const uint8_t*>(img->data);
+      out.emplace_back(p, p + img->bytes);
+    }
+    return std::make_pair(out, (*loader)->State());
+  };
+  const auto full = collect(o, SIZE_MAX).first;
+  REQUIRE(full.size() == 6);  // 3 samples, batch 2: 2 batches an epoch
+  for (size_t cut : {1u, 2u, 3u, 5u}) {
+    const auto head = collect(o, cut);
+    LoaderOptions resumed = o;
+    resumed.sampler.resume = head.second;
+    const auto tail = collect(resumed, SIZE_MAX).first;
+    INFO("cut " << cut);
+    REQUIRE(cut + tail.size() == full.size());
+    for (size_t k = 0; k < tail.size(); ++k) CHECK(tail[k] == full[cut + k]);
+  }
+}

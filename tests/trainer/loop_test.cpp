@@ -190,6 +190,7 @@ TEST_CASE("trainer: predict writes one CSV row per sample with class probabiliti
   p.split = "test";
   p.out = dir / "pred.csv";
   auto r = st::Predict(p);
+  INFO(r.status().ToString());
   REQUIRE(r.ok());
   CHECK(r->samples == 32);
   CHECK(CountLines(dir / "pred.csv") == 33);

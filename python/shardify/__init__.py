@@ -1,0 +1,18 @@
+"""shardify: image datasets as checksummed, memory-mapped shards, read by C++ threads.
+
+    import shardify
+    shardify.convert("fmnist-png", "fmnist")          # once: PNG/JPEG/NIfTI/idx -> shards
+    ds = shardify.Dataset("fmnist")                   # random access, numpy arrays
+    loader = shardify.Loader("fmnist", batch_size=64) # batches of torch tensors, no workers
+    for batch in loader:
+        x, y = batch["image"], batch["label"]
+
+torch is imported only when a Loader yields tensors; Dataset needs numpy alone.
+"""
+
+from ._core import CorruptionError, __version__, cuda_available
+from ._convert import ConvertSummary, convert, convert_options
+from ._dataset import Dataset
+from ._loader import Loader
+
+__all__ = ["Dataset", "Loader", "convert", "convert_options", "ConvertSummary", "CorruptionError", "cuda_available", "__version__"]

@@ -1,0 +1,139 @@
+"""shardify.convert: the converter, with the command line's options as keyword arguments."""
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+from . import _core
+
+
+@dataclass
+class ConvertSummary:
+    """What convert() did. ``str(summary)`` is the summary the command line prints."""
+    layout: str
+    splits: dict
+    classes: list
+    fields: list
+    samples: int
+    shards: int
+    bytes_in: int
+    bytes_out: int
+    seconds: float
+    dry_run: bool
+    dictionary: bool
+    ignored_files: int
+    warnings: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)  # (input, reason) pairs
+    text: str = ""
+
+    def __str__(self):
+        return self.text
+
+
+def convert(src, dst, *, progress=True, **options):
+    """Converts the dataset at ``src`` into shards at ``dst``; returns a ConvertSummary.
+
+    Every option of the ``shardify`` command line is a keyword argument, its name with
+    ``_`` for ``-``: ``layout="folder"``, ``split="train=0.8,val=0.2"`` (or a dict),
+    ``level=9``, ``shard_size="64M"``, ``classes=[...]``, ``patch_size=(128, 128, 128)``,
+    ``overwrite=True``, ``dry_run=True``, ``dict=False`` (``--no-dict``), ``shuffle=False``
+    (``--no-shuffle``), ``fsync=False``, ``on_error="skip"``, ``threads=4``, ``seed=1``.
+    The list with their help is in ``shardify.convert_options()``.
+
+    ``progress``: True prints a line to sys.stderr about once a second, False nothing, or a
+    callable ``f(phase, done, total, bytes_in)`` called at the start of each phase ("scan",
+    "inspect", "convert") and about ten times a second. Ctrl-C (or an exception raised by
+    the callable) cancels cleanly: nothing that looks like a dataset is left at ``dst``
+    (unless the conversion had already completed), and the exception propagates.
+
+    Errors: bad options raise ValueError, a missing source FileNotFoundError, a bad input
+    OSError or shardify.CorruptionError naming the file.
+    """
+    if not _core.HAVE_CONVERT:
+        raise RuntimeError("this shardify build has no converter (it was built without ITK)")
+    args = [os.fspath(src), "-o", os.fspath(dst)] + _flag_args(options)
+    callback = _ConsoleProgress() if progress is True else (None if progress in (False, None) else progress)
+    if callback is not None and not callable(callback):
+        raise TypeError(f"progress must be True, False or a callable, not {type(progress).__name__}")
+    try:
+        result = _core.convert(args, callback)
+    finally:
+        if isinstance(callback, _ConsoleProgress):
+            callback.done()
+    return ConvertSummary(**result)
+
+
+def convert_options():
+    """``{keyword: help}`` for every keyword argument of convert()."""
+    if not _core.HAVE_CONVERT:
+        return {}
+    out = {}
+    for name, takes_value, help_text in _core.convert_flags():
+        if name in ("output", "quiet"):
+            continue
+        key = name.replace("-", "_")
+        if not takes_value and key.startswith("no_"):
+            key = key[3:]
+            help_text = f"False: {help_text}"
+        out.setdefault(key, help_text)
+    return out
+
+
+def _flag_args(options):
+    flags = {name: takes_value for name, takes_value, _ in _core.convert_flags()}
+    args = []
+    for key, value in options.items():
+        name = key.replace("_", "-")
+        if name in ("output", "quiet") or (name not in flags and f"no-{name}" not in flags):
+            raise TypeError(f"convert() got an unexpected keyword argument {key!r}; "
+                            f"the options are {sorted(convert_options())}")
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            if name in flags and not flags[name]:
+                if value:
+                    args.append(f"--{name}")
+            elif f"no-{name}" in flags:
+                if not value:
+                    args.append(f"--no-{name}")
+            else:
+                raise ValueError(f"{key} takes a value, not {value!r}")
+            continue
+        if name in flags and not flags[name]:
+            raise ValueError(f"{key} must be True or False, got {value!r}")
+        args += [f"--{name}", _flag_value(key, value)]
+    return args
+
+
+def _flag_value(key, value):
+    if isinstance(value, dict):  # split={"train": 0.8, "val": 0.2}
+        return ",".join(f"{k}={v}" for k, v in value.items())
+    if isinstance(value, (tuple, list)):
+        if key == "patch_size":
+            return "x".join(str(int(v)) for v in value)
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+class _ConsoleProgress:
+    """Prints 'shardify: phase done/total' to sys.stderr at most once a second."""
+
+    def __init__(self):
+        self._last = 0.0
+        self._start = time.monotonic()
+        self._shown = False
+
+    def __call__(self, phase, done, total, bytes_in):
+        now = time.monotonic()
+        if now - self._last < 1.0 and done != total:
+            return
+        self._last = now
+        share = f" ({100.0 * done / total:.0f}%)" if total else ""
+        print(f"\rshardify: {phase} {done}/{total}{share}, {now - self._start:.1f} s", end="", file=sys.stderr,
+              flush=True)
+        self._shown = True
+
+    def done(self):
+        if self._shown:
+            print(file=sys.stderr, flush=True)

@@ -1,0 +1,112 @@
+"""shardify.Dataset: random access to a shard dataset, as numpy arrays and Python values."""
+
+import os
+
+from . import _core
+
+
+class Dataset:
+    """A shard dataset directory (``manifest.sfm`` + ``shard-*.sfs``), opened for reading.
+
+    ``ds[i]`` decodes sample ``i`` (any split) into a dict: ndarray fields as new numpy
+    arrays in their stored dtype and shape, ``int``/``float`` fields as Python numbers,
+    ``string`` fields as ``str`` and ``bytes`` fields as ``bytes``. Only the manifest is
+    read when opening; each shard is mapped and fully checked the first time it is used.
+
+    It is a map-style dataset: ``torch.utils.data.DataLoader(ds, ...)`` works, worker
+    processes included (a pickled Dataset reopens its path). For training, prefer
+    :class:`shardify.Loader`, which batches with C++ threads and needs no workers.
+
+    Errors: a missing dataset raises ``FileNotFoundError``; bytes that disagree with the
+    format or their checksum raise :class:`shardify.CorruptionError` (an ``OSError``)
+    naming the file, sample and field; an index out of range raises ``IndexError``.
+    """
+
+    def __init__(self, path, *, verify_checksums=True, max_open_shards=64):
+        path = os.fspath(path)
+        if max_open_shards < 1:
+            raise ValueError(f"max_open_shards must be >= 1, got {max_open_shards}")
+        self._options = dict(verify_checksums=bool(verify_checksums), max_open_shards=int(max_open_shards))
+        self._core = _core.Dataset(path, **self._options)
+        self._path = path
+
+    @property
+    def path(self):
+        return self._path
+
+    def __len__(self):
+        return self._core.num_samples
+
+    def __getitem__(self, index):
+        return self.get(index)
+
+    def get(self, index, fields=None):
+        """Sample ``index`` as a dict; ``fields`` (names) limits what is decoded."""
+        index = self._index(index)
+        return self._core.sample(index, None if fields is None else list(fields))
+
+    def region(self, index, field, start, size):
+        """The box ``[start, start + size)`` of ndarray ``field`` of sample ``index``.
+
+        Only the chunks the box touches are decompressed (chunked fields, written with
+        ``patch_size``); parts outside the array are zero."""
+        index = self._index(index)
+        return self._core.region(index, field, [int(s) for s in start], [int(s) for s in size])
+
+    @property
+    def splits(self):
+        """``{name: number of samples}``, in dataset order."""
+        return {name: count for name, _, count in self._core.splits()}
+
+    def split_range(self, name):
+        """The global sample indices of split ``name``, as a ``range``."""
+        for split, first, count in self._core.splits():
+            if split == name:
+                return range(first, first + count)
+        raise ValueError(f"{self._path} has no split {name!r}; it has {sorted(self.splits)}")
+
+    @property
+    def classes(self):
+        """Class names: label ``i`` is ``classes[i]``."""
+        return self._core.classes()
+
+    @property
+    def fields(self):
+        """One dict per field: name, kind, dtype, shape (``None`` where it varies),
+        chunk_shape and meta."""
+        return self._core.fields()
+
+    @property
+    def provenance(self):
+        return self._core.provenance()
+
+    @property
+    def stats(self):
+        """Per-field statistics recorded by the converter (min, max, mean, std, count)."""
+        return self._core.stats()
+
+    @property
+    def format_version(self):
+        return self._core.format_version
+
+    def __repr__(self):
+        return f"shardify.Dataset({self._path!r}, samples={len(self)}, splits={self.splits})"
+
+    def __getstate__(self):
+        return {"path": self._path, "options": self._options}
+
+    def __setstate__(self, state):
+        self.__init__(state["path"], **state["options"])
+
+    def _index(self, index):
+        if not isinstance(index, int):
+            try:
+                index = index.__index__()
+            except AttributeError:
+                raise TypeError(f"sample index must be an integer, not {type(index).__name__}") from None
+        n = len(self)
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError(f"sample index out of range (dataset has {n} samples)")
+        return index

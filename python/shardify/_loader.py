@@ -1,0 +1,377 @@
+"""shardify.Loader: shuffled batches from shards, decoded by C++ threads, handed to torch
+without a copy."""
+
+import os
+import re
+
+from . import _core
+from ._dataset import Dataset
+
+_ORDERS = ("shuffle", "sequential", "shard_windowed", "class_balanced")
+_OUTPUTS = ("torch", "numpy")
+# Epochs one C++ loader is opened for: far more than any run, so that batches of the next
+# epoch are decoded while the current one ends. Opening costs nothing per epoch.
+_EPOCH_SPAN = 1 << 20
+# Keys of state_dict() that fix the order of batches; a state only loads where they match.
+_ORDER_KEYS = ("split", "split_samples", "batch_size", "order", "seed", "world_size", "drop_last", "repeats",
+               "window_shards", "patch", "foreground_fraction")
+
+
+class Loader:
+    """Batches of one split of a shard dataset, for a training loop.
+
+    ``for batch in loader`` runs one epoch: each batch is a dict of tensors (numpy arrays
+    with ``output="numpy"``): every loaded field as ``[B, ...]`` in its stored dtype
+    (``int``/``float`` fields as int64/float64 ``[B]``), plus ``"index"``, the global
+    sample indices (int64 ``[B]``, always on the CPU). Fields whose sample shapes vary are
+    zero-padded to the batch maximum, and ``"<field>.shape"`` (int64 ``[B, rank]``) gives
+    each sample's own shape. torch has no usable unsigned 16/32-bit type, so u16 and u32
+    fields arrive widened to int32/int64 (one copy); every other field is zero-copy.
+
+    C++ threads decode ``prefetch`` batches ahead into a ring of buffers; a batch's
+    tensors share its buffer, which goes back to the ring when the last of them is freed.
+    Keeping a batch keeps it valid (the ring grows by the batches you keep).
+
+    Epochs: the first iteration is epoch 0; after a complete epoch the next iteration is
+    the next epoch (a new order); ``set_epoch(e)`` chooses one. Breaking out of an epoch
+    and iterating again restarts that epoch, unless ``load_state_dict`` says where to go
+    on: ``state_dict()`` taken at any point, loaded into a new Loader (also in a new
+    process) gives exactly the batches the first would have produced next.
+
+    Arguments (defaults just work):
+      dataset: a path or a :class:`shardify.Dataset`.
+      split: the split to read. batch_size: samples per batch.
+      shuffle: a seeded permutation of the split every epoch (False: split order).
+      seed: the order's seed (and the patch draws'). drop_last: drop the partial last batch.
+      rank, world_size: this process's part of each epoch. Default: torch.distributed's when
+        a process group is initialized, else the RANK / WORLD_SIZE environment variables,
+        else 0 / 1. Every rank gets the same number of batches.
+      threads: decode threads (0: all cores, divided by LOCAL_WORLD_SIZE when set).
+      prefetch: batches decoded ahead. fields: names to load (default: every ndarray,
+        int and float field).
+      device: "cpu", or "cuda" / "cuda:N": batches are copied to the GPU through pinned
+        buffers on the Loader's own stream, ordered before the work you queue on the
+        current torch stream, and the buffer is reused only after that stream has done
+        the work queued before the batch was freed.
+      patch: (D, H, W) or (H, W): random training patches of the image (and mask) fields
+        instead of whole samples, the last ``foreground_fraction`` of each batch centred
+        on stored foreground (datasets converted with ``patch_size``).
+      order: "shuffle", "sequential", "shard_windowed" or "class_balanced" (overrides
+        shuffle). repeats: passes over the split per epoch. window_shards: shards mixed
+        by "shard_windowed". patch_fields: (image field, label field or None).
+        label_pad: label value outside a volume. pin_memory: pinned host buffers (default:
+        only for device="cuda"; see the README before copying pinned batches yourself).
+        output: "torch" or "numpy". verify_checksums: check every blob's XXH3.
+    """
+
+    _torch_class = None
+
+    def __new__(cls, *args, **kwargs):
+        if cls is Loader and kwargs.get("output", "torch") == "torch":
+            cls = _torch_loader_class()
+        return super().__new__(cls)
+
+    def __init__(self, dataset, split="train", batch_size=64, shuffle=True, seed=0, drop_last=False, rank=None,
+                 world_size=None, threads=0, prefetch=4, fields=None, device="cpu", patch=None, *, order=None,
+                 repeats=1, window_shards=4, patch_fields=("image", "mask"), foreground_fraction=0.33,
+                 label_pad=-1, pin_memory=None, output="torch", verify_checksums=True):
+        if output not in _OUTPUTS:
+            raise ValueError(f"output must be one of {_OUTPUTS}, got {output!r}")
+        self._dataset = dataset if isinstance(dataset, Dataset) else Dataset(dataset,
+                                                                            verify_checksums=verify_checksums)
+        self._torch = _import_torch() if output == "torch" else None
+        self._cuda = _parse_device(device, self._torch)
+        args = _core.LoaderArgs()
+        args.split = _check_split(self._dataset, split)
+        args.batch_size = _positive("batch_size", batch_size)
+        args.order = order if order is not None else ("shuffle" if shuffle else "sequential")
+        if args.order not in _ORDERS:
+            raise ValueError(f"order must be one of {_ORDERS}, got {order!r}")
+        args.seed = _non_negative("seed", seed)
+        args.drop_last = bool(drop_last)
+        args.rank, args.world_size = _rank_and_world(rank, world_size, self._torch)
+        args.threads = _threads(threads)
+        args.prefetch = _positive("prefetch", prefetch)
+        args.repeats = _positive("repeats", repeats)
+        args.window_shards = _positive("window_shards", window_shards)
+        args.fields = _check_fields(self._dataset, fields)
+        args.cuda_device = -1 if self._cuda is None else self._cuda
+        args.pin_memory = self._cuda is not None if pin_memory is None else bool(pin_memory)
+        if patch is not None:
+            _set_patch(args, self._dataset, patch, patch_fields, foreground_fraction, label_pad)
+        self._args = args
+        self._split_samples = self._dataset.splits[args.split]
+        self._widen = _widened_fields(self._dataset, args) if self._torch is not None else {}
+        self._convert = self._torch.utils.dlpack.from_dlpack if self._torch is not None else None
+        self._core = None  # the C++ loader, opened at _core_pos
+        self._core_pos = None
+        self._generation = 0
+        self._epoch = 0
+        self._resume_step = 0
+        self._pos = (0, 0)
+        self._open_core(0, 0)  # checks every option now, and starts decoding epoch 0
+
+    # -- what a PyTorch user expects -------------------------------------------------------
+
+    def __len__(self):
+        """Batches per epoch for this rank."""
+        return self._batches
+
+    def __iter__(self):
+        epoch, step = self._epoch, self._resume_step
+        self._resume_step = 0
+        self._pos = (epoch, step)
+        if self._core_pos != (epoch, step):
+            self._open_core(epoch, step)
+        self._generation += 1
+        return self._run(self._generation, epoch, step)
+
+    def set_epoch(self, epoch):
+        """Makes the next iteration epoch ``epoch`` (its own seeded order). Keeps a step
+        loaded by ``load_state_dict`` when it belongs to that epoch."""
+        epoch = _non_negative("epoch", epoch)
+        if epoch != self._epoch:
+            self._resume_step = 0
+        self._epoch = epoch
+        self._pos = (epoch, self._resume_step)
+
+    @property
+    def epoch(self):
+        """The epoch of the next batch: during an iteration the current epoch, after a
+        complete one the next (so after E whole epochs from the start, E)."""
+        return self.state_dict()["epoch"]
+
+    def state_dict(self):
+        """Where this Loader stands: the epoch and step of the next batch it would hand out,
+        with what fixes the order. A plain dict of numbers and strings (JSON-friendly)."""
+        epoch, step = self._pos
+        if step >= self._batches:
+            epoch, step = epoch + 1, 0
+        state = {"epoch": epoch, "step": step}
+        state.update(self._order_identity())
+        state["rank"] = self._args.rank
+        return state
+
+    def load_state_dict(self, state):
+        """Continues from ``state`` (from ``state_dict()``): the next iteration yields
+        exactly the batches the saved Loader would have yielded next. Refuses a state whose
+        order differs (batch size, seed, split, world size, ...) with ValueError."""
+        try:
+            epoch, step = int(state["epoch"]), int(state["step"])
+        except (KeyError, TypeError, ValueError):
+            raise ValueError("not a shardify.Loader state: it needs integer 'epoch' and 'step'") from None
+        mine = self._order_identity()
+        differ = [f"{k}: saved {state[k]!r}, here {mine[k]!r}" for k in _ORDER_KEYS
+                  if k in state and _normalized(state[k]) != _normalized(mine[k])]
+        if differ:
+            raise ValueError("the saved Loader state has another batch order: " + "; ".join(differ))
+        if epoch < 0 or not 0 <= step <= self._batches:
+            raise ValueError(f"state epoch {epoch} step {step} is out of range ({self._batches} batches per epoch)")
+        if step == self._batches:
+            epoch, step = epoch + 1, 0
+        self._epoch, self._resume_step, self._pos = epoch, step, (epoch, step)
+
+    @property
+    def dataset(self):
+        return self._dataset
+
+    @property
+    def batch_size(self):
+        return self._args.batch_size
+
+    @property
+    def rank(self):
+        return self._args.rank
+
+    @property
+    def world_size(self):
+        return self._args.world_size
+
+    @property
+    def ring_bytes(self):
+        """Bytes of host batch buffers the C++ ring holds now."""
+        return self._core.ring_bytes
+
+    def __repr__(self):
+        a = self._args
+        return (f"shardify.Loader({self._dataset.path!r}, split={a.split!r}, batch_size={a.batch_size}, "
+                f"order={a.order!r}, rank={a.rank}, world_size={a.world_size}, batches={len(self)})")
+
+    def __reduce__(self):
+        raise TypeError("a shardify.Loader cannot be pickled: it already decodes with C++ threads, so use it "
+                        "directly or in DataLoader(loader, batch_size=None, num_workers=0)")
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _open_core(self, epoch, step):
+        self._core = None  # stops the old workers first
+        self._args.first_epoch, self._args.first_step = epoch, step
+        self._args.epochs = epoch + _EPOCH_SPAN
+        self._core = _core.Loader(self._dataset._core, self._args)
+        self._batches = self._core.batches_per_epoch
+        self._core_pos = (epoch, step)
+
+    def _run(self, generation, epoch, step):
+        core, n = self._core, self._batches
+        stream = 0
+        while step < n:
+            if generation != self._generation:
+                return  # a newer iteration took over
+            if self._cuda is not None:
+                stream = self._torch.cuda.current_stream(self._cuda).cuda_stream
+            batch = core.next(self._convert, stream, self._torch is not None)
+            if batch is None:
+                return
+            step += 1
+            self._pos = self._core_pos = (epoch, step)
+            if step == n:  # the epoch is complete: the next iteration is the next epoch
+                self._epoch, self._core_pos = epoch + 1, (epoch + 1, 0)
+            for name, bits in self._widen.items():
+                if name in batch:
+                    batch[name] = _widen(self._torch, batch[name], bits)
+            yield batch
+
+    def _order_identity(self):
+        a = self._args
+        return {"split": a.split, "split_samples": self._split_samples, "batch_size": a.batch_size,
+                "order": a.order, "seed": a.seed, "world_size": a.world_size, "drop_last": a.drop_last,
+                "repeats": a.repeats, "window_shards": a.window_shards, "patch": list(a.patch),
+                "foreground_fraction": a.foreground_fraction if a.patch else None}
+
+
+def _torch_loader_class():
+    """Loader that is also a torch IterableDataset (made on first use: torch loads lazily)."""
+    if Loader._torch_class is None:
+        from torch.utils.data import IterableDataset
+        Loader._torch_class = type("Loader", (Loader, IterableDataset), {"__module__": __name__,
+                                                                        "__doc__": Loader.__doc__})
+    return Loader._torch_class
+
+
+def _import_torch():
+    try:
+        import torch
+        import torch.utils.dlpack
+    except ImportError as e:
+        raise ImportError("shardify.Loader(output='torch') needs torch; use output='numpy' without it") from e
+    return torch
+
+
+def _parse_device(device, torch):
+    text = str(device)
+    if text == "cpu":
+        return None
+    m = re.fullmatch(r"cuda(?::(\d+))?", text)
+    if m is None:
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    if torch is None:
+        raise ValueError("device='cuda' needs output='torch'")
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"device={text!r}: torch sees no CUDA device")
+    if not _core.cuda_available():
+        raise RuntimeError(f"device={text!r}: this shardify build has no CUDA runtime, or no device answers it")
+    index = int(m.group(1)) if m.group(1) else torch.cuda.current_device()
+    if index >= torch.cuda.device_count():
+        raise ValueError(f"device={text!r}: there are {torch.cuda.device_count()} CUDA devices")
+    return index
+
+
+def _positive(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _non_negative(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _check_split(dataset, split):
+    if split not in dataset.splits:
+        raise ValueError(f"{dataset.path} has no split {split!r}; it has {sorted(dataset.splits)}")
+    return split
+
+
+def _check_fields(dataset, fields):
+    if fields is None:
+        return []
+    if isinstance(fields, str):
+        fields = [fields]
+    known = {f["name"]: f["kind"] for f in dataset.fields}
+    for name in fields:
+        if name not in known:
+            raise ValueError(f"{dataset.path} has no field {name!r}; it has {sorted(known)}")
+        if known[name] in ("string", "bytes"):
+            raise ValueError(f"field {name!r} is of kind {known[name]}, which is not batched")
+    return list(fields)
+
+
+def _rank_and_world(rank, world_size, torch):
+    if rank is None or world_size is None:
+        default_rank, default_world = 0, 1
+        dist = getattr(torch, "distributed", None) if torch is not None else None
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            default_rank, default_world = dist.get_rank(), dist.get_world_size()
+        elif "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+            try:
+                default_rank, default_world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+            except ValueError:
+                raise ValueError("RANK and WORLD_SIZE must be integers, got "
+                                 f"{os.environ['RANK']!r} and {os.environ['WORLD_SIZE']!r}") from None
+        rank = default_rank if rank is None else rank
+        world_size = default_world if world_size is None else world_size
+    world_size = _positive("world_size", world_size)
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
+        raise ValueError(f"rank must be in [0, world_size={world_size}), got {rank!r}")
+    return rank, world_size
+
+
+def _threads(threads):
+    threads = _non_negative("threads", threads)
+    if threads == 0 and "LOCAL_WORLD_SIZE" in os.environ:
+        try:
+            local = max(1, int(os.environ["LOCAL_WORLD_SIZE"]))
+        except ValueError:
+            local = 1
+        threads = max(1, (os.cpu_count() or 1) // local)
+    return threads
+
+
+def _set_patch(args, dataset, patch, patch_fields, foreground_fraction, label_pad):
+    try:
+        size = [int(s) for s in patch]
+    except (TypeError, ValueError):
+        raise ValueError(f"patch must be a tuple of 2 or 3 positive sizes, got {patch!r}") from None
+    if len(size) not in (2, 3) or min(size) < 1:
+        raise ValueError(f"patch must be a tuple of 2 or 3 positive sizes, got {patch!r}")
+    if not 0.0 <= float(foreground_fraction) <= 1.0:
+        raise ValueError(f"foreground_fraction must be in [0, 1], got {foreground_fraction!r}")
+    image, label = patch_fields
+    names = {f["name"] for f in dataset.fields}
+    if label is not None and label not in names and tuple(patch_fields) == ("image", "mask"):
+        label = None  # the default pair on a dataset without masks: images only
+    args.patch = size
+    args.patch_image = image
+    args.patch_label = label or ""
+    args.foreground_fraction = float(foreground_fraction)
+    args.label_pad = int(label_pad)
+
+
+def _widened_fields(dataset, args):
+    loaded = set(args.fields) if args.fields else None
+    out = {}
+    for f in dataset.fields:
+        if f["kind"] == "ndarray" and f["dtype"] in ("u16", "u32") and (loaded is None or f["name"] in loaded):
+            out[f["name"]] = 16 if f["dtype"] == "u16" else 32
+    return out
+
+
+def _widen(torch, tensor, bits):
+    wide = tensor.to(torch.int32 if bits == 16 else torch.int64)
+    return wide.bitwise_and_((1 << bits) - 1)
+
+
+def _normalized(value):
+    return list(value) if isinstance(value, tuple) else value

@@ -1,0 +1,198 @@
+// `_core.Dataset`: random access to the samples of a shard dataset, as numpy and Python values.
+#include "python/src/dataset.h"
+
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace shardify::python {
+namespace {
+
+// One decoder per Python thread that reads samples (a Decoder is per-thread state).
+Decoder& ThreadDecoder() {
+  thread_local Decoder decoder;
+  return decoder;
+}
+
+py::object ShapeTuple(const Shape& shape) {
+  py::list out;
+  for (int64_t d : shape) {
+    if (d < 0) {
+      out.append(py::none());
+    } else {
+      out.append(d);
+    }
+  }
+  return py::tuple(out);
+}
+
+py::dict MetaDict(const std::vector<KeyValue>& kv) {
+  py::dict out;
+  for (const KeyValue& e : kv) out[py::str(e.key)] = py::str(e.value);
+  return out;
+}
+
+py::list Fields(const PyDataset& d) {
+  py::list out;
+  for (const FieldSpec& f : d.dataset->manifest().fields) {
+    py::dict e;
+    e["name"] = f.name;
+    e["kind"] = FieldKindName(f.kind);
+    if (f.kind == FieldKind::kNdarray) {
+      e["dtype"] = DTypeName(f.dtype);
+      e["shape"] = ShapeTuple(f.shape);
+      e["chunk_shape"] = f.chunked() ? ShapeTuple(f.chunk_shape) : py::object(py::none());
+    } else {
+      e["dtype"] = py::none();
+      e["shape"] = py::tuple();
+      e["chunk_shape"] = py::none();
+    }
+    e["meta"] = MetaDict(f.meta);
+    out.append(e);
+  }
+  return out;
+}
+
+py::list Splits(const PyDataset& d) {
+  py::list out;
+  for (const SplitInfo& s : d.dataset->manifest().splits)
+    out.append(py::make_tuple(s.name, s.first_sample, s.num_samples));
+  return out;
+}
+
+py::dict Provenance(const PyDataset& d) {
+  const auto& p = d.dataset->manifest().provenance;
+  py::dict out;
+  out["converter"] = p.converter;
+  out["converter_version"] = p.converter_version;
+  out["source"] = p.source;
+  out["options"] = MetaDict(p.options);
+  return out;
+}
+
+py::list Stats(const PyDataset& d) {
+  py::list out;
+  for (const FieldStats& s : d.dataset->manifest().stats) {
+    py::dict e;
+    e["field"] = s.field;
+    e["count"] = s.count;
+    e["min"] = s.min;
+    e["max"] = s.max;
+    e["mean"] = s.mean;
+    e["std"] = s.stddev;
+    out.append(e);
+  }
+  return out;
+}
+
+// A decoded ndarray field as a new numpy array (the GIL is released while decoding).
+py::object DecodeField(const SampleView& view, size_t field, DType dtype) {
+  const Shape shape = Unwrap(view.shape(field));
+  py::array out(NumpyDtype(dtype), std::vector<py::ssize_t>(shape.begin(), shape.end()));
+  const size_t bytes = static_cast<size_t>(out.nbytes());
+  void* dst = out.mutable_data();
+  Check(WithoutGil([&] { return view.Decode(field, dst, bytes, ThreadDecoder()); }));
+  return std::move(out);
+}
+
+py::object FieldValue(const SampleView& view, const FieldSpec& spec, size_t field) {
+  switch (spec.kind) {
+    case FieldKind::kNdarray:
+      return DecodeField(view, field, spec.dtype);
+    case FieldKind::kInt:
+      return py::int_(Unwrap(view.int_value(field)));
+    case FieldKind::kFloat:
+      return py::float_(Unwrap(view.float_value(field)));
+    case FieldKind::kString: {
+      const std::string_view v = Unwrap(view.bytes_value(field));
+      return py::reinterpret_steal<py::object>(
+          PyUnicode_DecodeUTF8(v.data(), static_cast<py::ssize_t>(v.size()), "replace"));
+    }
+    case FieldKind::kBytes: {
+      const std::string_view v = Unwrap(view.bytes_value(field));
+      return py::bytes(v.data(), v.size());
+    }
+  }
+  Throw(Internal("unknown field kind"));
+}
+
+SampleView OpenSample(const PyDataset& d, uint64_t index) {
+  // Maps and checks the shard on first use.
+  return Unwrap(WithoutGil([&] { return d.dataset->Sample(index); }));
+}
+
+std::vector<size_t> FieldIndices(const Manifest& m, const py::object& names) {
+  std::vector<size_t> out;
+  if (names.is_none()) {
+    for (size_t i = 0; i < m.fields.size(); ++i) out.push_back(i);
+    return out;
+  }
+  for (const py::handle& n : names) {
+    const std::string name = py::cast<std::string>(n);
+    const int i = m.FindField(name);
+    if (i < 0) Throw(InvalidArgument("the dataset has no field '" + name + "'"));
+    out.push_back(static_cast<size_t>(i));
+  }
+  return out;
+}
+
+py::dict Sample(const PyDataset& d, uint64_t index, const py::object& names) {
+  const Manifest& m = d.dataset->manifest();
+  if (index >= m.num_samples) {
+    Throw(OutOfRange("sample " + std::to_string(index) + " is past the end (" + std::to_string(m.num_samples) +
+                     " samples)"));
+  }
+  const std::vector<size_t> fields = FieldIndices(m, names);
+  const SampleView view = OpenSample(d, index);
+  py::dict out;
+  for (size_t f : fields) out[py::str(m.fields[f].name)] = FieldValue(view, m.fields[f], f);
+  return out;
+}
+
+py::object Region(const PyDataset& d, uint64_t index, const std::string& name, const Shape& start, const Shape& size) {
+  const Manifest& m = d.dataset->manifest();
+  const int f = m.FindField(name);
+  if (f < 0 || m.fields[f].kind != FieldKind::kNdarray) Throw(InvalidArgument("no ndarray field '" + name + "'"));
+  if (index >= m.num_samples) Throw(OutOfRange("sample " + std::to_string(index) + " is past the end"));
+  const uint64_t bytes = Unwrap(ByteSize(size, m.fields[f].dtype));
+  if (bytes > d.dataset->options().max_sample_bytes) {
+    Throw(ResourceExhausted("region of " + std::to_string(bytes) + " bytes is over the limit"));
+  }
+  const SampleView view = OpenSample(d, index);
+  py::array out(NumpyDtype(m.fields[f].dtype), std::vector<py::ssize_t>(size.begin(), size.end()));
+  void* dst = out.mutable_data();
+  const size_t bytes_out = static_cast<size_t>(out.nbytes());
+  Check(WithoutGil(
+      [&] { return view.DecodeRegion(static_cast<size_t>(f), start, size, dst, bytes_out, ThreadDecoder()); }));
+  return std::move(out);
+}
+
+PyDataset Open(const std::string& path, bool verify_checksums, size_t max_open_shards) {
+  ReadOptions o;
+  o.verify_checksums = verify_checksums;
+  o.max_open_shards = max_open_shards;
+  return PyDataset{std::shared_ptr<const Dataset>(Unwrap(WithoutGil([&] { return Dataset::Open(path, o); })))};
+}
+
+}  // namespace
+
+void RegisterDataset(py::module_& m) {
+  py::class_<PyDataset>(m, "Dataset")
+      .def(py::init(&Open), py::arg("path"), py::arg("verify_checksums") = true, py::arg("max_open_shards") = 64)
+      .def_property_readonly("path", [](const PyDataset& d) { return d.dataset->dir(); })
+      .def_property_readonly("num_samples", [](const PyDataset& d) { return d.dataset->num_samples(); })
+      .def_property_readonly("format_version", [](const PyDataset& d) { return d.dataset->manifest().format_version; })
+      .def_property_readonly("num_shards", [](const PyDataset& d) { return d.dataset->manifest().shards.size(); })
+      .def("fields", &Fields)
+      .def("splits", &Splits)
+      .def("classes", [](const PyDataset& d) { return d.dataset->manifest().classes; })
+      .def("provenance", &Provenance)
+      .def("stats", &Stats)
+      .def("sample", &Sample, py::arg("index"), py::arg("fields") = py::none())
+      .def("region", &Region, py::arg("index"), py::arg("field"), py::arg("start"), py::arg("size"));
+}
+
+}  // namespace shardify::python

@@ -1,0 +1,200 @@
+// `_core.Loader`: the reader's Loader, its batches handed out without copying.
+#include "reader/loader.h"
+
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "python/src/dataset.h"
+
+namespace shardify::python {
+namespace {
+
+// How often a wait for a batch returns to Python to run signal handlers (Ctrl-C).
+constexpr std::chrono::milliseconds kSignalPoll{50};
+
+std::optional<SampleOrder> ParseOrder(const std::string& s) {
+  if (s == "shuffle") return SampleOrder::kShuffle;
+  if (s == "sequential") return SampleOrder::kSequential;
+  if (s == "shard_windowed") return SampleOrder::kShardWindowed;
+  if (s == "class_balanced") return SampleOrder::kClassBalanced;
+  return std::nullopt;
+}
+
+struct LoaderArgs {
+  std::string split = "train";
+  size_t batch_size = 64;
+  std::string order = "shuffle";
+  uint64_t seed = 0;
+  uint64_t first_epoch = 0;
+  uint64_t first_step = 0;
+  uint64_t epochs = 1;
+  size_t rank = 0;
+  size_t world_size = 1;
+  bool drop_last = false;
+  uint64_t repeats = 1;
+  size_t window_shards = 4;
+  size_t threads = 0;
+  size_t prefetch = 4;
+  std::vector<std::string> fields;
+  bool pin_memory = false;
+  int cuda_device = -1;  // >= 0: stage batches to this device
+  std::vector<int64_t> patch;
+  std::string patch_image = "image";
+  std::string patch_label = "mask";
+  double foreground_fraction = 0.33;
+  int64_t label_pad = -1;
+};
+
+class PyLoader {
+ public:
+  PyLoader(const PyDataset& d, const LoaderArgs& a) : cuda_device_(a.cuda_device) {
+    LoaderOptions o;
+    o.split = a.split;
+    o.fields = a.fields;
+    o.batch_size = a.batch_size;
+    const std::optional<SampleOrder> order = ParseOrder(a.order);
+    if (!order)
+      Throw(InvalidArgument("order must be shuffle, sequential, shard_windowed or class_balanced, got '" + a.order +
+                            "'"));
+    o.sampler.order = *order;
+    o.sampler.seed = a.seed;
+    o.sampler.epochs = a.epochs;
+    o.sampler.rank = a.rank;
+    o.sampler.world_size = a.world_size;
+    o.sampler.drop_last = a.drop_last;
+    o.sampler.repeats = a.repeats;
+    o.sampler.window_shards = a.window_shards;
+    if (a.first_epoch != 0 || a.first_step != 0) o.sampler.resume = SamplerState{a.first_epoch, a.first_step};
+    o.threads = a.threads;
+    o.prefetch = a.prefetch;
+    o.pin_memory = a.pin_memory;
+    o.stage_to_device = a.cuda_device >= 0;
+    o.device = a.cuda_device < 0 ? 0 : a.cuda_device;
+    o.grow_ring = true;  // a Python user may keep any number of batches alive
+    if (!a.patch.empty()) {
+      PatchOptions p;
+      p.image_field = a.patch_image;
+      p.label_field = a.patch_label;
+      p.patch = a.patch;
+      p.foreground_fraction = a.foreground_fraction;
+      p.label_pad = a.label_pad;
+      p.seed = a.seed;
+      o.patch = p;
+    }
+    loader_ = Unwrap(WithoutGil([&] { return Loader::Open(d.dataset, std::move(o)); }));
+  }
+
+  // The next batch as {name: convert(capsule)} (or numpy arrays when `convert` is None),
+  // plus "index"; None at the end. `stream`: the cudaStream_t the consumer works on when
+  // batches are staged. `signed_views`: export u16/u32 as i16/i32.
+  py::object Next(const py::object& convert, uintptr_t stream, bool signed_views) {
+    while (!WithoutGil([&] { return loader_->WaitForNext(kSignalPoll); })) {
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    }
+    std::shared_ptr<Batch> batch = Unwrap(WithoutGil([&] { return loader_->Next(); }));
+    if (!batch) return py::none();
+    if (cuda_device_ >= 0 && stream != 0) {
+      Check(StreamWaitForBatch(*batch, reinterpret_cast<void*>(stream)));
+      batch->consumer_stream = reinterpret_cast<void*>(stream);
+    }
+    return Export(batch, convert, signed_views);
+  }
+
+  py::tuple State() const {
+    const SamplerState s = loader_->State();
+    return py::make_tuple(s.epoch, s.step);
+  }
+  uint64_t batches_per_epoch() const { return loader_->batches_per_epoch(); }
+  size_t ring_bytes() const { return loader_->ring_bytes(); }
+
+ private:
+  py::object Array(ArrayRef ref, const py::object& convert) const {
+    if (convert.is_none()) return ToNumpy(std::move(ref));
+    return convert(ToDlpack(std::move(ref)));
+  }
+
+  py::dict Export(const std::shared_ptr<Batch>& batch, const py::object& convert, bool signed_views) const {
+    py::dict out;
+    const int64_t n = static_cast<int64_t>(batch->size());
+    for (const BatchField& f : batch->fields) {
+      ArrayRef ref;
+      ref.data = cuda_device_ >= 0 && f.device_data != nullptr ? f.device_data : f.data;
+      ref.cuda_device = ref.data == f.device_data && f.device_data != nullptr ? cuda_device_ : -1;
+      ref.dtype = f.dtype;
+      ref.shape = f.shape;
+      ref.owner = batch;
+      ref.signed_view = signed_views;
+      out[py::str(f.name)] = Array(std::move(ref), convert);
+      const bool varies = std::any_of(f.sample_shapes.begin(), f.sample_shapes.end(), [&](const Shape& s) {
+        return s.size() + 1 != f.shape.size() || !std::equal(s.begin(), s.end(), f.shape.begin() + 1);
+      });
+      if (f.kind == FieldKind::kNdarray && varies) out[py::str(f.name + ".shape")] = SampleShapes(f, convert);
+    }
+    ArrayRef index;
+    index.data = batch->indices.data();
+    index.dtype = DType::kI64;  // sample indices are far below 2^63
+    index.shape = {n};
+    index.owner = batch;
+    out["index"] = Array(std::move(index), convert);
+    return out;
+  }
+
+  // Each sample's own shape, [B, rank] int64, for fields padded to the batch maximum.
+  py::object SampleShapes(const BatchField& f, const py::object& convert) const {
+    auto shapes = std::make_shared<std::vector<int64_t>>();
+    for (const Shape& s : f.sample_shapes) shapes->insert(shapes->end(), s.begin(), s.end());
+    ArrayRef ref;
+    ref.data = shapes->data();
+    ref.dtype = DType::kI64;
+    ref.shape = {static_cast<int64_t>(f.sample_shapes.size()), static_cast<int64_t>(f.shape.size()) - 1};
+    ref.owner = shapes;
+    return Array(std::move(ref), convert);
+  }
+
+  std::unique_ptr<Loader> loader_;
+  int cuda_device_ = -1;
+};
+
+}  // namespace
+
+void RegisterLoader(py::module_& m) {
+  py::class_<LoaderArgs>(m, "LoaderArgs")
+      .def(py::init<>())
+      .def_readwrite("split", &LoaderArgs::split)
+      .def_readwrite("batch_size", &LoaderArgs::batch_size)
+      .def_readwrite("order", &LoaderArgs::order)
+      .def_readwrite("seed", &LoaderArgs::seed)
+      .def_readwrite("first_epoch", &LoaderArgs::first_epoch)
+      .def_readwrite("first_step", &LoaderArgs::first_step)
+      .def_readwrite("epochs", &LoaderArgs::epochs)
+      .def_readwrite("rank", &LoaderArgs::rank)
+      .def_readwrite("world_size", &LoaderArgs::world_size)
+      .def_readwrite("drop_last", &LoaderArgs::drop_last)
+      .def_readwrite("repeats", &LoaderArgs::repeats)
+      .def_readwrite("window_shards", &LoaderArgs::window_shards)
+      .def_readwrite("threads", &LoaderArgs::threads)
+      .def_readwrite("prefetch", &LoaderArgs::prefetch)
+      .def_readwrite("fields", &LoaderArgs::fields)
+      .def_readwrite("pin_memory", &LoaderArgs::pin_memory)
+      .def_readwrite("cuda_device", &LoaderArgs::cuda_device)
+      .def_readwrite("patch", &LoaderArgs::patch)
+      .def_readwrite("patch_image", &LoaderArgs::patch_image)
+      .def_readwrite("patch_label", &LoaderArgs::patch_label)
+      .def_readwrite("foreground_fraction", &LoaderArgs::foreground_fraction)
+      .def_readwrite("label_pad", &LoaderArgs::label_pad);
+  py::class_<PyLoader>(m, "Loader")
+      .def(py::init<const PyDataset&, const LoaderArgs&>(), py::arg("dataset"), py::arg("args"))
+      .def("next", &PyLoader::Next, py::arg("convert"), py::arg("stream") = 0, py::arg("signed_views") = false)
+      .def("state", &PyLoader::State)
+      .def_property_readonly("batches_per_epoch", &PyLoader::batches_per_epoch)
+      .def_property_readonly("ring_bytes", &PyLoader::ring_bytes);
+  m.def("cuda_available", &CudaDeviceAvailable, "True when this build has the CUDA runtime and a CUDA device answers.");
+}
+
+}  // namespace shardify::python

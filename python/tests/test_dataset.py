@@ -1,0 +1,100 @@
+"""shardify.Dataset: random access, values equal to the source, errors as Python exceptions."""
+
+import os
+import pickle
+import shutil
+
+import numpy as np
+import pytest
+
+import shardify
+from conftest import CLASSES
+
+
+def test_samples_equal_the_source_pngs(fmnist, fmnist_images):
+    ds = shardify.Dataset(fmnist)
+    images, labels = fmnist_images
+    assert len(ds) == 600
+    splits = ds.splits
+    assert list(splits) == ["train", "val"] and sum(splits.values()) == 600
+    assert 110 <= splits["val"] <= 130  # stratified 80/20
+    assert ds.classes == sorted(CLASSES)  # the folder layout's labels: sorted folder names
+    by_name = {f["name"]: f for f in ds.fields}
+    assert by_name["image"]["dtype"] == "u8" and by_name["image"]["shape"] == (1, 28, 28)
+    assert by_name["label"]["kind"] == "int"
+    for i in (0, 1, 299, 599, -1):
+        sample = ds[i]
+        source = int(os.path.basename(sample["path"]).split(".")[0])  # the PNG's number
+        assert isinstance(sample["image"], np.ndarray) and sample["image"].dtype == np.uint8
+        assert np.array_equal(sample["image"][0], images[source])
+        assert ds.classes[sample["label"]] == CLASSES[labels[source]]
+        assert isinstance(sample["path"], str)
+
+
+def test_fields_subset_split_range_and_stats(fmnist):
+    ds = shardify.Dataset(fmnist)
+    assert set(ds.get(3, fields=["label"])) == {"label"}
+    train = ds.splits["train"]
+    assert ds.split_range("train") == range(0, train) and ds.split_range("val") == range(train, 600)
+    with pytest.raises(ValueError, match="no split 'nope'"):
+        ds.split_range("nope")
+    with pytest.raises(ValueError, match="no field 'nope'"):
+        ds.get(0, fields=["nope"])
+    stats = {s["field"]: s for s in ds.stats}
+    assert 0 <= stats["image"]["min"] <= stats["image"]["mean"] <= stats["image"]["max"] <= 255
+    assert ds.provenance["converter"] == "shardify"
+
+
+def test_index_errors(fmnist):
+    ds = shardify.Dataset(fmnist)
+    with pytest.raises(IndexError):
+        ds[600]
+    with pytest.raises(IndexError):
+        ds[-601]
+    with pytest.raises(TypeError):
+        ds["0"]
+    assert ds[np.int64(5)]["label"] == ds[5]["label"]
+
+
+def test_pickles_and_works_in_a_torch_dataloader_with_workers(fmnist):
+    torch = pytest.importorskip("torch")
+    ds = shardify.Dataset(fmnist)
+    again = pickle.loads(pickle.dumps(ds))
+    assert np.array_equal(again[7]["image"], ds[7]["image"])
+    loader = torch.utils.data.DataLoader(ds, batch_size=50, num_workers=2,
+                                         collate_fn=lambda items: [s["label"] for s in items])
+    labels = [label for batch in loader for label in batch]
+    assert labels == [ds[i]["label"] for i in range(len(ds))]
+
+
+def test_region_of_a_chunked_volume(volumes):
+    path, arrays = volumes
+    ds = shardify.Dataset(path)
+    image, _ = arrays[2]
+    box = ds.region(2, "image", start=(0, 2, 3, 4), size=(1, 8, 8, 8))
+    assert np.array_equal(box[0], image[2:10, 3:11, 4:12])
+    outside = ds.region(2, "image", start=(0, -2, 0, 0), size=(1, 4, 2, 2))
+    assert np.all(outside[0, :2] == 0) and np.array_equal(outside[0, 2:], image[:2, :2, :2])
+
+
+def test_missing_and_corrupt_datasets_raise(tmp_path, fmnist):
+    with pytest.raises(FileNotFoundError):
+        shardify.Dataset(tmp_path / "missing")
+    copy = tmp_path / "copy"
+    shutil.copytree(fmnist, copy)
+    shard = sorted(p for p in os.listdir(copy) if p.startswith("shard-"))[0]
+    with open(copy / shard, "r+b") as f:
+        f.seek(100)
+        byte = f.read(1)
+        f.seek(100)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    ds = shardify.Dataset(copy)
+    with pytest.raises(shardify.CorruptionError) as error:
+        for i in range(len(ds)):
+            ds[i]
+    assert isinstance(error.value, OSError)
+    assert shard in str(error.value) and "sample" in str(error.value)
+    with open(copy / "manifest.sfm", "r+b") as f:
+        f.truncate(40)
+    with pytest.raises(shardify.CorruptionError, match="manifest"):
+        shardify.Dataset(copy)

@@ -1,0 +1,287 @@
+"""shardify.Loader: batches as torch tensors without copies, epochs, ranks, resume, patches."""
+
+import gc
+import json
+import os
+import resource
+
+import numpy as np
+import pytest
+
+import shardify
+from conftest import run_python
+
+torch = pytest.importorskip("torch")
+
+
+def indices(loader):
+    return [b["index"].tolist() for b in loader]
+
+
+def test_batches_hold_the_samples_in_their_stored_dtype(fmnist):
+    ds = shardify.Dataset(fmnist)
+    loader = shardify.Loader(fmnist, split="train", batch_size=64, seed=3)
+    train = ds.splits["train"]
+    assert len(loader) == (train + 63) // 64
+    seen = []
+    for batch in loader:
+        image, label, index = batch["image"], batch["label"], batch["index"]
+        assert image.dtype == torch.uint8 and image.shape[1:] == (1, 28, 28)
+        assert label.dtype == torch.int64 and index.dtype == torch.int64
+        assert image.shape[0] == label.shape[0] == index.shape[0]
+        for k in (0, len(index) - 1):
+            sample = ds[int(index[k])]
+            assert np.array_equal(image[k].numpy(), sample["image"]) and int(label[k]) == sample["label"]
+        seen += index.tolist()
+    assert sorted(seen) == list(range(train))  # every sample once
+    assert isinstance(loader, torch.utils.data.IterableDataset)
+
+
+def test_epochs_seeds_and_set_epoch(fmnist):
+    a = shardify.Loader(fmnist, batch_size=32, seed=1)
+    first, second = indices(a), indices(a)  # the second iteration is epoch 1
+    assert first != second and sorted(sum(first, [])) == sorted(sum(second, []))
+    assert indices(shardify.Loader(fmnist, batch_size=32, seed=1)) == first
+    assert indices(shardify.Loader(fmnist, batch_size=32, seed=2)) != first
+    a.set_epoch(0)
+    assert indices(a) == first
+    a.set_epoch(1)
+    assert indices(a) == second
+    sequential = indices(shardify.Loader(fmnist, batch_size=32, shuffle=False))
+    assert sum(sequential, []) == list(range(sum(len(b) for b in sequential)))
+
+
+def test_breaking_out_restarts_the_epoch(fmnist):
+    loader = shardify.Loader(fmnist, batch_size=32, seed=5)
+    full = indices(loader)
+    loader.set_epoch(0)
+    for k, batch in enumerate(loader):
+        if k == 3:
+            break
+    assert loader.state_dict()["step"] == 4
+    assert indices(loader) == full
+
+
+def test_ranks_split_each_epoch(fmnist):
+    train = shardify.Dataset(fmnist).splits["train"]
+    parts = [indices(shardify.Loader(fmnist, batch_size=16, seed=9, rank=r, world_size=3)) for r in range(3)]
+    assert len({len(p) for p in parts}) == 1  # equal batch counts
+    union = set(sum(sum(parts, []), []))
+    assert union == set(range(train))
+    loader = shardify.Loader(fmnist, batch_size=16, seed=9, rank=1, world_size=3, drop_last=True)
+    assert all(len(b) == 16 for b in indices(loader))
+
+
+def test_rank_and_world_size_come_from_the_environment(fmnist):
+    result = run_python(f"""
+        import shardify
+        loader = shardify.Loader({fmnist!r}, batch_size=16)
+        print(loader.rank, loader.world_size)
+        """, env={"RANK": "2", "WORLD_SIZE": "4"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["2", "4"]
+
+
+def test_state_dict_resumes_mid_epoch_exactly_also_in_a_new_process(fmnist):
+    options = dict(batch_size=40, seed=11)
+    reference = shardify.Loader(fmnist, **options)
+    full = indices(reference) + indices(reference)  # epochs 0 and 1
+    n = len(reference)
+    for cut in (0, 3, n - 1, n, n + 2):
+        loader = shardify.Loader(fmnist, **options)
+        seen = []
+        while len(seen) < cut:
+            for batch in loader:
+                seen.append(batch["index"].tolist())
+                if len(seen) == cut:
+                    break
+        state = json.loads(json.dumps(loader.state_dict()))
+        resumed = shardify.Loader(fmnist, **options)
+        resumed.load_state_dict(state)
+        rest = indices(resumed)
+        if cut % n != 0 or cut == 0:
+            rest += indices(resumed)
+        assert seen + rest[:len(full) - cut] == full, f"cut {cut}"
+    state = shardify.Loader(fmnist, **options).state_dict()
+    state["step"] = 3
+    result = run_python(f"""
+        import json, shardify
+        loader = shardify.Loader({fmnist!r}, batch_size=40, seed=11)
+        loader.load_state_dict(json.loads({json.dumps(state)!r}))
+        print(json.dumps([b["index"].tolist() for b in loader]))
+        """)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == full[3:n]
+
+
+def test_load_state_dict_refuses_another_order(fmnist):
+    state = shardify.Loader(fmnist, batch_size=40, seed=11).state_dict()
+    with pytest.raises(ValueError, match="batch_size: saved 40, here 32"):
+        shardify.Loader(fmnist, batch_size=32, seed=11).load_state_dict(state)
+    with pytest.raises(ValueError, match="seed"):
+        shardify.Loader(fmnist, batch_size=40, seed=12).load_state_dict(state)
+    with pytest.raises(ValueError, match="epoch"):
+        shardify.Loader(fmnist, batch_size=40, seed=11).load_state_dict({"step": 1})
+
+
+def test_tensors_share_the_ring_slots(fmnist):
+    loader = shardify.Loader(fmnist, batch_size=16, prefetch=2, seed=0)
+    pointers = set()
+    for epoch in range(3):
+        for batch in loader:
+            image = batch["image"]
+            assert image.data_ptr() % 256 == 0  # the ring's alignment: not a torch allocation
+            pointers.add(image.data_ptr())
+    assert len(pointers) <= 3  # prefetch + 1 slots, reused for 90 batches: no copies
+    assert loader.ring_bytes < 3 * 16 * (784 + 8 + 8) + 3 * 3 * 256
+
+
+def test_kept_batches_stay_valid_and_list_works(fmnist):
+    loader = shardify.Loader(fmnist, batch_size=64, prefetch=1, seed=4)
+    kept = list(loader)  # more batches than slots: the ring grows instead of failing
+    assert len(kept) == len(loader)
+    copies = [b["image"].clone() for b in kept]
+    for _ in range(2):
+        for _batch in loader:
+            pass
+    for batch, copy in zip(kept, copies):
+        assert torch.equal(batch["image"], copy)
+    assert len({b["image"].data_ptr() for b in kept}) == len(kept)
+
+
+def test_resident_memory_stays_bounded_over_many_epochs(fmnist):
+    loader = shardify.Loader(fmnist, batch_size=32, seed=0)
+    for batch in loader:
+        pass
+    gc.collect()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for _ in range(60):
+        for batch in loader:
+            batch["image"].float().mean()
+    gc.collect()
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert after - before < 16 * 1024, f"peak RSS grew by {after - before} KiB over 60 epochs"
+
+
+def test_dataloader_with_batch_size_none_passes_batches_through(fmnist):
+    loader = shardify.Loader(fmnist, batch_size=32, seed=2)
+    direct = indices(loader)
+    loader.set_epoch(0)
+    wrapped = torch.utils.data.DataLoader(loader, batch_size=None)
+    assert len(wrapped) == len(loader)
+    assert [b["index"].tolist() for b in wrapped] == direct
+    with pytest.raises(TypeError, match="num_workers=0"):
+        import pickle
+        pickle.dumps(loader)
+
+
+def test_numpy_output_needs_no_torch(fmnist):
+    result = run_python(f"""
+        import sys, shardify
+        loader = shardify.Loader({fmnist!r}, batch_size=50, output="numpy")
+        batch = next(iter(loader))
+        print(type(batch["image"]).__name__, batch["image"].dtype, batch["image"].shape, "torch" in sys.modules)
+        """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["ndarray", "uint8", "(50,", "1,", "28,", "28)", "False"]
+
+
+def test_unsigned_16_bit_images_arrive_widened(tmp_path):
+    from PIL import Image
+    rng = np.random.default_rng(1)
+    pixels = rng.integers(0, 65536, size=(5, 12, 10), dtype=np.uint16)
+    pixels[0, 0, 0] = 65535
+    (tmp_path / "src" / "a").mkdir(parents=True)
+    for i, p in enumerate(pixels):
+        Image.fromarray(p).save(tmp_path / "src" / "a" / f"{i}.png")
+    shardify.convert(tmp_path / "src", tmp_path / "ds", progress=False)
+    batch = next(iter(shardify.Loader(tmp_path / "ds", batch_size=5, shuffle=False)))
+    assert batch["image"].dtype == torch.int32
+    assert np.array_equal(batch["image"][:, 0].numpy(), pixels.astype(np.int32))
+    raw = next(iter(shardify.Loader(tmp_path / "ds", batch_size=5, shuffle=False, output="numpy")))
+    assert raw["image"].dtype == np.uint16 and np.array_equal(raw["image"][:, 0], pixels)
+
+
+def test_patches_of_volumes(volumes):
+    path, arrays = volumes
+    loader = shardify.Loader(path, batch_size=6, patch=(16, 16, 16), foreground_fraction=0.5, seed=1)
+    assert set(next(iter(loader))) == {"image", "mask", "index"}
+    for batch in loader:
+        assert batch["image"].shape == (6, 1, 16, 16, 16) and batch["image"].dtype == torch.int16
+        assert batch["mask"].shape == (6, 1, 16, 16, 16)
+        for k in range(3, 6):  # the last half is centred on foreground
+            assert (batch["mask"][k] > 0).any()
+    again = shardify.Loader(path, batch_size=6, patch=(16, 16, 16), foreground_fraction=0.5, seed=1, threads=1)
+    loader.set_epoch(0)
+    a, b = next(iter(loader)), next(iter(again))
+    assert torch.equal(a["image"], b["image"]) and torch.equal(a["mask"], b["mask"])
+
+
+def test_bad_arguments_raise_clear_errors(fmnist, tmp_path):
+    with pytest.raises(ValueError, match="no split 'valid'.*'train', 'val'"):
+        shardify.Loader(fmnist, split="valid")
+    with pytest.raises(ValueError, match="no field 'img'"):
+        shardify.Loader(fmnist, fields=["img"])
+    with pytest.raises(ValueError, match="not batched"):
+        shardify.Loader(fmnist, fields=["path"])
+    with pytest.raises(ValueError, match="batch_size"):
+        shardify.Loader(fmnist, batch_size=0)
+    with pytest.raises(ValueError, match="rank"):
+        shardify.Loader(fmnist, rank=2, world_size=2)
+    with pytest.raises(ValueError, match="device"):
+        shardify.Loader(fmnist, device="tpu")
+    with pytest.raises(ValueError, match="patch"):
+        shardify.Loader(fmnist, patch=(0, 4))
+    with pytest.raises(ValueError, match="order"):
+        shardify.Loader(fmnist, order="random")
+    with pytest.raises(FileNotFoundError):
+        shardify.Loader(tmp_path / "missing")
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="CUDA"):
+            shardify.Loader(fmnist, device="cuda")
+
+
+def test_a_corrupt_sample_raises_corruption_error_naming_it(fmnist, tmp_path):
+    import shutil
+    copy = tmp_path / "copy"
+    shutil.copytree(fmnist, copy)
+    shard = sorted(p for p in os.listdir(copy) if p.startswith("shard-"))[1]
+    with open(copy / shard, "r+b") as f:
+        f.seek(200)
+        byte = f.read(1)
+        f.seek(200)
+        f.write(bytes([byte[0] ^ 0x55]))
+    loader = shardify.Loader(copy, batch_size=16, shuffle=False)
+    with pytest.raises(shardify.CorruptionError, match=f"{shard}.*|sample"):
+        for _batch in loader:
+            pass
+
+
+def test_ctrl_c_stops_an_epoch_while_waiting_for_a_batch(fmnist):
+    # Batches of 50,000 samples on one thread: the consumer spends its time waiting in C++.
+    result = run_python(f"""
+        import os, signal, threading, shardify
+        loader = shardify.Loader({fmnist!r}, batch_size=50000, repeats=5000, threads=1, prefetch=1)
+        threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        taken = 0
+        try:
+            for batch in loader:
+                taken += 1
+        except KeyboardInterrupt:
+            print("interrupted after", taken, "of", len(loader), "batches")
+        """)
+    assert result.returncode == 0, result.stderr
+    words = result.stdout.split()
+    assert words[0] == "interrupted" and int(words[2]) < int(words[4])
+
+
+def test_a_truncated_shard_raises_instead_of_crashing(fmnist, tmp_path):
+    import shutil
+    copy = tmp_path / "copy"
+    shutil.copytree(fmnist, copy)
+    shard = sorted(p for p in os.listdir(copy) if p.startswith("shard-"))[0]
+    with open(copy / shard, "r+b") as f:
+        f.truncate(os.path.getsize(copy / shard) // 2)
+    with pytest.raises(shardify.CorruptionError, match=shard):
+        for _batch in shardify.Loader(copy, batch_size=16, shuffle=False):
+            pass
