@@ -1,8 +1,10 @@
 """shardify.Loader: shuffled batches from shards, decoded by C++ threads, handed to torch
 without a copy."""
 
+import atexit
 import os
 import re
+import weakref
 
 from . import _core
 from ._dataset import Dataset
@@ -171,6 +173,20 @@ class Loader:
             epoch, step = epoch + 1, 0
         self._epoch, self._resume_step, self._pos = epoch, step, (epoch, step)
 
+    def close(self):
+        """Stops the decode threads now; batches already handed out stay valid. Iterating
+        again reopens them. Also runs at interpreter exit."""
+        if self._core is not None:
+            self._core.close()
+        self._core = None
+        self._core_pos = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
     @property
     def dataset(self):
         return self._dataset
@@ -190,7 +206,7 @@ class Loader:
     @property
     def ring_bytes(self):
         """Bytes of host batch buffers the C++ ring holds now."""
-        return self._core.ring_bytes
+        return 0 if self._core is None else self._core.ring_bytes
 
     def __repr__(self):
         a = self._args
@@ -210,6 +226,7 @@ class Loader:
         self._core = _core.Loader(self._dataset._core, self._args)
         self._batches = self._core.batches_per_epoch
         self._core_pos = (epoch, step)
+        _open_loaders.add(self)
 
     def _run(self, generation, epoch, step):
         core, n = self._core, self._batches
@@ -237,6 +254,16 @@ class Loader:
                 "order": a.order, "seed": a.seed, "world_size": a.world_size, "drop_last": a.drop_last,
                 "repeats": a.repeats, "window_shards": a.window_shards, "patch": list(a.patch),
                 "foreground_fraction": a.foreground_fraction if a.patch else None}
+
+
+# Loaders with running threads, closed at exit so no thread outlives the interpreter.
+_open_loaders = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_loaders():
+    for loader in list(_open_loaders):
+        loader.close()
 
 
 def _torch_loader_class():

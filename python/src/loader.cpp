@@ -94,10 +94,11 @@ class PyLoader {
   // plus "index"; None at the end. `stream`: the cudaStream_t the consumer works on when
   // batches are staged. `signed_views`: export u16/u32 as i16/i32.
   py::object Next(const py::object& convert, uintptr_t stream, bool signed_views) {
-    while (!WithoutGil([&] { return loader_->WaitForNext(kSignalPoll); })) {
+    Loader& loader = Open();
+    while (!WithoutGil([&] { return loader.WaitForNext(kSignalPoll); })) {
       if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     }
-    std::shared_ptr<Batch> batch = Unwrap(WithoutGil([&] { return loader_->Next(); }));
+    std::shared_ptr<Batch> batch = Unwrap(WithoutGil([&] { return loader.Next(); }));
     if (!batch) return py::none();
     if (cuda_device_ >= 0 && stream != 0) {
       Check(StreamWaitForBatch(*batch, reinterpret_cast<void*>(stream)));
@@ -106,14 +107,27 @@ class PyLoader {
     return Export(batch, convert, signed_views);
   }
 
+  // Stops the decode threads now (batches already handed out stay valid).
+  void Close() {
+    WithoutGil([&] {
+      loader_.reset();
+      return 0;
+    });
+  }
+
   py::tuple State() const {
-    const SamplerState s = loader_->State();
+    const SamplerState s = Open().State();
     return py::make_tuple(s.epoch, s.step);
   }
-  uint64_t batches_per_epoch() const { return loader_->batches_per_epoch(); }
-  size_t ring_bytes() const { return loader_->ring_bytes(); }
+  uint64_t batches_per_epoch() const { return Open().batches_per_epoch(); }
+  size_t ring_bytes() const { return loader_ ? loader_->ring_bytes() : 0; }
 
  private:
+  Loader& Open() const {
+    if (!loader_) Throw(InvalidArgument("the Loader is closed"));
+    return *loader_;
+  }
+
   py::object Array(ArrayRef ref, const py::object& convert) const {
     if (convert.is_none()) return ToNumpy(std::move(ref));
     return convert(ToDlpack(std::move(ref)));
@@ -191,6 +205,7 @@ void RegisterLoader(py::module_& m) {
   py::class_<PyLoader>(m, "Loader")
       .def(py::init<const PyDataset&, const LoaderArgs&>(), py::arg("dataset"), py::arg("args"))
       .def("next", &PyLoader::Next, py::arg("convert"), py::arg("stream") = 0, py::arg("signed_views") = false)
+      .def("close", &PyLoader::Close)
       .def("state", &PyLoader::State)
       .def_property_readonly("batches_per_epoch", &PyLoader::batches_per_epoch)
       .def_property_readonly("ring_bytes", &PyLoader::ring_bytes);
