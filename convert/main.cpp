@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <tuple>
 
 #include "convert/convert.h"
 #include "convert/progress.h"
@@ -88,6 +89,14 @@ int main(int argc, char** argv) {
                "Store 16/32/64-bit images and masks as they are. By default their bytes are shuffled\n"
                "(byte 0 of every element, then byte 1, ...; format version 3), which zstd compresses\n"
                "about 10-20% smaller on 16-bit and float volumes");
+  std::string max_sample_memory = "2G", max_memory;
+  app.add_option("--max-sample-memory", max_sample_memory,
+                 "Largest sample (image channels + mask) as decoded, in bytes or with K/M/G/T; a larger\n"
+                 "one is an error for that input (skippable), found from its header before decoding")
+      ->capture_default_str();
+  app.add_option("--max-memory", max_memory,
+                 "Memory for samples being converted at once (each takes about 3x its decoded size);\n"
+                 "fewer run in parallel to stay under it (default: half the physical memory)");
   app.add_flag("-q,--quiet", quiet, "No progress output");
   try {
     app.parse(argc, argv);
@@ -116,6 +125,13 @@ int main(int argc, char** argv) {
   auto bytes = ParseByteSize(shard_size);
   if (!bytes.ok()) { std::fprintf(stderr, "shardify: --shard-size: %s\n", bytes.status().message().c_str()); return 2; }
   o.shard_bytes = *bytes;
+  for (auto [flag, text, out] : {std::make_tuple("--max-sample-memory", &max_sample_memory, &o.max_sample_bytes),
+                                 std::make_tuple("--max-memory", &max_memory, &o.max_memory)}) {
+    if (text->empty()) continue;
+    auto size = ParseByteSize(*text);
+    if (!size.ok()) { std::fprintf(stderr, "shardify: %s: %s\n", flag, size.status().message().c_str()); return 2; }
+    *out = *size;
+  }
   if (!split.empty()) {
     auto s = ParseSplitSpec(split);
     if (!s.ok()) { std::fprintf(stderr, "shardify: %s\n", s.status().message().c_str()); return 2; }
