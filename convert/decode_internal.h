@@ -21,8 +21,9 @@ Result<DecodedImage> ReadPng(const std::string& path, const std::vector<uint8_t>
 
 // JPEG through libjpeg, likewise: errors become a Status, warnings are not printed, a
 // stream that ends early is an error. Gray stays 1 channel, color becomes RGB, CMYK 4.
-// The dimensions are checked against `max_bytes` only: arithmetic-coded JPEG has no useful
-// bound of pixels per file byte.
+// The dimensions are checked against `max_bytes`, and for sequential Huffman-coded files
+// against the file's size (at least 2 bits per 8x8 block); progressive and arithmetic-coded
+// JPEG have no such bound.
 Result<ImageInfo> ReadJpegInfo(const std::string& path, std::vector<uint8_t>* small_file, uint64_t max_bytes);
 Result<DecodedImage> ReadJpeg(const std::string& path, const std::vector<uint8_t>* file_bytes, uint64_t max_bytes);
 

@@ -47,7 +47,8 @@ int main(int argc, char** argv) {
       "Images may be PNG (1 to 16 bit, gray, gray+alpha, RGB, RGBA, palette), JPEG, NIfTI-1/2.\n"
       "Pixels keep their dtype; volumes keep spacing, origin, direction and the NIfTI header.\n"
       "The output is byte-identical for any --threads. Ctrl-C stops cleanly (nothing is left\n"
-      "that looks like a dataset). Exit codes: 0 done, 1 failed, 2 bad usage, 130 interrupted."};
+      "that looks like a dataset). One run at a time may write a DST (a second one fails as busy).\n"
+      "Exit codes: 0 done, 1 failed, 2 bad usage, 130 interrupted."};
   std::string src, dst, layout = "auto", split, on_error = "fail", shard_size = "256M", classes;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::string level = "auto";
@@ -70,7 +71,8 @@ int main(int argc, char** argv) {
   app.add_option("--on-error", on_error, "fail: stop at the first bad input; skip: leave it out and list it in\n"
                                          "DST/skipped.tsv")->capture_default_str()->check(CLI::IsMember({"fail", "skip"}));
   app.add_option("--classes", classes, "Comma-separated class names for integer labels (idx, csv)");
-  app.add_flag("--overwrite", overwrite, "Replace a dataset already at DST (otherwise refused)");
+  app.add_flag("--overwrite", overwrite, "Replace a dataset already at DST (otherwise refused). The new one is written\n"
+                                         "beside it and switched in when complete; until then DST stays readable");
   app.add_flag("--dry-run", dry_run, "Scan and check every input, print the summary, write nothing");
   app.add_flag("--no-fsync", no_fsync, "Skip fsync of shards and manifest (faster, less crash safe)");
   std::string patch_size;

@@ -248,7 +248,9 @@ uint64_t DefaultMaxMemory() {
   return std::max<uint64_t>(physical / 2, 1ull << 30);
 }
 
-Result<ConvertSummary> Convert(const ConvertOptions& options, ProgressSink* progress) {
+namespace {
+
+Result<ConvertSummary> ConvertImpl(const ConvertOptions& options, ProgressSink* progress) {
   const auto start = Clock::now();
   int threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   ConvertSummary sum;
@@ -279,6 +281,13 @@ Result<ConvertSummary> Convert(const ConvertOptions& options, ProgressSink* prog
   sum.bytes_out += detail::PathBytes(o.dest + "/manifest.sfm");
   sum.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return sum;
+}
+
+}  // namespace
+
+Result<ConvertSummary> Convert(const ConvertOptions& options, ProgressSink* progress) {
+  // Threads catch their own allocation failures; this covers the calling thread's work.
+  return detail::NoThrow(options.source, [&] { return ConvertImpl(options, progress); });
 }
 
 }  // namespace shardify::convert

@@ -190,12 +190,16 @@ Result<std::vector<CaseFailure>> EncodeAll(const EncodeJob& job, bool skip, std:
     seq.space_cv.notify_all();
     *bytes_in += s.bytes;
     const CaseInput& in = job.plan->cases[order[j]];
-    if (!s.status.ok()) {
-      if (skip) failures.push_back({in.name, s.status}); else result = s.status;
-    } else {
-      result = job.writer->Append(std::move(s.sample));
-      if (result.ok()) written->push_back(order[j]);
-    }
+    result = NoThrow(in.name, [&] {  // an exception here would leave the workers waiting
+      if (!s.status.ok()) {
+        if (!skip) return s.status;
+        failures.push_back({in.name, s.status});
+        return Status::Ok();
+      }
+      Status appended = job.writer->Append(std::move(s.sample));
+      if (appended.ok()) written->push_back(order[j]);
+      return appended;
+    });
     if (job.progress != nullptr) job.progress->OnProgress(Progress{"convert", j + 1, n, *bytes_in});
   }
   stop_all();

@@ -84,6 +84,22 @@ std::vector<uint8_t> PngClaiming(uint32_t w, uint32_t h) {
   return png;
 }
 
+// A baseline gray JPEG whose frame header says w x h, with one-symbol Huffman tables and a
+// few bytes of scan data.
+std::vector<uint8_t> JpegClaiming(uint16_t w, uint16_t h) {
+  std::vector<uint8_t> j = {0xFF, 0xD8, 0xFF, 0xDB, 0x00, 0x43, 0x00};
+  j.insert(j.end(), 64, 1);  // quantization table 0
+  j.insert(j.end(), {0xFF, 0xC0, 0x00, 0x0B, 0x08, uint8_t(h >> 8), uint8_t(h), uint8_t(w >> 8), uint8_t(w), 0x01,
+                     0x01, 0x11, 0x00});
+  for (uint8_t table : {0x00, 0x10}) {  // DC and AC: one 1-bit code for symbol 0
+    j.insert(j.end(), {0xFF, 0xC4, 0x00, 0x14, table, 1});
+    j.insert(j.end(), 15, 0);
+    j.push_back(0);
+  }
+  j.insert(j.end(), {0xFF, 0xDA, 0x00, 0x08, 0x01, 0x01, 0x00, 0x00, 0x3F, 0x00, 0x00, 0x00, 0xFF, 0xD9});
+  return j;
+}
+
 // A NIfTI-1 file of u8 voxels whose header says d x h x w, followed by `extra` bytes.
 std::vector<uint8_t> NiftiClaiming(int16_t d, int16_t h, int16_t w, size_t extra) {
   std::vector<uint8_t> hdr(352, 0);
@@ -242,15 +258,16 @@ TEST_CASE("convert: a top-level class folder that is a directory symlink is not 
 
 TEST_CASE("convert: headers that claim more than their file holds fail before anything is allocated") {
   TempDir dir;
-  for (const char* sub : {"nii", "png/a", "gz"}) fs::create_directories(dir / sub);
+  for (const char* sub : {"nii", "png/a", "jpg/a", "gz"}) fs::create_directories(dir / sub);
   WriteBytes(dir / "nii/short.nii", NiftiClaiming(400, 512, 512, 1000));  // 100 MiB claimed, 1.3 KB file
   WriteBytes(dir / "png/a/wide.png", PngClaiming(60000, 60000));          // 3.4 GiB claimed
+  WriteBytes(dir / "jpg/a/wide.jpg", JpegClaiming(60000, 60000));         // likewise
   const std::vector<uint8_t> nii = NiftiClaiming(40, 512, 512, 100);
   gzFile gz = gzopen((dir / "gz/small.nii.gz").c_str(), "wb");  // a gzip that could not inflate to its claim
   REQUIRE(gz != nullptr);
   REQUIRE(gzwrite(gz, nii.data(), static_cast<unsigned>(nii.size())) == static_cast<int>(nii.size()));
   gzclose(gz);
-  for (const char* what : {"nii", "png", "gz"}) {
+  for (const char* what : {"nii", "png", "jpg", "gz"}) {
     for (bool dry : {true, false}) {
       ConvertOptions o;
       o.dry_run = dry;
