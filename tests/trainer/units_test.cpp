@@ -311,40 +311,12 @@ void WriteAllBytes(const std::string& path, const std::vector<char>& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), std::streamsize(bytes.size()));
 }
 
-}  // namespace
-
-TEST_CASE("trainer: a checkpoint carries a checksum, a flipped byte anywhere is refused") {
-  shardify::testing::TempDir dir;
-  st::ModelSpec spec;
-  spec.name = "mlp";
-  auto model = st::MakeModel(spec);
-  REQUIRE(model.ok());
-  auto opt = st::MakeOptimizer((*model)->parameters(), {"adam", 1e-3, 0, 0.9});
-  REQUIRE(opt.ok());
-  st::CheckpointMeta meta;
-  meta.model = spec;
-  meta.task = "classification";
-  REQUIRE(st::SaveCheckpoint(dir / "c.pt", **model, opt->get(), meta).ok());
-  const std::vector<char> good = ReadAllBytes(dir / "c.pt");
-  REQUIRE(good.size() > 1000);
-  for (size_t at : {size_t{40}, good.size() / 2, good.size() - 20, good.size() - 1}) {
-    INFO("byte " << at << " of " << good.size());
-    std::vector<char> bad = good;
-    bad[at] ^= 0x01;
-    WriteAllBytes(dir / "bad.pt", bad);
-    const shardify::Status load = st::LoadCheckpoint(dir / "bad.pt", **model, opt->get());
-    CHECK(load.code() == shardify::StatusCode::kCorruption);
-    CHECK_THAT(load.message(), Catch::Contains("bad.pt") && (Catch::Contains("checksum") || Catch::Contains("trailer")));
-    CHECK(st::ReadCheckpointMeta(dir / "bad.pt").status().code() == shardify::StatusCode::kCorruption);
-  }
-  // A checkpoint written before the trailer existed (a bare archive) still loads.
-  WriteAllBytes(dir / "old.pt", std::vector<char>(good.begin(), good.end() - 16));
-  CHECK(st::LoadCheckpoint(dir / "old.pt", **model, opt->get()).ok());
-  CHECK(st::ReadCheckpointMeta(dir / "old.pt").ok());
-}
-
-TEST_CASE("trainer: resuming with another optimizer says what differs") {
-  shardify::testing::TempDir dir;
+// An MLP with an Adam optimizer, saved to `path` (recording the optimizer in the meta).
+struct SavedMlp {
+  std::shared_ptr<st::Model> model;
+  std::unique_ptr<torch::optim::Optimizer> adam;
+};
+SavedMlp SaveMlp(const std::string& path) {
   st::ModelSpec spec;
   spec.name = "mlp";
   auto model = st::MakeModel(spec);
@@ -356,7 +328,38 @@ TEST_CASE("trainer: resuming with another optimizer says what differs") {
   meta.task = "classification";
   meta.has_optimizer = true;
   meta.optimizer = {"adam", 1e-3, 0, 0.9};
-  REQUIRE(st::SaveCheckpoint(dir / "c.pt", **model, adam->get(), meta).ok());
+  REQUIRE(st::SaveCheckpoint(path, **model, adam->get(), meta).ok());
+  return {std::move(model).value(), std::move(adam).value()};
+}
+
+}  // namespace
+
+TEST_CASE("trainer: a checkpoint carries a checksum, a flipped byte anywhere is refused") {
+  shardify::testing::TempDir dir;
+  SavedMlp saved = SaveMlp(dir / "c.pt");
+  st::Model& model = *saved.model;
+  torch::optim::Optimizer* opt = saved.adam.get();
+  const std::vector<char> good = ReadAllBytes(dir / "c.pt");
+  REQUIRE(good.size() > 1000);
+  for (size_t at : {size_t{40}, good.size() / 2, good.size() - 20, good.size() - 1}) {
+    INFO("byte " << at << " of " << good.size());
+    std::vector<char> bad = good;
+    bad[at] ^= 0x01;
+    WriteAllBytes(dir / "bad.pt", bad);
+    const shardify::Status load = st::LoadCheckpoint(dir / "bad.pt", model, opt);
+    CHECK(load.code() == shardify::StatusCode::kCorruption);
+    CHECK_THAT(load.message(), Catch::Contains("bad.pt") && (Catch::Contains("checksum") || Catch::Contains("trailer")));
+    CHECK(st::ReadCheckpointMeta(dir / "bad.pt").status().code() == shardify::StatusCode::kCorruption);
+  }
+  // A checkpoint written before the trailer existed (a bare archive) still loads.
+  WriteAllBytes(dir / "old.pt", std::vector<char>(good.begin(), good.end() - 16));
+  CHECK(st::LoadCheckpoint(dir / "old.pt", model, opt).ok());
+  CHECK(st::ReadCheckpointMeta(dir / "old.pt").ok());
+}
+
+TEST_CASE("trainer: resuming with another optimizer says what differs") {
+  shardify::testing::TempDir dir;
+  SavedMlp saved = SaveMlp(dir / "c.pt");
   auto back = st::ReadCheckpointMeta(dir / "c.pt");
   REQUIRE(back.ok());
   REQUIRE(back->has_optimizer);
@@ -368,9 +371,9 @@ TEST_CASE("trainer: resuming with another optimizer says what differs") {
              Catch::Contains("--weight-decay 0.01"));
   // Without the record (older checkpoints), loading the state into another optimizer is an
   // error that says so, not a LibTorch assertion.
-  auto sgd = st::MakeOptimizer((*model)->parameters(), {"sgd", 1e-3, 0, 0.9});
+  auto sgd = st::MakeOptimizer(saved.model->parameters(), {"sgd", 1e-3, 0, 0.9});
   REQUIRE(sgd.ok());
-  const shardify::Status load = st::LoadCheckpoint(dir / "c.pt", **model, sgd->get());
+  const shardify::Status load = st::LoadCheckpoint(dir / "c.pt", *saved.model, sgd->get());
   CHECK(load.code() == shardify::StatusCode::kInvalidArgument);
   CHECK_THAT(load.message(), Catch::Contains("does not fit") && Catch::Contains("--optimizer"));
 }
