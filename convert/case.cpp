@@ -87,7 +87,7 @@ void AddRleGeometry(const CaseInput& in, ImageInfo* info) {
 
 }  // namespace
 
-Result<CaseInfo> InspectCase(const SourcePlan& plan, const CaseInput& in) {
+Result<CaseInfo> InspectCase(const SourcePlan& plan, const CaseInput& in, uint64_t max_bytes) {
   CaseInfo out;
   if (in.idx_set >= 0) {
     ASSIGN_OR_RETURN(out.image, IdxInfo(plan, in));
@@ -96,7 +96,7 @@ Result<CaseInfo> InspectCase(const SourcePlan& plan, const CaseInput& in) {
   std::vector<ImageInfo> ch;
   const bool single = in.images.size() == 1 && in.mask.empty();
   for (const auto& p : in.images) {
-    ASSIGN_OR_RETURN(ImageInfo i, ReadImageInfo(p, single ? &out.small_file : nullptr));
+    ASSIGN_OR_RETURN(ImageInfo i, ReadImageInfo(p, single ? &out.small_file : nullptr, max_bytes));
     ch.push_back(std::move(i));
   }
   if (ch.empty()) return Internal(in.name + ": case has no image files");
@@ -108,7 +108,7 @@ Result<CaseInfo> InspectCase(const SourcePlan& plan, const CaseInput& in) {
     out.mask.shape = {static_cast<int64_t>(in.rle.size()), out.image.shape[1], out.image.shape[2]};
   } else if (!in.mask.empty()) {
     out.has_mask = true;
-    ASSIGN_OR_RETURN(out.mask, ReadImageInfo(in.mask));
+    ASSIGN_OR_RETURN(out.mask, ReadImageInfo(in.mask, nullptr, max_bytes));
     RETURN_IF_ERROR(SameSpace(out.image, out.mask, in.name, "mask", in.mask));
   }
   return out;
@@ -135,7 +135,8 @@ Status DecodeRle(const std::string& rle, uint8_t* out, uint64_t n, const std::st
   return Status::Ok();
 }
 
-Result<CaseData> DecodeCase(const SourcePlan& plan, const CaseInput& in, const std::vector<uint8_t>* small_file) {
+Result<CaseData> DecodeCase(const SourcePlan& plan, const CaseInput& in, const std::vector<uint8_t>* small_file,
+                            uint64_t max_bytes) {
   CaseData out;
   if (in.idx_set >= 0) {
     ASSIGN_OR_RETURN(out.image.info, IdxInfo(plan, in));
@@ -144,7 +145,7 @@ Result<CaseData> DecodeCase(const SourcePlan& plan, const CaseInput& in, const s
   }
   std::vector<ImageInfo> infos;
   for (size_t k = 0; k < in.images.size(); ++k) {
-    ASSIGN_OR_RETURN(DecodedImage d, ReadImage(in.images[k], in.images.size() == 1 ? small_file : nullptr));
+    ASSIGN_OR_RETURN(DecodedImage d, ReadImage(in.images[k], in.images.size() == 1 ? small_file : nullptr, max_bytes));
     infos.push_back(d.info);
     if (k == 0) {
       out.image = std::move(d);
@@ -167,7 +168,7 @@ Result<CaseData> DecodeCase(const SourcePlan& plan, const CaseInput& in, const s
     }
   } else if (!in.mask.empty()) {
     out.has_mask = true;
-    ASSIGN_OR_RETURN(out.mask, ReadImage(in.mask));
+    ASSIGN_OR_RETURN(out.mask, ReadImage(in.mask, nullptr, max_bytes));
     RETURN_IF_ERROR(SameSpace(out.image.info, out.mask.info, in.name, "mask", in.mask));
   }
   return out;

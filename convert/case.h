@@ -21,12 +21,15 @@ struct CaseData {
   DecodedImage mask;
 };
 
-// Reads headers only.
-Result<CaseInfo> InspectCase(const SourcePlan& plan, const CaseInput& in);
-// Reads headers and pixels. `small_file`, when non-null and non-empty, is
-// CaseInfo::small_file from InspectCase and saves reading the file again.
+// Reads headers only. `max_bytes` bounds what each file decodes to (see ReadImageInfo).
+Result<CaseInfo> InspectCase(const SourcePlan& plan, const CaseInput& in,
+                             uint64_t max_bytes = kDefaultMaxImageBytes);
+// Reads headers and pixels; each file is checked against `max_bytes` before its pixels
+// are allocated. `small_file`, when non-null and non-empty, is CaseInfo::small_file from
+// InspectCase and saves reading the file again.
 Result<CaseData> DecodeCase(const SourcePlan& plan, const CaseInput& in,
-                            const std::vector<uint8_t>* small_file = nullptr);
+                            const std::vector<uint8_t>* small_file = nullptr,
+                            uint64_t max_bytes = kDefaultMaxImageBytes);
 
 // Decodes run-length `rle` ("start length ..." with 1-based starts over `n` pixels) by
 // setting those pixels of `out` (n bytes) to 1. `where` names the case in errors.

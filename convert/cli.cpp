@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <thread>
+#include <tuple>
 
 namespace shardify::convert {
 namespace {
@@ -20,7 +21,8 @@ constexpr const char* kDescription =
     "Images may be PNG (1 to 16 bit, gray, gray+alpha, RGB, RGBA, palette), JPEG, NIfTI-1/2.\n"
     "Pixels keep their dtype; volumes keep spacing, origin, direction and the NIfTI header.\n"
     "The output is byte-identical for any --threads. Ctrl-C stops cleanly (nothing is left\n"
-    "that looks like a dataset). Exit codes: 0 done, 1 failed, 2 bad usage, 130 interrupted.";
+    "that looks like a dataset). One run at a time may write a DST (a second one fails as busy).\n"
+    "Exit codes: 0 done, 1 failed, 2 bad usage, 130 interrupted.";
 
 // The flags as typed, before they are checked and turned into ConvertOptions.
 struct Flags {
@@ -32,6 +34,7 @@ struct Flags {
   std::string patch_size;
   uint64_t fg_locations = 10000;
   bool no_shuffle = false;
+  std::string max_sample_memory = "2G", max_memory;
 };
 
 void Define(CLI::App& app, Flags& f) {
@@ -60,7 +63,9 @@ void Define(CLI::App& app, Flags& f) {
       ->capture_default_str()
       ->check(CLI::IsMember({"fail", "skip"}));
   app.add_option("--classes", f.classes, "Comma-separated class names for integer labels (idx, csv)");
-  app.add_flag("--overwrite", f.overwrite, "Replace a dataset already at DST (otherwise refused)");
+  app.add_flag("--overwrite", f.overwrite,
+               "Replace a dataset already at DST (otherwise refused). The new one is written\n"
+               "beside it and switched in when complete; until then DST stays readable");
   app.add_flag("--dry-run", f.dry_run, "Scan and check every input, print the summary, write nothing");
   app.add_flag("--no-fsync", f.no_fsync, "Skip fsync of shards and manifest (faster, less crash safe)");
   app.add_option("--patch-size", f.patch_size,
@@ -76,6 +81,13 @@ void Define(CLI::App& app, Flags& f) {
                "Store 16/32/64-bit images and masks as they are. By default their bytes are shuffled\n"
                "(byte 0 of every element, then byte 1, ...; format version 3), which zstd compresses\n"
                "about 10-20% smaller on 16-bit and float volumes");
+  app.add_option("--max-sample-memory", f.max_sample_memory,
+                 "Largest sample (image channels + mask) as decoded, in bytes or with K/M/G/T; a larger\n"
+                 "one is an error for that input (skippable), found from its header before decoding")
+      ->capture_default_str();
+  app.add_option("--max-memory", f.max_memory,
+                 "Memory for samples being converted at once (each takes about 3x its decoded size);\n"
+                 "fewer run in parallel to stay under it (default: half the physical memory)");
   app.add_flag("-q,--quiet", f.quiet, "No progress output");
 }
 
@@ -116,6 +128,13 @@ Status ToOptions(const CLI::App& app, const Flags& f, ConvertOptions& o) {
   Result<uint64_t> bytes = ParseByteSize(f.shard_size);
   if (!bytes.ok()) return bytes.status().WithContext("--shard-size");
   o.shard_bytes = *bytes;
+  for (auto [flag, text, out] : {std::make_tuple("--max-sample-memory", &f.max_sample_memory, &o.max_sample_bytes),
+                                 std::make_tuple("--max-memory", &f.max_memory, &o.max_memory)}) {
+    if (text->empty()) continue;
+    Result<uint64_t> size = ParseByteSize(*text);
+    if (!size.ok()) return size.status().WithContext(flag);
+    *out = *size;
+  }
   if (!f.split.empty()) {
     ASSIGN_OR_RETURN(o.split, ParseSplitSpec(f.split));
   }

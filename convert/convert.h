@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "convert/image_io.h"
 #include "convert/source.h"
 #include "format/status.h"
 #include "format/types.h"
@@ -44,6 +45,15 @@ struct ConvertOptions {
   std::vector<std::string> class_names; // names for integer labels (idx, csv)
   size_t window = 0;                   // samples in flight; 0: 16 per thread, fewer for
                                        // large samples (about 1 GiB decoded at most)
+  // Memory limits, checked from the headers before anything is decoded (also in a dry
+  // run). A sample (image channels + mask) that decodes to more than max_sample_bytes is a
+  // per-input error (ResourceExhausted; skippable). Converting a sample takes about
+  // kMemoryPerSampleByte times its decoded bytes; the samples in flight are limited so
+  // that together they stay under max_memory, and a sample that alone would exceed it
+  // fails the run before anything is written. An allocation that fails all the same is an
+  // error naming the input, never an abort.
+  uint64_t max_sample_bytes = kDefaultMaxImageBytes;  // 2 GiB
+  uint64_t max_memory = 0;             // 0: half the physical memory, at least 1 GiB
   const std::atomic<bool>* cancel = nullptr;  // polled; when set, Convert returns Cancelled
   std::string options_text;            // the command line, recorded in the provenance
   Shape patch_size;                    // spatial training patch ({D, H, W} or {H, W}); when
@@ -54,6 +64,12 @@ struct ConvertOptions {
   bool shuffle = true;                 // byte-shuffle image and mask fields of 2-, 4- or
                                        // 8-byte elements (format version 3; smaller)
 };
+
+// Bytes held while one sample is decoded and compressed, per decoded byte (the pixels,
+// an interleaved or filtered copy, the compressed output).
+inline constexpr uint64_t kMemoryPerSampleByte = 3;
+// ConvertOptions::max_memory when it is 0: half the physical memory, at least 1 GiB.
+uint64_t DefaultMaxMemory();
 
 struct SplitCount {
   std::string name;

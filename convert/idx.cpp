@@ -55,6 +55,7 @@ Result<IdxArray> ReadIdx(const std::string& path, uint64_t max_bytes) {
   if (!bytes.ok() || *bytes > max_bytes) {
     return ResourceExhausted(path + ": idx array " + ShapeToString(out.shape) + " is too large");
   }
+  RETURN_IF_ERROR(detail::CheckFileCanHold(path, f.get(), 4 + dims.size(), *bytes, "idx data"));
   out.data.resize(*bytes);
   ASSIGN_OR_RETURN(got, ReadUpTo(f.get(), out.data.data(), *bytes, path));
   if (got < *bytes) {

@@ -51,13 +51,23 @@ struct DecodedImage {
   std::vector<uint8_t> nifti_header;  // NIfTI only: the header bytes as stored (348 or 540)
 };
 
+// Decoded bytes one image may have unless the caller allows more: the default of
+// shardify's per-sample memory limit (--max-sample-memory).
+inline constexpr uint64_t kDefaultMaxImageBytes = 2ull << 30;
+
 // Reads only the header. When `small_file` is non-null and reading the header read the
 // whole file (a PNG of at most 4 KiB), the file's bytes are stored there (else it is
 // left empty); hand them to ReadImage to decode without reading the file again.
-Result<ImageInfo> ReadImageInfo(const std::string& path, std::vector<uint8_t>* small_file = nullptr);
-// Reads header and pixels; `file_bytes`, when non-null and non-empty, are the contents of
-// `path` as returned through ReadImageInfo's `small_file`.
-Result<DecodedImage> ReadImage(const std::string& path, const std::vector<uint8_t>* file_bytes = nullptr);
+// What the header claims is checked before anything is allocated for pixels: an image
+// that would decode to more than `max_bytes` is ResourceExhausted; dimensions the file
+// cannot hold (a short .nii, a PNG or gzip stream that could not inflate to them) are
+// Corruption. So a hostile header costs neither time nor memory, also in a dry run.
+Result<ImageInfo> ReadImageInfo(const std::string& path, std::vector<uint8_t>* small_file = nullptr,
+                                uint64_t max_bytes = kDefaultMaxImageBytes);
+// Reads header and pixels, with the same checks first; `file_bytes`, when non-null and
+// non-empty, are the contents of `path` as returned through ReadImageInfo's `small_file`.
+Result<DecodedImage> ReadImage(const std::string& path, const std::vector<uint8_t>* file_bytes = nullptr,
+                               uint64_t max_bytes = kDefaultMaxImageBytes);
 
 // Writes a 2D image given planar [C, H, W] pixels (C = 1..4; u8 or u16 for PNG, u8 for
 // JPEG). The format follows the file name. Used by idx2png and by tests.

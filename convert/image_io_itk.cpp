@@ -108,29 +108,29 @@ ImageKind KindFromName(const std::string& path) {
   return ImageKind::kUnknown;
 }
 
-Result<ImageInfo> ReadImageInfo(const std::string& path, std::vector<uint8_t>* small_file) {
+Result<ImageInfo> ReadImageInfo(const std::string& path, std::vector<uint8_t>* small_file, uint64_t max_bytes) {
   ImageKind kind = KindFromName(path);
   if (kind == ImageKind::kUnknown) return Unsupported(path + ": not a PNG, JPEG or NIfTI file name");
   if (kind == ImageKind::kNifti) {
-    ASSIGN_OR_RETURN(detail::NiftiHeader h, detail::ReadNifti(path, nullptr));
+    ASSIGN_OR_RETURN(detail::NiftiHeader h, detail::ReadNifti(path, nullptr, max_bytes));
     return NiftiInfo(path, h);
   }
-  if (kind == ImageKind::kPng) return detail::ReadPngInfo(path, small_file);
-  return detail::ReadJpegInfo(path, small_file);
+  if (kind == ImageKind::kPng) return detail::ReadPngInfo(path, small_file, max_bytes);
+  return detail::ReadJpegInfo(path, small_file, max_bytes);
 }
 
-Result<DecodedImage> ReadImage(const std::string& path, const std::vector<uint8_t>* file_bytes) {
+Result<DecodedImage> ReadImage(const std::string& path, const std::vector<uint8_t>* file_bytes, uint64_t max_bytes) {
   ImageKind kind = KindFromName(path);
   DecodedImage out;
   if (kind == ImageKind::kNifti) {
-    ASSIGN_OR_RETURN(detail::NiftiHeader h, detail::ReadNifti(path, &out.pixels));
+    ASSIGN_OR_RETURN(detail::NiftiHeader h, detail::ReadNifti(path, &out.pixels, max_bytes));
     ASSIGN_OR_RETURN(out.info, NiftiInfo(path, h));
     out.nifti_header = std::move(h.bytes);
     return out;
   }
   if (kind == ImageKind::kUnknown) return Unsupported(path + ": not a PNG, JPEG or NIfTI file name");
-  if (kind == ImageKind::kPng) return detail::ReadPng(path, file_bytes);
-  return detail::ReadJpeg(path, file_bytes);
+  if (kind == ImageKind::kPng) return detail::ReadPng(path, file_bytes, max_bytes);
+  return detail::ReadJpeg(path, file_bytes, max_bytes);
 }
 
 namespace {

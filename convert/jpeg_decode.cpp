@@ -6,6 +6,7 @@
 #include <jerror.h>
 // clang-format on
 
+#include <algorithm>
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
@@ -72,7 +73,25 @@ bool ReadRows(JpegReader* r, uint8_t* out, size_t row_bytes) {
   return true;
 }
 
-Status Open(const std::string& path, const std::vector<uint8_t>& bytes, JpegReader* r, ImageInfo* info) {
+// A sequential Huffman-coded JPEG stores at least 2 bits (a DC and an end-of-block code) for
+// every 8x8 block of each component it has a scan for, and it has one for some component;
+// so a file of S bytes holds at most 4 * S blocks of its smallest component. Progressive
+// and arithmetic-coded files have no such bound (end-of-band runs, sub-bit codes): for
+// them only the per-sample limit applies.
+Status CheckBlocks(const std::string& path, const jpeg_decompress_struct& c, uint64_t file_size) {
+  if (c.progressive_mode || c.arith_code || c.num_components < 1) return Status::Ok();
+  uint64_t fewest = UINT64_MAX;
+  for (int k = 0; k < c.num_components; ++k) {
+    fewest = std::min<uint64_t>(fewest, uint64_t{c.comp_info[k].width_in_blocks} * c.comp_info[k].height_in_blocks);
+  }
+  if (fewest / 4 <= file_size) return Status::Ok();
+  return Corruption(path + ": the header claims " + std::to_string(c.image_width) + "x" + std::to_string(c.image_height) +
+                    " pixels (" + std::to_string(fewest) + " 8x8 blocks of its smallest component, 2 bits each at " +
+                    "least), but the file has only " + std::to_string(file_size) + " bytes");
+}
+
+Status Open(const std::string& path, const std::vector<uint8_t>& bytes, uint64_t file_size, uint64_t max_bytes,
+            JpegReader* r, ImageInfo* info) {
   if (bytes.empty()) return Corruption(path + ": empty file (0 bytes)");
   if (bytes.size() < 3 || bytes[0] != 0xFF || bytes[1] != 0xD8 || bytes[2] != 0xFF) {
     return Corruption(path + ": not a JPEG file (bad SOI marker)");
@@ -83,19 +102,22 @@ Status Open(const std::string& path, const std::vector<uint8_t>& bytes, JpegRead
   info->kind = ImageKind::kJpeg;
   info->dtype = DType::kU8;
   info->shape = {c, static_cast<int64_t>(r->cinfo.output_height), static_cast<int64_t>(r->cinfo.output_width)};
-  return Status::Ok();
+  RETURN_IF_ERROR(CheckBlocks(path, r->cinfo, file_size));
+  return CheckDecodedSize(path, info->shape, info->dtype, std::min(max_bytes, kMaxJpegBytes));
 }
 
 }  // namespace
 
-Result<ImageInfo> ReadJpegInfo(const std::string& path, std::vector<uint8_t>* small_file) {
+Result<ImageInfo> ReadJpegInfo(const std::string& path, std::vector<uint8_t>* small_file, uint64_t max_bytes) {
   std::vector<uint8_t> bytes;
   uint64_t file_size = 0;
   RETURN_IF_ERROR(ReadFileBytes(path, 4096, kMaxJpegBytes, &bytes, &file_size));
   ImageInfo info;
   {
     JpegReader r;
-    if (Open(path, bytes, &r, &info).ok() && !r.err.truncated) {
+    const Status opened = Open(path, bytes, file_size, max_bytes, &r, &info);
+    if (opened.code() == StatusCode::kResourceExhausted) return opened;  // the header was read: it stands
+    if (opened.ok() && !r.err.truncated) {
       info.file_bytes = file_size;
       if (small_file != nullptr && bytes.size() == file_size) *small_file = std::move(bytes);
       return info;
@@ -103,12 +125,12 @@ Result<ImageInfo> ReadJpegInfo(const std::string& path, std::vector<uint8_t>* sm
   }
   if (bytes.size() < file_size) RETURN_IF_ERROR(ReadFileBytes(path, 0, kMaxJpegBytes, &bytes, &file_size));
   JpegReader r;
-  RETURN_IF_ERROR(Open(path, bytes, &r, &info));
+  RETURN_IF_ERROR(Open(path, bytes, file_size, max_bytes, &r, &info));
   info.file_bytes = file_size;
   return info;
 }
 
-Result<DecodedImage> ReadJpeg(const std::string& path, const std::vector<uint8_t>* file_bytes) {
+Result<DecodedImage> ReadJpeg(const std::string& path, const std::vector<uint8_t>* file_bytes, uint64_t max_bytes) {
   std::vector<uint8_t> own;
   uint64_t file_size = 0;
   if (file_bytes == nullptr || file_bytes->empty()) {
@@ -117,10 +139,9 @@ Result<DecodedImage> ReadJpeg(const std::string& path, const std::vector<uint8_t
   }
   JpegReader r;
   DecodedImage out;
-  RETURN_IF_ERROR(Open(path, *file_bytes, &r, &out.info));
+  RETURN_IF_ERROR(Open(path, *file_bytes, file_bytes->size(), max_bytes, &r, &out.info));
   out.info.file_bytes = file_bytes->size();
   ASSIGN_OR_RETURN(uint64_t n, ByteSize(out.info.shape, out.info.dtype));
-  if (n > kMaxJpegBytes) return ResourceExhausted(path + ": JPEG of " + ShapeToString(out.info.shape) + " is too large");
   const size_t c = static_cast<size_t>(out.info.shape[0]);
   const size_t hw = static_cast<size_t>(out.info.shape[1] * out.info.shape[2]);
   std::vector<uint8_t> inter(n);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 
+#include "convert/decode_internal.h"
 #include "convert/gz_internal.h"
 #include "convert/nifti_internal.h"
 
@@ -198,16 +199,18 @@ void SwapToLittle(std::vector<uint8_t>& v, size_t width) {
 
 }  // namespace
 
-Result<NiftiHeader> ReadNifti(const std::string& path, std::vector<uint8_t>* voxels) {
+Result<NiftiHeader> ReadNifti(const std::string& path, std::vector<uint8_t>* voxels, uint64_t max_bytes) {
   GzFile f(gzopen(path.c_str(), "rb"));
   if (!f) return IOError(path + ": cannot open: " + std::strerror(errno));
   uint8_t head[540];
   int got = gzread(f.get(), head, sizeof(head));
   if (got < 0) return Corruption(path + ": cannot read NIfTI header (bad gzip stream)");
   ASSIGN_OR_RETURN(NiftiHeader h, ParseNiftiHeader(head, static_cast<size_t>(got), path));
+  ASSIGN_OR_RETURN(uint64_t n, ByteSize(h.shape, h.dtype));
+  RETURN_IF_ERROR(CheckFileCanHold(path, f.get(), h.vox_offset, n, "NIfTI voxel data"));
+  RETURN_IF_ERROR(CheckDecodedSize(path, h.shape, h.dtype, max_bytes));
   if (voxels == nullptr) return h;
   uint64_t pos = static_cast<uint64_t>(got);
-  ASSIGN_OR_RETURN(uint64_t n, ByteSize(h.shape, h.dtype));
   voxels->assign(n, 0);
   if (h.vox_offset >= pos) {
     std::vector<uint8_t> skip(h.vox_offset - pos);

@@ -25,7 +25,9 @@ struct NiftiHeader {
 Result<NiftiHeader> ParseNiftiHeader(const uint8_t* data, size_t size, const std::string& path);
 
 // Reads the header of a .nii or .nii.gz file; with `voxels` non-null also reads the voxel
-// data, converted to little-endian.
-Result<NiftiHeader> ReadNifti(const std::string& path, std::vector<uint8_t>* voxels);
+// data, converted to little-endian. Either way the voxel bytes the header claims are
+// checked against `max_bytes` (ResourceExhausted) and against what the file can hold
+// (Corruption) before anything is allocated for them.
+Result<NiftiHeader> ReadNifti(const std::string& path, std::vector<uint8_t>* voxels, uint64_t max_bytes);
 
 }  // namespace shardify::convert::detail

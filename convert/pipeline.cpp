@@ -8,8 +8,11 @@
 #include <mutex>
 #include <thread>
 
+#include <unistd.h>
+
 #include "convert/convert.h"
 #include "convert/schema_internal.h"
+#include "convert/source_internal.h"
 #include "convert/work_internal.h"
 #include "format/file.h"
 #include "format/writer.h"
@@ -30,6 +33,8 @@ constexpr uint64_t kSmallFileBudget = 256ull << 20;
 // Decoded bytes the reorder window aims to hold at most (large volumes shrink it).
 constexpr uint64_t kWindowBudget = 1ull << 30;
 
+constexpr char kSkippedFile[] = "skipped.tsv";  // companion of the dataset (see WriterOptions)
+
 bool IsCancelled(const ConvertOptions& o) { return o.cancel != nullptr && o.cancel->load(); }
 
 // Records a per-input failure: fails the run, or lists the input as skipped.
@@ -49,7 +54,7 @@ Status InspectAll(const SourcePlan& plan, const ConvertOptions& o, int threads, 
   std::vector<char> good(n, 0);
   std::atomic<uint64_t> cached{0};
   RETURN_IF_ERROR(detail::ParallelFor(n, threads, o.cancel, "inspect", progress, [&](size_t i) {
-    auto r = InspectCase(plan, plan.cases[i]);
+    Result<CaseInfo> r = detail::NoThrow(plan.cases[i].name, [&] { return InspectCase(plan, plan.cases[i], o.max_sample_bytes); });
     if (r.ok()) {
       (*infos)[i] = std::move(r).value();
       // Small files read whole are kept for decoding, within a fixed memory budget.
@@ -77,6 +82,7 @@ WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan,
   w.target_shard_bytes = o.shard_bytes;
   w.zstd_level = o.zstd_level;
   w.overwrite = o.overwrite;
+  w.companions = {kSkippedFile};
   w.fsync = o.fsync;
   w.classes = plan.classes;
   w.provenance.converter = "shardify";
@@ -106,21 +112,16 @@ WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan,
   return w;
 }
 
-// Writes `<dest>/skipped.tsv` atomically, or removes a stale one.
-Status WriteSkipped(const std::string& dest, const std::vector<SkippedInput>& skipped, bool fsync) {
-  const std::string path = dest + "/skipped.tsv";
-  std::error_code ec;
-  if (skipped.empty()) {
-    fs::remove(path, ec);
-    return Status::Ok();
-  }
+// Writes the skipped inputs into the new dataset as `skipped.tsv` (none: no file).
+Status WriteSkipped(DatasetWriter& writer, const std::vector<SkippedInput>& skipped) {
+  if (skipped.empty()) return Status::Ok();
   std::string text = "input\treason\n";
   auto clean = [](std::string s) {
     for (char& c : s) if (c == '\t' || c == '\n' || c == '\r') c = ' ';
     return s;
   };
   for (const auto& s : skipped) text += clean(s.input) + "\t" + clean(s.reason) + "\n";
-  return WriteFileAtomic(path, text.data(), text.size(), fsync);
+  return writer.WriteCompanion(kSkippedFile, text.data(), text.size());
 }
 
 struct Prepared {
@@ -129,18 +130,50 @@ struct Prepared {
   std::vector<size_t> order;
   std::vector<std::vector<uint8_t>> small_files;  // per case, see CaseInfo::small_file
   uint64_t max_sample_bytes = 0;                  // largest decoded image + mask
+  std::string largest;                            // the case that has it
 };
 
-// Samples in flight: 16 per thread, fewer when samples are large, at least threads + 1.
-size_t WindowFor(const ConvertOptions& o, int threads, uint64_t max_sample_bytes) {
-  if (o.window > 0) return o.window;
+uint64_t CaseBytes(const CaseInfo& c) {
+  const Result<uint64_t> image = ByteSize(c.image.shape, c.image.dtype);
+  const Result<uint64_t> mask = c.has_mask ? ByteSize(c.mask.shape, c.mask.dtype) : Result<uint64_t>(uint64_t{0});
+  if (!image.ok() || !mask.ok() || *image > UINT64_MAX - *mask) return UINT64_MAX;
+  return *image + *mask;
+}
+
+// Cases whose image and mask together decode to more than the per-sample limit become
+// per-input errors (each file alone was checked by InspectCase).
+void ApplySampleLimit(const ConvertOptions& o, const SourcePlan& plan, const std::vector<CaseInfo>& infos,
+                      std::vector<bool>* ok, std::vector<Status>* errors) {
+  for (size_t i = 0; i < infos.size(); ++i) {
+    const uint64_t bytes = CaseBytes(infos[i]);
+    if (!(*ok)[i] || bytes <= o.max_sample_bytes) continue;
+    (*ok)[i] = false;
+    (*errors)[i] = ResourceExhausted(plan.cases[i].name + ": decodes to " + detail::HumanBytes(bytes) +
+                                     ", more than the per-sample memory limit of " +
+                                     detail::HumanBytes(o.max_sample_bytes) + " (--max-sample-memory)");
+  }
+}
+
+// Samples in flight: 16 per thread, fewer when samples are large (at least threads + 1),
+// and never more than fit in max_memory.
+Result<size_t> WindowFor(const ConvertOptions& o, int threads, uint64_t max_sample_bytes, const std::string& largest) {
+  const uint64_t memory = o.max_memory > 0 ? o.max_memory : DefaultMaxMemory();
+  const uint64_t decoded = std::max<uint64_t>(1, max_sample_bytes);
+  const uint64_t per_sample = decoded > UINT64_MAX / kMemoryPerSampleByte ? UINT64_MAX : decoded * kMemoryPerSampleByte;
+  const uint64_t cap = memory / per_sample;
+  if (cap == 0) {
+    return ResourceExhausted(largest + ": decodes to " + detail::HumanBytes(max_sample_bytes) + "; converting it takes about " +
+                             detail::HumanBytes(per_sample) + ", more than the memory limit of " +
+                             detail::HumanBytes(memory) + " (--max-memory)");
+  }
+  if (o.window > 0) return std::min<size_t>(o.window, cap);
   const uint64_t fit = kWindowBudget / std::max<uint64_t>(1, max_sample_bytes);
   const uint64_t t = static_cast<uint64_t>(threads);
-  return static_cast<size_t>(std::max<uint64_t>(t + 1, std::min<uint64_t>(16 * t, fit)));
+  return static_cast<size_t>(std::min(cap, std::max<uint64_t>(t + 1, std::min<uint64_t>(16 * t, fit))));
 }
 
 Status Prepare(const ConvertOptions& o, int threads, ProgressSink* progress, Prepared* p, ConvertSummary* sum) {
-  ASSIGN_OR_RETURN(p->plan, PlanSource(o.source, o.layout, o.class_names));
+  ASSIGN_OR_RETURN(p->plan, PlanSource(o.source, o.layout, o.class_names, o.dest));
   SourcePlan& plan = p->plan;
   sum->layout = LayoutName(plan.layout);
   sum->classes = plan.classes;
@@ -152,6 +185,7 @@ Status Prepare(const ConvertOptions& o, int threads, ProgressSink* progress, Pre
   std::vector<Status> errors;
   RETURN_IF_ERROR(InspectAll(plan, o, threads, progress, &infos, &ok, &errors));
   if (IsCancelled(o)) return Cancelled("conversion cancelled");
+  ApplySampleLimit(o, plan, infos, &ok, &errors);
   p->schema = detail::BuildSchema(plan, infos, ok, errors);
   if (!p->schema.fields.empty()) {
     RETURN_IF_ERROR(detail::ApplyPatchSize(p->schema, infos, ok, o.patch_size, o.fg_locations, o.seed)
@@ -165,13 +199,9 @@ Status Prepare(const ConvertOptions& o, int threads, ProgressSink* progress, Pre
   p->small_files.resize(infos.size());
   for (size_t i = 0; i < infos.size(); ++i) {
     p->small_files[i] = std::move(infos[i].small_file);
-    if (!ok[i]) continue;
-    uint64_t bytes = ByteSize(infos[i].image.shape, infos[i].image.dtype).ok() ? *ByteSize(infos[i].image.shape, infos[i].image.dtype) : 0;
-    if (infos[i].has_mask) {
-      auto m = ByteSize(infos[i].mask.shape, infos[i].mask.dtype);
-      if (m.ok()) bytes += *m;
-    }
-    p->max_sample_bytes = std::max(p->max_sample_bytes, bytes);
+    if (!ok[i] || CaseBytes(infos[i]) <= p->max_sample_bytes) continue;
+    p->max_sample_bytes = CaseBytes(infos[i]);
+    p->largest = plan.cases[i].name;
   }
   for (size_t i = 0; i < plan.cases.size(); ++i) {
     if (!errors[i].ok()) RETURN_IF_ERROR(Fail(o, sum, plan.cases[i].name, errors[i]));
@@ -212,7 +242,15 @@ ConvertOptions ResolveAuto(ConvertOptions o, uint64_t max_sample_bytes, size_t s
 
 }  // namespace
 
-Result<ConvertSummary> Convert(const ConvertOptions& options, ProgressSink* progress) {
+uint64_t DefaultMaxMemory() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  const uint64_t physical = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+  return std::max<uint64_t>(physical / 2, 1ull << 30);
+}
+
+namespace {
+
+Result<ConvertSummary> ConvertImpl(const ConvertOptions& options, ProgressSink* progress) {
   const auto start = Clock::now();
   int threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   ConvertSummary sum;
@@ -220,22 +258,22 @@ Result<ConvertSummary> Convert(const ConvertOptions& options, ProgressSink* prog
   Prepared p;
   RETURN_IF_ERROR(Prepare(options, threads, progress, &p, &sum));
   const ConvertOptions o = ResolveAuto(options, p.max_sample_bytes, p.order.size());
+  ASSIGN_OR_RETURN(const size_t window, WindowFor(o, threads, p.max_sample_bytes, p.largest));
   if (o.dry_run) {
     CountSplits(p, p.order, &sum);
     sum.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return sum;
   }
   ASSIGN_OR_RETURN(auto writer, DatasetWriter::Create(o.dest, p.schema.fields, MakeWriterOptions(o, p.plan, p.schema)));
-  if (o.dict) RETURN_IF_ERROR(detail::TrainDictionaries(p.plan, p.schema, p.order, *writer, &sum));
-  detail::EncodeJob job{&p.plan, &p.schema, &p.order, writer.get(), threads,
-                        WindowFor(o, threads, p.max_sample_bytes), o.cancel, progress,
-                        &p.small_files};
+  detail::EncodeJob job{&p.plan, &p.schema, &p.order, writer.get(), threads, window, o.cancel, progress,
+                        &p.small_files, o.max_sample_bytes};
+  if (o.dict) RETURN_IF_ERROR(detail::TrainDictionaries(job, p.max_sample_bytes, &sum));
   std::vector<size_t> written;
   ASSIGN_OR_RETURN(std::vector<detail::CaseFailure> failures, detail::EncodeAll(job, o.skip_errors, &written, &sum.bytes_in));
   for (const auto& f : failures) sum.skipped.push_back({f.input, f.status.ToString()});
   if (written.empty()) return InvalidArgument(o.source + ": every input failed; nothing to write");
+  RETURN_IF_ERROR(WriteSkipped(*writer, sum.skipped));
   RETURN_IF_ERROR(writer->Finish());
-  RETURN_IF_ERROR(WriteSkipped(o.dest, sum.skipped, o.fsync));
   for (const auto& set : p.plan.idx) sum.bytes_in += detail::PathBytes(set->images_path) + detail::PathBytes(set->labels_path);
   CountSplits(p, written, &sum);
   sum.shards = writer->manifest().shards.size();
@@ -243,6 +281,13 @@ Result<ConvertSummary> Convert(const ConvertOptions& options, ProgressSink* prog
   sum.bytes_out += detail::PathBytes(o.dest + "/manifest.sfm");
   sum.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return sum;
+}
+
+}  // namespace
+
+Result<ConvertSummary> Convert(const ConvertOptions& options, ProgressSink* progress) {
+  // Threads catch their own allocation failures; this covers the calling thread's work.
+  return detail::NoThrow(options.source, [&] { return ConvertImpl(options, progress); });
 }
 
 }  // namespace shardify::convert

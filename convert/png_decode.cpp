@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "convert/decode_internal.h"
+#include "convert/gz_internal.h"
+#include "convert/source_internal.h"
 
 namespace shardify::convert::detail {
 namespace {
@@ -70,6 +72,15 @@ Status ReadFileBytes(const std::string& path, size_t limit, uint64_t max_size, s
   return Status::Ok();
 }
 
+Status CheckDecodedSize(const std::string& path, const Shape& shape, DType dtype, uint64_t max_bytes) {
+  const Result<uint64_t> bytes = ByteSize(shape, dtype);
+  if (bytes.ok() && *bytes <= max_bytes) return Status::Ok();
+  return ResourceExhausted(path + ": " + ShapeToString(shape) + " " + DTypeName(dtype) + " decodes to " +
+                           (bytes.ok() ? HumanBytes(*bytes) : std::string("more than 2^64 bytes")) +
+                           ", more than the per-sample memory limit of " + HumanBytes(max_bytes) +
+                           " (--max-sample-memory)");
+}
+
 namespace {
 
 extern "C" void PngError(png_structp png, png_const_charp msg) {
@@ -84,6 +95,7 @@ struct PngHeader {
   uint32_t width = 0, height = 0;
   int channels = 0, bit_depth = 0;
   size_t row_bytes = 0;
+  uint64_t stored_bytes = 0;  // image data before expansion, without filter bytes
 };
 
 bool ReadHeader(PngReader* r, PngHeader* h) {
@@ -92,6 +104,9 @@ bool ReadHeader(PngReader* r, PngHeader* h) {
   png_read_info(r->png, r->info);
   const int color = png_get_color_type(r->png, r->info);
   const int depth = png_get_bit_depth(r->png, r->info);
+  const uint64_t stored_row = (uint64_t{png_get_image_width(r->png, r->info)} * png_get_channels(r->png, r->info) *
+                               static_cast<uint64_t>(depth) + 7) / 8;
+  h->stored_bytes = uint64_t{png_get_image_height(r->png, r->info)} * stored_row;
   if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(r->png);
   if (png_get_valid(r->png, r->info, PNG_INFO_tRNS)) png_set_tRNS_to_alpha(r->png);
   if (depth < 8) png_set_packing(r->png);
@@ -113,8 +128,10 @@ bool ReadRows(PngReader* r, png_bytep* rows) {
   return true;
 }
 
-// Parses the header from bytes[0, size) (a prefix of the file is enough).
-Status Open(const std::string& path, const std::vector<uint8_t>& bytes, PngReader* r, PngHeader* h, ImageInfo* info) {
+// Parses the header from bytes[0, size) (a prefix of the file, whose whole size is
+// `file_size`, is enough) and checks the dimensions against the file and `max_bytes`.
+Status Open(const std::string& path, const std::vector<uint8_t>& bytes, uint64_t file_size, uint64_t max_bytes,
+            PngReader* r, PngHeader* h, ImageInfo* info) {
   if (bytes.empty()) return Corruption(path + ": empty file (0 bytes)");
   if (bytes.size() < 8 || png_sig_cmp(bytes.data(), 0, 8) != 0) return Corruption(path + ": not a PNG file (bad signature)");
   r->data = bytes.data();
@@ -131,8 +148,14 @@ Status Open(const std::string& path, const std::vector<uint8_t>& bytes, PngReade
   info->kind = ImageKind::kPng;
   info->dtype = h->bit_depth == 16 ? DType::kU16 : DType::kU8;
   info->shape = {h->channels, static_cast<int64_t>(h->height), static_cast<int64_t>(h->width)};
+  if (h->stored_bytes / kMaxDeflateRatio >= file_size) {
+    return Corruption(path + ": the header claims " + std::to_string(h->width) + "x" + std::to_string(h->height) +
+                      " pixels (" + std::to_string(h->stored_bytes) + " bytes of image data), but the file has only " +
+                      std::to_string(file_size) + " bytes (inflating at most " + std::to_string(kMaxDeflateRatio) + "x)");
+  }
+  RETURN_IF_ERROR(CheckDecodedSize(path, info->shape, info->dtype, max_bytes));
   auto need = ByteSize(info->shape, info->dtype);
-  if (!need.ok() || *need > kMaxPngBytes || h->row_bytes * h->height != *need) {
+  if (!need.ok() || h->row_bytes * h->height != *need) {
     return ResourceExhausted(path + ": PNG of " + ShapeToString(info->shape) + " is too large or inconsistent");
   }
   return Status::Ok();
@@ -140,7 +163,7 @@ Status Open(const std::string& path, const std::vector<uint8_t>& bytes, PngReade
 
 }  // namespace
 
-Result<ImageInfo> ReadPngInfo(const std::string& path, std::vector<uint8_t>* small_file) {
+Result<ImageInfo> ReadPngInfo(const std::string& path, std::vector<uint8_t>* small_file, uint64_t max_bytes) {
   std::vector<uint8_t> bytes;
   uint64_t file_size = 0;
   RETURN_IF_ERROR(ReadFileBytes(path, 4096, kMaxPngBytes, &bytes, &file_size));
@@ -148,7 +171,9 @@ Result<ImageInfo> ReadPngInfo(const std::string& path, std::vector<uint8_t>* sma
   {
     PngReader r;
     PngHeader h;
-    if (Open(path, bytes, &r, &h, &info).ok()) {
+    const Status opened = Open(path, bytes, file_size, max_bytes, &r, &h, &info);
+    if (opened.code() == StatusCode::kResourceExhausted) return opened;  // the header was read: it stands
+    if (opened.ok()) {
       info.file_bytes = file_size;
       if (small_file != nullptr && bytes.size() == file_size) *small_file = std::move(bytes);
       return info;
@@ -157,18 +182,18 @@ Result<ImageInfo> ReadPngInfo(const std::string& path, std::vector<uint8_t>* sma
   if (bytes.size() == file_size) {  // the whole file was read: the error stands
     PngReader r;
     PngHeader h;
-    RETURN_IF_ERROR(Open(path, bytes, &r, &h, &info));
+    RETURN_IF_ERROR(Open(path, bytes, file_size, max_bytes, &r, &h, &info));
   }
   // Chunks before the image data are longer than the prefix: read it all.
   RETURN_IF_ERROR(ReadFileBytes(path, 0, kMaxPngBytes, &bytes, &file_size));
   PngReader r;
   PngHeader h;
-  RETURN_IF_ERROR(Open(path, bytes, &r, &h, &info));
+  RETURN_IF_ERROR(Open(path, bytes, file_size, max_bytes, &r, &h, &info));
   info.file_bytes = file_size;
   return info;
 }
 
-Result<DecodedImage> ReadPng(const std::string& path, const std::vector<uint8_t>* file_bytes) {
+Result<DecodedImage> ReadPng(const std::string& path, const std::vector<uint8_t>* file_bytes, uint64_t max_bytes) {
   std::vector<uint8_t> own;
   uint64_t file_size = 0;
   if (file_bytes == nullptr || file_bytes->empty()) {
@@ -180,7 +205,7 @@ Result<DecodedImage> ReadPng(const std::string& path, const std::vector<uint8_t>
   PngReader r;
   PngHeader h;
   DecodedImage out;
-  RETURN_IF_ERROR(Open(path, bytes, &r, &h, &out.info));
+  RETURN_IF_ERROR(Open(path, bytes, file_size, max_bytes, &r, &h, &out.info));
   out.info.file_bytes = file_size;
   std::vector<uint8_t> inter(h.row_bytes * h.height);
   std::vector<png_bytep> rows(h.height);

@@ -11,8 +11,11 @@
 #include <set>
 #include <sstream>
 
+#include <sys/stat.h>
+
 #include "convert/image_io.h"
 #include "convert/source_internal.h"
+#include "format/file.h"
 
 namespace fs = std::filesystem;
 
@@ -25,7 +28,23 @@ bool Hidden(const fs::path& p) {
   return !n.empty() && n[0] == '.';
 }
 
-Status ListInto(const fs::path& dir, const std::string& prefix, bool recursive,
+// (device, inode) of the excluded directory, when it exists.
+using DirKey = std::optional<std::pair<uint64_t, uint64_t>>;
+
+DirKey KeyOf(const std::string& excluded) {
+  struct stat st;
+  if (excluded.empty() || ::stat(excluded.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
+  return std::make_pair(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
+}
+
+// Whether directory `p` (not a link) is the excluded one.
+bool IsExcluded(const fs::path& p, const DirKey& key) {
+  if (!key) return false;
+  Result<std::pair<uint64_t, uint64_t>> id = FileId(p.string());
+  return id.ok() && *id == *key;
+}
+
+Status ListInto(const fs::path& dir, const std::string& prefix, bool recursive, const DirKey& skip,
                 std::vector<ListedFile>* files, std::vector<BadEntry>* bad) {
   std::error_code ec;
   fs::directory_iterator it(dir, ec), end;
@@ -47,8 +66,8 @@ Status ListInto(const fs::path& dir, const std::string& prefix, bool recursive,
       continue;
     }
     if (type == fs::file_type::directory) {
-      if (!recursive || link) continue;  // never follow directory links: no loops
-      RETURN_IF_ERROR(ListInto(p, rel + "/", true, files, bad));
+      if (!recursive || link || IsExcluded(p, skip)) continue;  // never follow directory links: no loops
+      RETURN_IF_ERROR(ListInto(p, rel + "/", true, skip, files, bad));
     } else if (type == fs::file_type::regular) {
       files->push_back({rel, p.string()});
     }
@@ -59,24 +78,32 @@ Status ListInto(const fs::path& dir, const std::string& prefix, bool recursive,
 }  // namespace
 
 Status ListFiles(const std::string& dir, bool recursive, std::vector<ListedFile>* files,
-                 std::vector<BadEntry>* bad) {
-  RETURN_IF_ERROR(ListInto(fs::path(dir), "", recursive, files, bad));
+                 std::vector<BadEntry>* bad, const std::string& excluded) {
+  RETURN_IF_ERROR(ListInto(fs::path(dir), "", recursive, KeyOf(excluded), files, bad));
   std::sort(files->begin(), files->end(), [](const ListedFile& a, const ListedFile& b) { return a.rel < b.rel; });
   std::sort(bad->begin(), bad->end(), [](const BadEntry& a, const BadEntry& b) { return a.path < b.path; });
   return Status::Ok();
 }
 
-Result<std::vector<std::string>> ListSubdirs(const std::string& dir) {
+Result<std::vector<std::string>> ListSubdirs(const std::string& dir, const std::string& excluded,
+                                             std::vector<std::string>* links) {
   std::vector<std::string> out;
+  const DirKey skip = KeyOf(excluded);
   std::error_code ec;
   fs::directory_iterator it(dir, ec), end;
   if (ec) return IOError(dir + ": cannot list directory: " + ec.message());
   for (; it != end; it.increment(ec)) {
     if (ec) return IOError(dir + ": cannot list directory: " + ec.message());
     std::error_code sec;
-    if (!Hidden(it->path()) && fs::is_directory(it->path(), sec)) out.push_back(it->path().filename().string());
+    if (Hidden(it->path()) || !fs::is_directory(it->path(), sec)) continue;
+    if (it->is_symlink(sec)) {
+      if (links != nullptr) links->push_back(it->path().filename().string());
+    } else if (!IsExcluded(it->path(), skip)) {
+      out.push_back(it->path().filename().string());
+    }
   }
   std::sort(out.begin(), out.end());
+  if (links != nullptr) std::sort(links->begin(), links->end());
   return out;
 }
 
@@ -154,12 +181,16 @@ using detail::ListedFile;
 bool IsImage(const std::string& p) { return KindFromName(p) != ImageKind::kUnknown; }
 
 Status PlanFolder(const std::string& src, SourcePlan* plan) {
-  ASSIGN_OR_RETURN(plan->classes, detail::ListSubdirs(src));
+  std::vector<std::string> links;
+  ASSIGN_OR_RETURN(plan->classes, detail::ListSubdirs(src, plan->excluded, &links));
+  for (const std::string& l : links) {
+    plan->warnings.push_back(src + "/" + l + ": a directory symlink, not followed (no class)");
+  }
   if (plan->classes.empty()) return NotFound(src + ": no class folders found");
   for (size_t c = 0; c < plan->classes.size(); ++c) {
     const std::string& cls = plan->classes[c];
     std::vector<ListedFile> files;
-    RETURN_IF_ERROR(detail::ListFiles(src + "/" + cls, true, &files, &plan->bad));
+    RETURN_IF_ERROR(detail::ListFiles(src + "/" + cls, true, &files, &plan->bad, plan->excluded));
     size_t n = 0;
     for (const auto& f : files) {
       if (!IsImage(f.rel)) { ++plan->ignored_files; continue; }
@@ -177,7 +208,7 @@ Status PlanFolder(const std::string& src, SourcePlan* plan) {
 
 Status PlanNifti(const std::string& src, SourcePlan* plan) {
   std::vector<ListedFile> files;
-  RETURN_IF_ERROR(detail::ListFiles(src, true, &files, &plan->bad));
+  RETURN_IF_ERROR(detail::ListFiles(src, true, &files, &plan->bad, plan->excluded));
   for (const auto& f : files) {
     if (KindFromName(f.rel) != ImageKind::kNifti) { ++plan->ignored_files; continue; }
     CaseInput in;
@@ -199,8 +230,8 @@ std::string Stem(const std::string& rel) {
 
 Status PlanPairs(const std::string& src, SourcePlan* plan) {
   std::vector<ListedFile> images, masks;
-  RETURN_IF_ERROR(detail::ListFiles(src + "/images", true, &images, &plan->bad));
-  RETURN_IF_ERROR(detail::ListFiles(src + "/masks", true, &masks, &plan->bad));
+  RETURN_IF_ERROR(detail::ListFiles(src + "/images", true, &images, &plan->bad, plan->excluded));
+  RETURN_IF_ERROR(detail::ListFiles(src + "/masks", true, &masks, &plan->bad, plan->excluded));
   std::map<std::string, std::string> by_stem;
   for (const auto& m : masks) {
     if (IsImage(m.rel)) by_stem[Stem(m.rel)] = m.abs; else ++plan->ignored_files;
@@ -261,7 +292,7 @@ Status LoadIdxSet(const std::string& images, const std::string& labels, const st
 
 Status PlanIdx(const std::string& src, SourcePlan* plan) {
   std::vector<ListedFile> files;
-  RETURN_IF_ERROR(detail::ListFiles(src, false, &files, &plan->bad));
+  RETURN_IF_ERROR(detail::ListFiles(src, false, &files, &plan->bad, plan->excluded));
   std::map<std::string, std::string> labels;
   for (const auto& f : files) {
     size_t k = f.rel.find("-labels");
@@ -304,7 +335,7 @@ std::optional<Layout> ParseLayout(const std::string& name) {
   return std::nullopt;
 }
 
-Result<Layout> DetectLayout(const std::string& src) {
+Result<Layout> DetectLayout(const std::string& src, const std::string& excluded) {
   std::error_code ec;
   fs::file_status st = fs::status(src, ec);
   if (ec) return NotFound(src + ": cannot open source: " + ec.message());
@@ -320,7 +351,7 @@ Result<Layout> DetectLayout(const std::string& src) {
   if (has("images") && has("masks")) return Layout::kPairs;
   std::vector<ListedFile> files;
   std::vector<BadEntry> bad;
-  RETURN_IF_ERROR(detail::ListFiles(src, false, &files, &bad));
+  RETURN_IF_ERROR(detail::ListFiles(src, false, &files, &bad, excluded));
   bool idx = false, vol = false;
   for (const auto& f : files) {
     idx = idx || IsIdxName(f.rel);
@@ -328,7 +359,7 @@ Result<Layout> DetectLayout(const std::string& src) {
   }
   if (idx) return Layout::kIdx;
   if (vol) return Layout::kNifti;
-  ASSIGN_OR_RETURN(auto dirs, detail::ListSubdirs(src));
+  ASSIGN_OR_RETURN(auto dirs, detail::ListSubdirs(src, excluded));
   if (!dirs.empty()) return Layout::kFolder;
   return InvalidArgument(src + ": cannot tell the layout (no class folders, volumes, idx files, "
                          "dataset.json, images/+masks/ or train.csv); use --layout");
@@ -337,10 +368,11 @@ Result<Layout> DetectLayout(const std::string& src) {
 Status PlanCsv(const std::string& csv, const std::vector<std::string>& class_names, SourcePlan* plan);
 
 Result<SourcePlan> PlanSource(const std::string& src, Layout layout,
-                              const std::vector<std::string>& class_names) {
-  if (layout == Layout::kAuto) { ASSIGN_OR_RETURN(layout, DetectLayout(src)); }
+                              const std::vector<std::string>& class_names, const std::string& excluded) {
+  if (layout == Layout::kAuto) { ASSIGN_OR_RETURN(layout, DetectLayout(src, excluded)); }
   SourcePlan plan;
   plan.layout = layout;
+  plan.excluded = excluded;
   plan.root = layout == Layout::kCsv ? fs::path(src).parent_path().string() : src;
   Status s;
   switch (layout) {

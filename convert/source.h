@@ -62,14 +62,18 @@ struct SourcePlan {
   std::vector<BadEntry> bad;               // entries that could not become cases
   std::vector<std::string> warnings;       // e.g. empty class folders
   uint64_t ignored_files = 0;
+  std::string excluded;                    // a directory never read as input ("" none)
 };
 
-// Picks a layout for `src` (a directory or a .csv file) or says why none fits.
-Result<Layout> DetectLayout(const std::string& src);
+// Picks a layout for `src` (a directory or a .csv file) or says why none fits. The
+// directory `excluded` ("" for none) is not looked at.
+Result<Layout> DetectLayout(const std::string& src, const std::string& excluded = "");
 
 // Enumerates `src` in `layout` (kAuto detects). `class_names`, when non-empty, names
-// integer labels (idx, csv with numeric labels) and must cover every label.
+// integer labels (idx, csv with numeric labels) and must cover every label. `excluded`
+// is a directory never enumerated, however its path is spelled: the destination, which
+// may lie inside the source (it would otherwise become a class folder or add inputs).
 Result<SourcePlan> PlanSource(const std::string& src, Layout layout,
-                              const std::vector<std::string>& class_names);
+                              const std::vector<std::string>& class_names, const std::string& excluded = "");
 
 }  // namespace shardify::convert

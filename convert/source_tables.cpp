@@ -114,7 +114,7 @@ struct NnunetCase {
 Status ListNnunetFolder(const std::string& dir, const std::string& ending, SourcePlan* plan,
                         std::map<std::string, NnunetCase>* cases) {
   std::vector<ListedFile> files;
-  RETURN_IF_ERROR(ListFiles(dir, false, &files, &plan->bad));
+  RETURN_IF_ERROR(ListFiles(dir, false, &files, &plan->bad, plan->excluded));
   for (const auto& f : files) {
     const std::string& n = f.rel;
     if (n.size() <= ending.size() + 5 || n.compare(n.size() - ending.size(), ending.size(), ending) != 0) {
@@ -237,7 +237,7 @@ Status PlanRle(const std::string& src, SourcePlan* plan) {
     if (!row[seg].empty()) rle[row[id]][row[cls]] = row[seg];
   }
   std::vector<ListedFile> files;
-  RETURN_IF_ERROR(ListFiles(src + "/train", true, &files, &plan->bad));
+  RETURN_IF_ERROR(ListFiles(src + "/train", true, &files, &plan->bad, plan->excluded));
   nlohmann::json labels = nlohmann::json::object();
   int k = 0;
   for (const auto& c : classes) labels[c] = k++;

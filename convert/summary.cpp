@@ -49,9 +49,9 @@ Result<uint64_t> ParseByteSize(const std::string& text) {
   return static_cast<uint64_t>(v) * mult;
 }
 
-namespace {
+namespace detail {
 
-std::string Bytes(uint64_t b) {
+std::string HumanBytes(uint64_t b) {
   char buf[64];
   const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(b);
@@ -61,7 +61,7 @@ std::string Bytes(uint64_t b) {
   return buf;
 }
 
-}  // namespace
+}  // namespace detail
 
 std::string FormatSummary(const ConvertSummary& s) {
   std::ostringstream o;
@@ -80,8 +80,8 @@ std::string FormatSummary(const ConvertSummary& s) {
   if (!s.dry_run) {
     char line[256];
     double ratio = s.bytes_in > 0 ? static_cast<double>(s.bytes_out) / static_cast<double>(s.bytes_in) : 0.0;
-    std::snprintf(line, sizeof line, "  bytes in %s, out %s (%zu shard%s), ratio %.3f%s\n", Bytes(s.bytes_in).c_str(),
-                  Bytes(s.bytes_out).c_str(), static_cast<size_t>(s.shards), s.shards == 1 ? "" : "s", ratio,
+    std::snprintf(line, sizeof line, "  bytes in %s, out %s (%zu shard%s), ratio %.3f%s\n", detail::HumanBytes(s.bytes_in).c_str(),
+                  detail::HumanBytes(s.bytes_out).c_str(), static_cast<size_t>(s.shards), s.shards == 1 ? "" : "s", ratio,
                   s.dictionary ? ", zstd dictionary" : "");
     o << line;
   }

@@ -91,11 +91,11 @@ struct Slot {
   uint64_t bytes = 0;
 };
 
-Slot EncodeOne(const EncodeJob& job, size_t case_index, Encoder& encoder) {
+Slot EncodeCase(const EncodeJob& job, size_t case_index, Encoder& encoder) {
   const CaseInput& in = job.plan->cases[case_index];
   Slot s;
   std::vector<uint8_t> cached = std::move((*job.small_files)[case_index]);
-  auto data = DecodeCase(*job.plan, in, &cached);
+  auto data = DecodeCase(*job.plan, in, &cached, job.max_sample_bytes);
   if (!data.ok()) { s.status = data.status(); return s; }
   const uint64_t known = data->image.info.file_bytes;
   if (in.idx_set < 0) s.bytes = in.images.size() == 1 && in.mask.empty() && known > 0 ? known : CaseBytes(in);
@@ -113,6 +113,16 @@ Slot EncodeOne(const EncodeJob& job, size_t case_index, Encoder& encoder) {
     return s;
   }
   s.sample = std::move(encoded).value();
+  return s;
+}
+
+Slot EncodeOne(const EncodeJob& job, size_t case_index, Encoder& encoder) {
+  const CaseInput& in = job.plan->cases[case_index];
+  Slot s;
+  s.status = NoThrow(in.name, [&] {
+    s = EncodeCase(job, case_index, encoder);
+    return s.status;
+  });
   return s;
 }
 
@@ -180,12 +190,16 @@ Result<std::vector<CaseFailure>> EncodeAll(const EncodeJob& job, bool skip, std:
     seq.space_cv.notify_all();
     *bytes_in += s.bytes;
     const CaseInput& in = job.plan->cases[order[j]];
-    if (!s.status.ok()) {
-      if (skip) failures.push_back({in.name, s.status}); else result = s.status;
-    } else {
-      result = job.writer->Append(std::move(s.sample));
-      if (result.ok()) written->push_back(order[j]);
-    }
+    result = NoThrow(in.name, [&] {  // an exception here would leave the workers waiting
+      if (!s.status.ok()) {
+        if (!skip) return s.status;
+        failures.push_back({in.name, s.status});
+        return Status::Ok();
+      }
+      Status appended = job.writer->Append(std::move(s.sample));
+      if (appended.ok()) written->push_back(order[j]);
+      return appended;
+    });
     if (job.progress != nullptr) job.progress->OnProgress(Progress{"convert", j + 1, n, *bytes_in});
   }
   stop_all();
@@ -194,19 +208,26 @@ Result<std::vector<CaseFailure>> EncodeAll(const EncodeJob& job, bool skip, std:
   return failures;
 }
 
-Status TrainDictionaries(const SourcePlan& plan, const Schema& schema, const std::vector<size_t>& order,
-                         DatasetWriter& writer, ConvertSummary* sum) {
-  const size_t want = std::min<size_t>(order.size(), 2000);
+Status TrainDictionaries(const EncodeJob& job, uint64_t max_sample_bytes, ConvertSummary* sum) {
+  const SourcePlan& plan = *job.plan;
+  const std::vector<size_t>& order = *job.order;
+  const uint64_t fit = std::max<uint64_t>(1, kDictionaryInputBudget / std::max<uint64_t>(1, max_sample_bytes));
+  const size_t want = static_cast<size_t>(std::min<uint64_t>({order.size(), 2000, fit}));
   std::vector<std::vector<uint8_t>> images(want), masks(want);
-  Status st = ParallelFor(want, static_cast<int>(std::thread::hardware_concurrency()), nullptr, "dictionary", nullptr,
-                          [&](size_t k) {
-                            const CaseInput& in = plan.cases[order[k * order.size() / want]];
-                            auto d = DecodeCase(plan, in);
-                            if (!d.ok()) return;
-                            images[k] = std::move(d->image.pixels);
-                            if (d->has_mask) masks[k] = std::move(d->mask.pixels);
-                          });
+  Status st = ParallelFor(want, job.threads, nullptr, "dictionary", nullptr, [&](size_t k) {
+    const CaseInput& in = plan.cases[order[k * order.size() / want]];
+    const Status read = NoThrow(in.name, [&] {
+      auto d = DecodeCase(plan, in, nullptr, job.max_sample_bytes);
+      if (!d.ok()) return d.status();
+      images[k] = std::move(d->image.pixels);
+      if (d->has_mask) masks[k] = std::move(d->mask.pixels);
+      return Status::Ok();
+    });
+    if (!read.ok()) images[k].clear(), masks[k].clear();  // such a sample fails later, when it is encoded
+  });
   RETURN_IF_ERROR(st);
+  DatasetWriter& writer = *job.writer;
+  const Schema& schema = *job.schema;
   auto train = [&](const char* field, std::vector<std::vector<uint8_t>>& samples) {
     std::vector<std::vector<uint8_t>> use;
     for (auto& s : samples) if (!s.empty()) use.push_back(std::move(s));

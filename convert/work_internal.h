@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <functional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,16 @@ namespace shardify::convert::detail {
 Status ParallelFor(size_t n, int threads, const std::atomic<bool>* cancel, const char* phase,
                    ProgressSink* progress, const std::function<void(size_t)>& fn);
 
+// Runs fn(); a failed allocation becomes ResourceExhausted naming `input` (see
+// CatchAllocationFailure): a sample too large for the memory at hand fails, or is
+// skipped, like any bad input.
+template <typename Fn>
+auto NoThrow(const std::string& input, Fn&& fn) -> decltype(fn()) {
+  return CatchAllocationFailure(std::forward<Fn>(fn), [&] {
+    return input + ": out of memory while converting it (lower --max-memory or --threads, or free memory)";
+  });
+}
+
 struct EncodeJob {
   const SourcePlan* plan;
   const Schema* schema;
@@ -29,6 +40,7 @@ struct EncodeJob {
   const std::atomic<bool>* cancel;
   ProgressSink* progress;
   std::vector<std::vector<uint8_t>>* small_files;  // per case, from inspection; consumed
+  uint64_t max_sample_bytes;          // per file decoded, see ConvertOptions
 };
 
 struct CaseFailure {
@@ -42,10 +54,15 @@ struct CaseFailure {
 Result<std::vector<CaseFailure>> EncodeAll(const EncodeJob& job, bool skip, std::vector<size_t>* written,
                                            uint64_t* bytes_in);
 
-// Trains a dictionary for the image (and mask) field from an evenly spaced sample of
-// `order`; a failure to train becomes a warning and the field stays without one.
-Status TrainDictionaries(const SourcePlan& plan, const Schema& schema, const std::vector<size_t>& order,
-                         DatasetWriter& writer, ConvertSummary* sum);
+// Decoded bytes of the samples a dictionary learns from, at most (the same on every
+// machine, so the output does not depend on its memory).
+inline constexpr uint64_t kDictionaryInputBudget = 256ull << 20;
+
+// Trains a dictionary for the image (and mask) field of job.writer from up to 2,000
+// evenly spaced samples of job.order, fewer when samples of `max_sample_bytes` would
+// exceed kDictionaryInputBudget; a failure to train becomes a warning and the field
+// stays without one.
+Status TrainDictionaries(const EncodeJob& job, uint64_t max_sample_bytes, ConvertSummary* sum);
 
 // Size of a file, 0 when it cannot be read.
 uint64_t PathBytes(const std::string& path);

@@ -149,6 +149,25 @@ Status Dataset::CheckShard(size_t n) const {
   return detail::MappedShard::Open(dir_, manifest_, n, options_).status();
 }
 
+Status Dataset::CheckSampleCounts(uint64_t first, uint64_t count) const {
+  const uint64_t per_sample = std::max<uint64_t>(1, kMinIndexBytesPerField * manifest_.fields.size());
+  for (const ShardInfo& s : manifest_.shards) {
+    if (s.num_samples == 0 || s.first_sample >= first + count || s.first_sample + s.num_samples <= first) continue;
+    const std::string path = JoinPath(dir_, s.file_name);
+    Result<uint64_t> size = FileSize(path);
+    if (!size.ok()) {
+      return size.status().code() == StatusCode::kNotFound ? Corruption(path + ": shard is missing") : size.status();
+    }
+    const uint64_t frame = kShardHeaderSize + kShardFooterSize;
+    const uint64_t most = (*size > frame ? *size - frame : 0) / per_sample;
+    if (s.num_samples > most) {
+      return Corruption(path + ": the manifest claims " + std::to_string(s.num_samples) + " samples, but the shard's " +
+                        std::to_string(*size) + " bytes hold at most " + std::to_string(most));
+    }
+  }
+  return Status::Ok();
+}
+
 size_t Dataset::open_shards() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->lru.size();

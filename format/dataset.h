@@ -126,6 +126,13 @@ class Dataset {
   // Maps shard `n` and runs every structural check (not blob checksums). Used by verify.
   Status CheckShard(size_t n) const;
 
+  // Checks, before memory is allocated in proportion to `count` (sample orders, label
+  // lists), that the shards holding samples [first, first + count) exist and can hold the
+  // sample counts the manifest claims for them: every sample takes at least 8 bytes per
+  // field in its shard's index (FORMAT.md). One stat per shard, nothing is mapped.
+  // Corruption names the shard, the claim and the file's size.
+  Status CheckSampleCounts(uint64_t first, uint64_t count) const;
+
   // Shards currently mapped (for tests of the mapping cap).
   size_t open_shards() const;
 

@@ -2,13 +2,16 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <utility>
 
 namespace shardify {
 
@@ -26,6 +29,7 @@ class Fd {
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
 
  private:
   int fd_;
@@ -121,6 +125,69 @@ Status WritableFile::Close() {
   if (::close(fd_) != 0 && s.ok()) s = Errno("cannot close", path_);
   fd_ = -1;
   return s;
+}
+
+namespace {
+
+bool SameFile(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
+
+// The process id a lock file's holder wrote, or "" when it cannot be read.
+std::string HolderOf(int fd) {
+  char buf[32] = {};
+  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+  while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+  return pid.find_first_not_of("0123456789") == std::string::npos ? pid : "";
+}
+
+}  // namespace
+
+Result<std::unique_ptr<FileLock>> FileLock::Acquire(const std::string& path) {
+  // A holder removes the file when it is done; a lock taken on a file that was removed (or
+  // replaced) meanwhile protects nothing, so it is dropped and taken again on the new file.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    if (fd.get() < 0) return Errno("cannot create lock file", path);
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK) return Errno("cannot lock", path);
+      const std::string pid = HolderOf(fd.get());
+      return Busy(path + " is locked by " + (pid.empty() ? std::string("another process") : "process " + pid));
+    }
+    struct stat held, now;
+    if (::fstat(fd.get(), &held) != 0) return Errno("cannot stat", path);
+    if (::stat(path.c_str(), &now) != 0 || !SameFile(held, now)) continue;
+    const std::string pid = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd.get(), 0) != 0 || ::pwrite(fd.get(), pid.data(), pid.size(), 0) < 0) {
+      return Errno("cannot write lock file", path);
+    }
+    return std::unique_ptr<FileLock>(new FileLock(path, fd.release()));
+  }
+  return Busy(path + ": the lock file keeps being replaced by other processes");
+}
+
+FileLock::~FileLock() {
+  struct stat held, now;
+  if (::fstat(fd_, &held) == 0 && ::stat(path_.c_str(), &now) == 0 && SameFile(held, now)) {
+    ::unlink(path_.c_str());  // still ours: removed while locked, so no one takes a dead file
+  }
+  ::close(fd_);
+}
+
+Status ExchangePaths(const std::string& a, const std::string& b) {
+  if (::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) == 0) return Status::Ok();
+  if (errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP || errno == ENOTSUP) {
+    return Unsupported("cannot exchange " + a + " and " + b + " atomically: " + std::strerror(errno));
+  }
+  return Errno("cannot exchange " + a + " and", b);
+}
+
+Result<std::pair<uint64_t, uint64_t>> FileId(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return NotFound(path + ": no such file");
+    return Errno("cannot stat", path);
+  }
+  return std::make_pair(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
 }
 
 Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path, uint64_t max_size) {

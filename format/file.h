@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "format/status.h"
@@ -53,6 +54,36 @@ class WritableFile {
   uint64_t size_ = 0;
   std::vector<uint8_t> buf_;
 };
+
+// An exclusive advisory lock (flock) on a lock file, taken without waiting. The kernel
+// drops it with the descriptor, so it dies with its process, also after kill -9; the
+// file itself may then remain, and the next Acquire takes it over. While held, the file
+// holds the holder's process id (as text), which Acquire names when it is refused.
+// Move-only through unique_ptr; destruction removes the file (when it is still the one
+// locked) and releases the lock. Two FileLocks on one path conflict also within a process.
+class FileLock {
+ public:
+  // Creates `path` when missing and locks it. A lock held elsewhere gives kBusy naming
+  // the holder; other failures (no such directory, no lock support) give kIOError.
+  static Result<std::unique_ptr<FileLock>> Acquire(const std::string& path);
+  ~FileLock();
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+  const std::string& path() const { return path_; }
+  // The file now lives at `path` (its directory was renamed); the destructor removes it there.
+  void Moved(std::string path) { path_ = std::move(path); }
+
+ private:
+  FileLock(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  std::string path_;
+  int fd_;
+};
+
+// Swaps two directories (or files) of one file system in one atomic step (Linux
+// renameat2 RENAME_EXCHANGE). kUnsupported where the file system or kernel cannot.
+Status ExchangePaths(const std::string& a, const std::string& b);
+// (device, inode) of `path` without following a final symlink; NotFound when missing.
+Result<std::pair<uint64_t, uint64_t>> FileId(const std::string& path);
 
 // Reads a whole file; refuses one larger than max_size.
 Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path, uint64_t max_size);

@@ -34,6 +34,10 @@ inline constexpr size_t kManifestHeaderSize = 16;
 inline constexpr size_t kManifestTrailerSize = 24;
 inline constexpr uint64_t kBlobAlignment = 64;  // every raw blob starts at a multiple of this
 inline constexpr uint64_t kIndexAlignment = 8;  // the index starts at a multiple of this
+// Every sample takes at least this many bytes per field in its shard's index (an int, a
+// float, a data offset or chunk start; a blob reference takes more), so a shard of S
+// bytes holds at most (S - 64) / (8 x fields) samples (FORMAT.md, "Shard index").
+inline constexpr uint64_t kMinIndexBytesPerField = 8;
 
 // Flag bits: none are defined in version 1; every bit is reserved and must be zero.
 inline constexpr uint32_t kKnownShardFlags = 0;

@@ -15,6 +15,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kResourceExhausted: return "resource exhausted";
     case StatusCode::kCancelled: return "cancelled";
     case StatusCode::kInternal: return "internal error";
+    case StatusCode::kBusy: return "busy";
   }
   return "unknown";
 }

@@ -7,6 +7,8 @@
 
 #include <cassert>
 #include <memory>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <variant>
@@ -25,6 +27,7 @@ enum class StatusCode : int {
   kResourceExhausted = 8, // a configured limit would be exceeded
   kCancelled = 9,         // work stopped on request
   kInternal = 10,         // a bug in this library
+  kBusy = 11,             // held by another process (a destination being written)
 };
 
 // Stable lower-case name of a code, e.g. "corruption".
@@ -68,6 +71,7 @@ inline Status OutOfRange(std::string m) { return Status(StatusCode::kOutOfRange,
 inline Status ResourceExhausted(std::string m) { return Status(StatusCode::kResourceExhausted, std::move(m)); }
 inline Status Cancelled(std::string m) { return Status(StatusCode::kCancelled, std::move(m)); }
 inline Status Internal(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
+inline Status Busy(std::string m) { return Status(StatusCode::kBusy, std::move(m)); }
 
 // Either a value or a non-ok Status. Constructing from an ok Status is a programmer error.
 template <typename T>
@@ -94,6 +98,20 @@ class [[nodiscard]] Result {
  private:
   std::variant<Status, T> v_;
 };
+
+// Runs fn() (returning a Status or a Result) where nothing may throw: a failed allocation
+// (std::bad_alloc, std::length_error) becomes ResourceExhausted(what()), so an input too
+// large for the memory at hand is an error naming it, never an abort. `what` is called
+// only then, so the happy path allocates nothing.
+template <typename Fn, typename What>
+auto CatchAllocationFailure(Fn&& fn, What&& what) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {
+  }
+  return ResourceExhausted(what());
+}
 
 }  // namespace shardify
 

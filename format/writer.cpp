@@ -9,6 +9,7 @@
 #include "format/checksum.h"
 #include "format/chunks_internal.h"
 #include "format/codec_internal.h"
+#include "format/destination_internal.h"
 #include "format/file.h"
 #include "format/shard_index_internal.h"
 
@@ -225,44 +226,10 @@ class EncoderImpl final : public Encoder {
   std::vector<uint8_t> shuffled_;
 };
 
-bool IsOurFile(const std::string& name) {
-  auto ends = [&](const std::string& suffix) {
-    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  const std::string tmp_manifest = std::string(kManifestFileName) + kTempSuffix;
-  return name == kManifestFileName || name == tmp_manifest ||
-         (name.rfind("shard-", 0) == 0 && (ends(kShardFileSuffix) || ends(std::string(kShardFileSuffix) + kTempSuffix)));
-}
-
-// Makes `dir` ready for a new dataset (see DatasetWriter::Create).
-Status PrepareDir(const std::string& dir, bool overwrite, bool fsync) {
-  if (PathExists(dir) && !IsDirectory(dir)) return InvalidArgument(dir + ": exists and is not a directory");
-  RETURN_IF_ERROR(MakeDirs(dir));
-  ASSIGN_OR_RETURN(const std::vector<std::string> names, ListDir(dir));
-  const bool has_manifest = std::find(names.begin(), names.end(), kManifestFileName) != names.end();
-  if (has_manifest && !overwrite)
-    return AlreadyExists(dir + ": already holds a dataset (" + kManifestFileName + "); choose overwrite to replace it");
-  for (const auto& name : names)
-    if (!IsOurFile(name) && !has_manifest && !overwrite)
-      return InvalidArgument(dir + ": is not empty and holds no dataset (found '" + name + "')");
-  // The manifest goes first, so an interruption from here on leaves no valid dataset.
-  if (has_manifest) {
-    RETURN_IF_ERROR(RemoveFile(JoinPath(dir, kManifestFileName)));
-    if (fsync) RETURN_IF_ERROR(FsyncDir(dir));
-  }
-  for (const auto& name : names)
-    if (IsOurFile(name)) RETURN_IF_ERROR(RemoveFile(JoinPath(dir, name)));
-  return Status::Ok();
-}
-
-}  // namespace
-
-namespace {
-
 class WriterImpl final : public DatasetWriter {
  public:
-  WriterImpl(std::string dir, std::vector<FieldSpec> fields, WriterOptions options)
-      : dir_(std::move(dir)), options_(std::move(options)), builder_(&manifest_.fields) {
+  WriterImpl(std::unique_ptr<detail::Destination> dest, std::vector<FieldSpec> fields, WriterOptions options)
+      : dest_(std::move(dest)), dir_(dest_->write_dir()), options_(std::move(options)), builder_(&manifest_.fields) {
     manifest_.fields = std::move(fields);
     dicts_.resize(manifest_.fields.size());
     moments_.resize(manifest_.fields.size());
@@ -322,6 +289,17 @@ class WriterImpl final : public DatasetWriter {
     if (!status_.ok()) return status_;
     if (finished_) return Status::Ok();
     status_ = FinishImpl();
+    return status_;
+  }
+
+  Status WriteCompanion(const std::string& name, const void* data, size_t size) override {
+    if (!status_.ok()) return status_;
+    if (finished_) return InvalidArgument("companion file after Finish");
+    if (!dest_->IsCompanion(name)) return InvalidArgument("'" + name + "' is not among the writer's companion files");
+    const std::string path = JoinPath(dir_, name);
+    created_.push_back(path + kTempSuffix);
+    created_.push_back(path);
+    status_ = WriteFileAtomic(path, data, size, options_.fsync);
     return status_;
   }
 
@@ -442,11 +420,13 @@ class WriterImpl final : public DatasetWriter {
     const std::vector<uint8_t> bytes = EncodeManifestFile(manifest_);
     created_.push_back(JoinPath(dir_, kManifestFileName) + kTempSuffix);
     RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir_, kManifestFileName), bytes.data(), bytes.size(), options_.fsync));
+    RETURN_IF_ERROR(dest_->Commit());
     finished_ = true;
     return Status::Ok();
   }
 
-  std::string dir_;
+  std::unique_ptr<detail::Destination> dest_;  // locked while the writer lives
+  std::string dir_;                            // where files are written (see Destination)
   WriterOptions options_;
   Manifest manifest_;
   std::vector<std::shared_ptr<const detail::ZstdDictionary>> dicts_;
@@ -478,8 +458,9 @@ Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& 
   for (const auto& f : fields)
     if (!f.zstd_dictionary.empty())
       return InvalidArgument("field '" + f.name + "': dictionaries are set with TrainDictionary");
-  RETURN_IF_ERROR(PrepareDir(dir, options.overwrite, options.fsync));
-  return std::unique_ptr<DatasetWriter>(new WriterImpl(dir, std::move(fields), options));
+  ASSIGN_OR_RETURN(std::unique_ptr<detail::Destination> dest,
+                   detail::Destination::Acquire(dir, options.overwrite, options.companions, options.fsync));
+  return std::unique_ptr<DatasetWriter>(new WriterImpl(std::move(dest), std::move(fields), options));
 }
 
 }  // namespace shardify

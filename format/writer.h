@@ -11,6 +11,11 @@
 // Crash safety: shards are written as "<name>.tmp", fsynced and renamed; the manifest is
 // written last by rename, then the directory is fsynced. A writer destroyed before
 // Finish() removes every file it created, so no partial dataset looks complete.
+// One writer per destination: the directory is locked (`<dir>/.shardify.lock`, released
+// with the writer or its process, also after kill -9), so a second writer fails (kBusy).
+// Overwrite is atomic: the new dataset is written beside the old one, which stays
+// complete and readable until Finish() switches to the new one (an atomic directory
+// exchange where the file system has it). Details: format/destination_internal.h.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +59,9 @@ struct WriterOptions {
   double min_ratio = 0.95;
   bool compute_stats = true;   // per-field min/max/mean/std into the manifest
   bool overwrite = false;      // replace an existing dataset at the destination
+  // Names of further files that belong to a dataset at the destination (e.g.
+  // "skipped.tsv"): written with WriteCompanion, replaced and removed with the dataset.
+  std::vector<std::string> companions;
   bool fsync = true;           // fsync shards, manifest and directory
   std::vector<std::string> classes;
   Provenance provenance;
@@ -77,8 +85,10 @@ class Encoder {
 
 class DatasetWriter {
  public:
-  // Prepares `dir` (created if missing). Refuses a directory holding a dataset unless
-  // options.overwrite, and a non-empty directory that is not a dataset.
+  // Locks and prepares `dir` (created if missing). Refuses a directory another writer
+  // holds (kBusy), one holding a dataset unless options.overwrite (kAlreadyExists), and a
+  // non-empty directory that is not a dataset. With overwrite, the previous dataset stays
+  // in place until Finish().
   static Result<std::unique_ptr<DatasetWriter>> Create(const std::string& dir,
                                                        std::vector<FieldSpec> fields,
                                                        const WriterOptions& options = {});
@@ -97,8 +107,13 @@ class DatasetWriter {
   // Encodes with an internal encoder, then appends.
   virtual Status Append(SampleInput&& sample) = 0;
 
-  // Closes the last shard and writes the manifest. After an error, the writer is unusable
-  // and its files are removed when it is destroyed.
+  // Writes companion file `name` (one of options.companions) into the new dataset, which
+  // it joins at Finish(). Must precede Finish().
+  virtual Status WriteCompanion(const std::string& name, const void* data, size_t size) = 0;
+
+  // Closes the last shard, writes the manifest and, on overwrite, switches the destination
+  // to the new dataset. After an error, the writer is unusable and its files are removed
+  // when it is destroyed (a dataset it was to replace stays).
   virtual Status Finish() = 0;
 
   // Samples appended so far, and bytes written so far (shard files).

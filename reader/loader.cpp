@@ -172,6 +172,8 @@ Result<std::unique_ptr<Loader>> Loader::Open(std::shared_ptr<const Dataset> data
   }
   ASSIGN_OR_RETURN(std::vector<detail::FieldPlan> fields,
                    PlanFields(m, options.fields, options.patch ? &*options.patch : nullptr));
+  const Status counts = dataset->CheckSampleCounts(split->first_sample, split->num_samples);
+  if (!counts.ok()) return counts.WithContext("loader: split '" + options.split + "'");
   std::vector<int64_t> labels;
   if (options.sampler.order == SampleOrder::kClassBalanced) {
     ASSIGN_OR_RETURN(labels, ReadLabels(*dataset, *split));

@@ -201,7 +201,8 @@ bool Ring::TryPlan(std::unique_lock<std::mutex>& lock) {
   slot.state = SlotState::kPlanning;
   in_flight_.push_back(k);
   lock.unlock();
-  Status status = Plan(slot, seq);
+  Status status = CatchAllocationFailure([&] { return Plan(slot, seq); },
+                                         [&] { return "loader: out of memory planning batch " + std::to_string(seq); });
   lock.lock();
   planning_ = false;
   slot.claimed = 0;
@@ -235,7 +236,9 @@ bool Ring::TryDecode(std::unique_lock<std::mutex>& lock, Decoder& decoder, std::
   Status status;
   size_t bad = SIZE_MAX;
   for (size_t i = begin; i < end && status.ok(); ++i) {
-    status = DecodeSample(*slot, i, decoder, scratch);
+    status = CatchAllocationFailure([&] { return DecodeSample(*slot, i, decoder, scratch); }, [&] {
+      return "loader: " + Where(slot->batch) + ": out of memory decoding sample " + std::to_string(slot->batch.indices[i]);
+    });
     if (!status.ok()) bad = i;
   }
   lock.lock();

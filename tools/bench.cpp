@@ -62,6 +62,7 @@ Result<BenchResult> BenchDirect(const std::string& dir, const BenchOptions& o, c
   const Clock::time_point t0 = Clock::now();
   ASSIGN_OR_RETURN(auto ds, detail::OpenDataset(dir, true));
   ASSIGN_OR_RETURN(detail::Range range, detail::SplitRange(ds->manifest(), split));
+  RETURN_IF_ERROR(ds->CheckSampleCounts(range.first, range.end - range.first));
   const size_t threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
   BenchResult r;
   r.mode = "direct";
@@ -149,6 +150,7 @@ Result<PatchSetup> SetUpPatches(const std::string& dir, const BenchOptions& o, c
   po.label_field = mask >= 0 && m.fields[mask].kind == FieldKind::kNdarray ? "mask" : "";
   ASSIGN_OR_RETURN(s.sampler, PatchSampler::Create(s.ds.get(), std::move(po)));
   ASSIGN_OR_RETURN(s.range, detail::SplitRange(m, split));
+  RETURN_IF_ERROR(s.ds->CheckSampleCounts(s.range.first, s.range.end - s.range.first));
   if (s.range.end == s.range.first) return InvalidArgument("split '" + split + "' of " + dir + " has no samples");
   const uint64_t limit = s.ds->options().max_sample_bytes;
   for (uint64_t i = s.range.first; i < s.range.end; ++i) {

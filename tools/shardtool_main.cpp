@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
   }
   Status st;
   for (auto& [cmd, run] : commands) {
-    if (*cmd) st = run();
+    if (*cmd) st = CatchAllocationFailure(run, [&, name = cmd->get_name()] { return name + ": out of memory"; });
   }
   std::cout.flush();
   if (!st.ok()) std::cerr << "shardtool: " << st.ToString() << "\n";

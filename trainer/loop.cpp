@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -58,17 +59,11 @@ Result<int64_t> NumClasses(const Manifest& m, const TrainOptions& o, bool seg) {
   return InvalidArgument("cannot tell the number of classes: the manifest lists none; pass it");
 }
 
-// Volumes: image [C, D, H, W] with a patch of rank 3.
+// Volumes: image [C, D, H, W] with a patch of rank 3 (checked by CheckTrainOptions).
 Status DescribeVolume(const TrainOptions& o, const Shape& shape, Setup& s) {
-  if (o.patch.size() != 3 || std::any_of(o.patch.begin(), o.patch.end(), [](int64_t p) { return p < 1; })) {
-    return InvalidArgument("model '" + o.model.name + "' needs a patch size D x H x W of positive sizes (--patch)");
-  }
   if (shape.size() != 4) {
     return InvalidArgument(s.ds->dir() + ": field '" + o.image_field + "' has shape " + ShapeToString(shape) +
                            "; model '" + o.model.name + "' needs volumes [C, D, H, W]");
-  }
-  if (!(o.foreground_fraction >= 0 && o.foreground_fraction <= 1) || !(o.overlap >= 0 && o.overlap < 1)) {
-    return InvalidArgument("foreground fraction must be in [0, 1] and overlap in [0, 1)");
   }
   s.spec.patch = o.patch;
   s.spec.overlap = o.overlap;
@@ -89,7 +84,6 @@ Status DescribeData(const TrainOptions& o, Setup& s) {
     RETURN_IF_ERROR(DescribeVolume(o, shape, s));
     s.model.in_channels = shape[0];
   } else {
-    if (!o.patch.empty()) return InvalidArgument("--patch is for volume models (unet3d), not '" + o.model.name + "'");
     if (shape.size() != 2 && shape.size() != 3) {
       return InvalidArgument(s.ds->dir() + ": field '" + o.image_field + "' has shape " +
                              ShapeToString(shape) + "; 2D images [C, H, W] or [H, W] are supported");
@@ -115,11 +109,37 @@ Status DescribeData(const TrainOptions& o, Setup& s) {
   return Status::Ok();
 }
 
-Status Prepare(const TrainOptions& o, Setup& s) {
-  if (o.batch_size < 1 || o.epochs < 1 || o.accumulate < 1) {
-    return InvalidArgument("batch size, epochs and accumulation must be >= 1");
+// The training split must have something to learn from: a label >= 0 (classification)
+// or a mask with voxels (segmentation) in at least one sample; found at once on any
+// labeled split, O(split) index reads (no decoding) on one without.
+Status CheckLabeled(const TrainOptions& o, const Setup& s) {
+  const Manifest& m = s.ds->manifest();
+  const SplitInfo* split = m.FindSplit(o.train_split);
+  if (split == nullptr) return NotFound(s.ds->dir() + ": no split '" + o.train_split + "' to train on");
+  const std::string& name = s.spec.segmentation ? o.mask_field : o.label_field;
+  const int f = m.FindField(name);
+  const FieldKind kind = s.spec.segmentation ? FieldKind::kNdarray : FieldKind::kInt;
+  if (f < 0 || m.fields[f].kind != kind) {
+    return NotFound(s.ds->dir() + ": no " + FieldKindName(kind) + " field '" + name + "' to train on");
   }
-  RETURN_IF_ERROR(CheckSchedule(o.schedule));
+  RETURN_IF_ERROR(s.ds->CheckSampleCounts(split->first_sample, split->num_samples));
+  for (uint64_t i = split->first_sample; i < split->first_sample + split->num_samples; ++i) {
+    ASSIGN_OR_RETURN(SampleView v, s.ds->Sample(i));
+    if (s.spec.segmentation) {
+      ASSIGN_OR_RETURN(const uint64_t bytes, v.raw_size(static_cast<size_t>(f)));
+      if (bytes > 0) return Status::Ok();
+    } else {
+      ASSIGN_OR_RETURN(const int64_t label, v.int_value(static_cast<size_t>(f)));
+      if (label >= 0) return Status::Ok();
+    }
+  }
+  return InvalidArgument(s.ds->dir() + ": split '" + o.train_split + "' has no labels (" +
+                         (s.spec.segmentation ? "every mask is empty" : "every '" + name + "' is -1, unlabeled") +
+                         "); train on a labeled split (--train-split)");
+}
+
+Status Prepare(const TrainOptions& o, Setup& s) {
+  RETURN_IF_ERROR(CheckTrainOptions(o));
   ASSIGN_OR_RETURN(s.device, detail::PickDevice(o.device));
   ASSIGN_OR_RETURN(std::unique_ptr<Dataset> ds, Dataset::Open(o.data_dir));
   s.ds = std::move(ds);
@@ -130,6 +150,7 @@ Status Prepare(const TrainOptions& o, Setup& s) {
   s.spec.resize_h = o.augment.resize_h;
   s.spec.resize_w = o.augment.resize_w;
   RETURN_IF_ERROR(DescribeData(o, s));
+  RETURN_IF_ERROR(CheckLabeled(o, s));
   s.classes = s.ds->manifest().classes;
   s.has_val = !o.val_split.empty() && s.ds->manifest().FindSplit(o.val_split) != nullptr;
   const std::string main_metric = s.spec.segmentation ? "val_dice" : "val_accuracy";
@@ -142,6 +163,7 @@ Status Prepare(const TrainOptions& o, Setup& s) {
       return InvalidArgument("checkpoint " + o.resume + " holds model '" + s.resumed.model.name +
                              "' for other data; cannot resume this run from it");
     }
+    RETURN_IF_ERROR(CheckResumeOptimizer(o.resume, s.resumed, o.optimizer));
   }
   std::error_code ec;
   std::filesystem::create_directories(o.out_dir, ec);
@@ -202,8 +224,9 @@ class Trainer {
       clock_.wait += Seconds(t1 - t0);
       clock_.busy += Seconds(Clock::now() - t0);
       const bool last = batch->step + 1 == loader_->batches_per_epoch();
-      if (o_.on_step && (last || (batch->step + 1) % std::max<uint64_t>(o_.progress_every, 1) == 0)) {
-        Progress(*batch);
+      if (last || (batch->step + 1) % std::max<uint64_t>(o_.progress_every, 1) == 0) {
+        if (o_.on_step) Progress(*batch);
+        RETURN_IF_ERROR(CheckFinite(*batch));
       }
       if (last) RETURN_IF_ERROR(EndEpoch(batch->epoch));
     }
@@ -251,6 +274,20 @@ class Trainer {
     info.samples_per_s = clock_.busy > 0 ? double(clock_.samples) / clock_.busy : 0;
     info.data_wait_fraction = clock_.busy > 0 ? clock_.wait / clock_.busy : 0;
     o_.on_step(info);
+  }
+
+  // A loss that is NaN or infinite anywhere in the epoch so far (the device-side sum
+  // carries it) means the run diverged: it stops before anything is saved from it.
+  Status CheckFinite(const Batch& batch) const {
+    const double loss = clock_.Loss();
+    if (std::isfinite(loss)) return Status::Ok();
+    char lr[32];
+    std::snprintf(lr, sizeof lr, "%g", o_.optimizer.lr);
+    return InvalidArgument(std::string("training diverged: the training loss is ") +
+                           (std::isnan(loss) ? "NaN" : loss > 0 ? "+inf" : "-inf") + " at epoch " +
+                           std::to_string(batch.epoch + 1) + ", step " + std::to_string(batch.step + 1) +
+                           "; stopped (last.pt and best.pt keep the last finished epoch). Try a lower --lr than " +
+                           lr + ", or a warm-up (--schedule onecycle)");
   }
 
   std::string Where(const std::string& split) const {
@@ -329,6 +366,8 @@ Status Trainer::SaveCheckpoints(const EpochRecord& r, bool improved) {
   meta.best_metric_name = s_.best_name;
   meta.patch = s_.spec.patch;
   meta.overlap = s_.spec.overlap;
+  meta.has_optimizer = true;
+  meta.optimizer = o_.optimizer;
   RETURN_IF_ERROR(SaveCheckpoint(o_.out_dir + "/last.pt", *model_, opt_.get(), meta));
   if (improved) RETURN_IF_ERROR(SaveCheckpoint(o_.out_dir + "/best.pt", *model_, nullptr, meta));
   return Status::Ok();
@@ -426,6 +465,8 @@ std::string SummaryJson(const TrainSummary& s) {
 Result<TrainSummary> Train(const TrainOptions& options) {
   try {
     return TrainImpl(options);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted(std::string("training on ") + options.data_dir + ": out of memory");
   } catch (const c10::Error& e) {
     return Internal(std::string("training on ") + options.data_dir + ": " + e.what_without_backtrace());
   } catch (const std::exception& e) {

@@ -18,12 +18,22 @@ namespace detail {
 #define SHARDIFY_AUTOCAST_BY_DEVICE 1
 #endif
 
+Status CheckDeviceName(const std::string& name) {
+  if (name == "auto") return Status::Ok();
+  try {
+    const torch::Device d(name);
+    if (d.is_cuda() || d.is_cpu()) return Status::Ok();
+  } catch (const std::exception&) {
+  }
+  return InvalidArgument("device '" + name + "': use auto, cpu, cuda or cuda:N");
+}
+
 Result<torch::Device> PickDevice(const std::string& name) {
+  RETURN_IF_ERROR(CheckDeviceName(name));
   try {
     if (name == "auto") return torch::Device(torch::cuda::is_available() ? torch::kCUDA : torch::kCPU);
     torch::Device d(name);
     if (d.is_cuda() && !torch::cuda::is_available()) return NotFound("device '" + name + "': no CUDA device answers");
-    if (!d.is_cuda() && !d.is_cpu()) return InvalidArgument("device '" + name + "': use auto, cpu or cuda");
     return d;
   } catch (const std::exception& e) {
     return InvalidArgument("device '" + name + "': " + e.what());

@@ -20,6 +20,9 @@ namespace shardify::trainer::detail {
 
 // "auto" -> cuda when a device answers, else cpu. "cuda" without a device is an error.
 Result<torch::Device> PickDevice(const std::string& name);
+// InvalidArgument unless `name` is auto, cpu, cuda or cuda:N (whether a device answers is
+// PickDevice's business).
+Status CheckDeviceName(const std::string& name);
 
 // Enables bf16 autocast for CUDA in its scope when `enable`; a no-op otherwise.
 class AutocastScope {

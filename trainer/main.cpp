@@ -139,6 +139,11 @@ int RunTrain(Cli& c) {
     }
     t.patch = *patch;
   }
+  const shardify::Status usage = st::CheckTrainOptions(t);
+  if (!usage.ok()) {
+    std::fprintf(stderr, "shardtrain: %s\n", usage.message().c_str());
+    return 2;
+  }
   if (!c.quiet) {
     t.on_step = [&t](const st::StepInfo& s) { PrintProgress(s, t.epochs); };
     t.on_epoch = PrintEpoch;
@@ -154,6 +159,11 @@ int RunTrain(Cli& c) {
 }
 
 int RunPredict(Cli& c) {
+  const shardify::Status usage = st::CheckPredictOptions(c.predict);
+  if (!usage.ok()) {
+    std::fprintf(stderr, "shardtrain: %s\n", usage.message().c_str());
+    return 2;
+  }
   shardify::Result<st::PredictSummary> r = st::Predict(c.predict);
   if (!r.ok()) {
     std::fprintf(stderr, "shardtrain: %s\n", r.status().ToString().c_str());

@@ -51,6 +51,9 @@ torch::Tensor DiceCeLoss(const torch::Tensor& logits, const torch::Tensor& targe
 }
 
 double BinaryAuc(const std::vector<double>& scores, const std::vector<bool>& positive) {
+  // NaN scores (a diverged model) have no order: std::sort would be undefined and the tie
+  // loop below would never advance.
+  if (std::any_of(scores.begin(), scores.end(), [](double s) { return std::isnan(s); })) return kNaN;
   const size_t n = scores.size();
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);

@@ -26,7 +26,7 @@ torch::Tensor DiceCeLoss(const torch::Tensor& logits, const torch::Tensor& targe
 torch::Tensor DiceCeFromLogProbs(const torch::Tensor& log_probs, const torch::Tensor& target);
 
 // Area under the ROC curve of `scores` for the binary `positive` flags (ties count 1/2:
-// the Mann-Whitney statistic). NaN when either class is absent.
+// the Mann-Whitney statistic). NaN when either class is absent or a score is NaN.
 double BinaryAuc(const std::vector<double>& scores, const std::vector<bool>& positive);
 
 // Accumulates classification results over a split.

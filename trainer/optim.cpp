@@ -2,7 +2,12 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "format/checksum.h"
+#include "format/file.h"
 
 namespace shardify::trainer {
 namespace {
@@ -19,7 +24,9 @@ json MetaToJson(const CheckpointMeta& m) {
               {"optimizer_step", m.optimizer_step},
               {"sampler", {m.sampler.epoch, m.sampler.step}}, {"best_metric", m.best_metric},
               {"has_best", m.has_best}, {"best_metric_name", m.best_metric_name},
-              {"patch", m.patch}, {"overlap", m.overlap}};
+              {"patch", m.patch}, {"overlap", m.overlap},
+              {"optimizer", {{"name", m.optimizer.name}, {"weight_decay", m.optimizer.weight_decay},
+                             {"momentum", m.optimizer.momentum}}}};
 }
 
 CheckpointMeta MetaFromJson(const json& j) {  // throws json::exception on a bad document
@@ -46,15 +53,66 @@ CheckpointMeta MetaFromJson(const json& j) {  // throws json::exception on a bad
   m.best_metric_name = j.at("best_metric_name").get<std::string>();
   if (j.contains("patch")) m.patch = j.at("patch").get<std::vector<int64_t>>();  // absent before volumes
   if (j.contains("overlap")) m.overlap = j.at("overlap").get<double>();
+  if (j.contains("optimizer")) {  // absent before it was recorded
+    const json& o = j.at("optimizer");
+    m.has_optimizer = true;
+    m.optimizer.name = o.at("name").get<std::string>();
+    m.optimizer.weight_decay = o.at("weight_decay").get<double>();
+    m.optimizer.momentum = o.at("momentum").get<double>();
+  }
   return m;
+}
+
+// LibTorch's messages carry a C++ backtrace after the first line.
+std::string FirstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+constexpr uint8_t kTrailerMagic[8] = {0x89, 'S', 'F', 'C', 0x0D, 0x0A, 0x1A, 0x0A};
+constexpr size_t kTrailerSize = 16;
+constexpr uint64_t kMaxCheckpointBytes = 64ull << 30;
+
+// The archive bytes of checkpoint `path`, after checking its trailer.
+Result<std::vector<uint8_t>> ReadArchive(const std::string& path) {
+  ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path, kMaxCheckpointBytes));
+  const size_t n = bytes.size();
+  if (n >= kTrailerSize && std::memcmp(bytes.data() + n - kTrailerSize, kTrailerMagic, 8) == 0) {
+    uint64_t stored = 0;
+    for (int i = 7; i >= 0; --i) stored = (stored << 8) | bytes[n - 8 + static_cast<size_t>(i)];
+    const uint64_t actual = Checksum64(bytes.data(), n - kTrailerSize);
+    if (stored != actual) {
+      return Corruption("checkpoint " + path + ": checksum mismatch (the file is damaged): stored " +
+                        std::to_string(stored) + ", computed " + std::to_string(actual));
+    }
+    bytes.resize(n - kTrailerSize);
+    return bytes;
+  }
+  // Written before checkpoints had a trailer: a bare archive ends with the zip directory end.
+  static const uint8_t kZipEnd[4] = {'P', 'K', 5, 6};
+  if (n >= 22 && std::memcmp(bytes.data() + n - 22, kZipEnd, 4) == 0) return bytes;
+  return Corruption("checkpoint " + path + ": no checksum trailer (truncated, damaged, or not a checkpoint)");
+}
+
+// Loads `archive` from the checked bytes of `path`.
+Status LoadArchive(const std::string& path, torch::serialize::InputArchive& archive) {
+  ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, ReadArchive(path));
+  archive.load_from(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  return Status::Ok();
 }
 
 }  // namespace
 
+Status CheckOptimizer(const OptimizerOptions& o) {
+  if (o.name != "adam" && o.name != "adamw" && o.name != "sgd") {
+    return InvalidArgument("unknown optimizer '" + o.name + "' (adam, adamw, sgd)");
+  }
+  if (!(o.lr > 0)) return InvalidArgument("learning rate must be > 0");
+  if (!(o.weight_decay >= 0) || !(o.momentum >= 0)) return InvalidArgument("weight decay and momentum must be >= 0");
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(
     const std::vector<torch::Tensor>& params, const OptimizerOptions& o) {
   namespace optim = torch::optim;
-  if (!(o.lr > 0)) return InvalidArgument("learning rate must be > 0");
+  RETURN_IF_ERROR(CheckOptimizer(o));
   try {
     if (o.name == "adam") {
       return std::unique_ptr<optim::Optimizer>(std::make_unique<optim::Adam>(
@@ -72,7 +130,7 @@ Result<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(
   } catch (const std::exception& e) {
     return InvalidArgument("optimizer '" + o.name + "': " + e.what());
   }
-  return InvalidArgument("unknown optimizer '" + o.name + "' (adam, adamw, sgd)");
+  return Internal("optimizer '" + o.name + "' passed CheckOptimizer but is not built");
 }
 
 Status CheckSchedule(const ScheduleOptions& s) {
@@ -111,9 +169,25 @@ void SetLr(torch::optim::Optimizer& optimizer, double lr) {
   for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
 }
 
+Status CheckResumeOptimizer(const std::string& path, const CheckpointMeta& meta, const OptimizerOptions& wanted) {
+  if (!meta.has_optimizer) return Status::Ok();
+  const OptimizerOptions& had = meta.optimizer;
+  auto describe = [](const OptimizerOptions& o) {
+    std::ostringstream s;
+    s << "--optimizer " << o.name << " --weight-decay " << o.weight_decay;
+    if (o.name == "sgd") s << " (momentum " << o.momentum << ")";
+    return s.str();
+  };
+  const bool same = had.name == wanted.name && had.weight_decay == wanted.weight_decay &&
+                    (had.name != "sgd" || had.momentum == wanted.momentum);
+  if (same) return Status::Ok();
+  return InvalidArgument("checkpoint " + path + " holds the state of " + describe(had) + ", but this run asks for " +
+                         describe(wanted) + "; resume with the checkpoint's optimizer options, or start a new run");
+}
+
 Status SaveCheckpoint(const std::string& path, Model& model,
                       const torch::optim::Optimizer* optimizer, const CheckpointMeta& meta) {
-  const std::string tmp = path + ".tmp";
+  std::vector<uint8_t> bytes;
   try {
     torch::serialize::OutputArchive archive, weights, state;
     model.save(weights);
@@ -123,46 +197,53 @@ Status SaveCheckpoint(const std::string& path, Model& model,
       archive.write("optimizer", state);
     }
     archive.write("meta", c10::IValue(MetaToJson(meta).dump()));
-    archive.save_to(tmp);
+    archive.save_to([&bytes](const void* data, size_t n) {
+      bytes.insert(bytes.end(), static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + n);
+      return n;
+    });
   } catch (const std::exception& e) {
-    std::remove(tmp.c_str());
-    return IOError("writing checkpoint " + path + ": " + e.what());
+    return IOError("writing checkpoint " + path + ": " + FirstLine(e.what()));
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return IOError("renaming " + tmp + " to " + path);
-  }
-  return Status::Ok();
+  const uint64_t sum = Checksum64(bytes.data(), bytes.size());
+  bytes.insert(bytes.end(), kTrailerMagic, kTrailerMagic + 8);
+  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<uint8_t>(sum >> (8 * i)));
+  const Status written = WriteFileAtomic(path, bytes.data(), bytes.size());
+  return written.ok() ? written : written.WithContext("writing checkpoint " + path);
 }
 
 Result<CheckpointMeta> ReadCheckpointMeta(const std::string& path) {
   try {
     torch::serialize::InputArchive archive;
-    archive.load_from(path);
+    RETURN_IF_ERROR(LoadArchive(path, archive));
     c10::IValue v;
     if (!archive.try_read("meta", v) || !v.isString()) {
       return Corruption("checkpoint " + path + ": no 'meta' record");
     }
     return MetaFromJson(json::parse(v.toStringRef()));
   } catch (const std::exception& e) {
-    return Corruption("checkpoint " + path + ": " + e.what());
+    return Corruption("checkpoint " + path + ": " + FirstLine(e.what()));
   }
 }
 
 Status LoadCheckpoint(const std::string& path, Model& model, torch::optim::Optimizer* optimizer) {
   try {
     torch::serialize::InputArchive archive, weights, state;
-    archive.load_from(path);
+    RETURN_IF_ERROR(LoadArchive(path, archive));
     archive.read("model", weights);
     model.load(weights);
     if (optimizer != nullptr) {
       if (!archive.try_read("optimizer", state)) {
         return Corruption("checkpoint " + path + ": no optimizer state to resume from");
       }
-      optimizer->load(state);
+      try {
+        optimizer->load(state);
+      } catch (const std::exception& e) {  // a checkpoint that does not record its optimizer
+        return InvalidArgument("checkpoint " + path + ": its optimizer state does not fit this run's optimizer (was it "
+                               "trained with another --optimizer?): " + FirstLine(e.what()));
+      }
     }
   } catch (const std::exception& e) {
-    return Corruption("checkpoint " + path + ": " + e.what());
+    return Corruption("checkpoint " + path + ": " + FirstLine(e.what()));
   }
   return Status::Ok();
 }

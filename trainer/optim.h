@@ -21,6 +21,8 @@ struct OptimizerOptions {
   double momentum = 0.9;      // sgd only (nesterov)
 };
 
+// Validates the name and the rates (lr > 0, weight decay and momentum >= 0).
+Status CheckOptimizer(const OptimizerOptions& options);
 Result<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(
     const std::vector<torch::Tensor>& params, const OptimizerOptions& options);
 
@@ -56,14 +58,29 @@ struct CheckpointMeta {
   std::string best_metric_name;
   std::vector<int64_t> patch;       // volumes: training patch = sliding window (empty for 2D)
   double overlap = 0.5;             // volumes: sliding-window overlap
+  bool has_optimizer = false;       // false in checkpoints written before it was recorded
+  OptimizerOptions optimizer;       // what the optimizer state belongs to (lr aside: the
+                                    // schedule sets it at every step)
 };
 
-// Writes model, optimizer (may be null) and meta to `path` (via "<path>.tmp" and rename).
+// InvalidArgument saying what differs when a run with `wanted` cannot continue from a
+// checkpoint whose optimizer is `meta` (name, weight decay, and momentum for sgd); Ok
+// when they agree or the checkpoint does not record it.
+Status CheckResumeOptimizer(const std::string& path, const CheckpointMeta& meta, const OptimizerOptions& wanted);
+
+// A checkpoint file is a LibTorch archive (records "model", "optimizer" when saved with
+// one, and "meta", the CheckpointMeta as JSON) followed by a 16-byte trailer: the magic
+// 89 'S' 'F' 'C' 0D 0A 1A 0A, then the XXH3-64 (seed 0, little-endian) of every byte
+// before the trailer. Readers refuse a file whose checksum does not match (Corruption).
+// Files without the trailer (written before it existed) are read unchecked.
+
+// Writes model, optimizer (may be null) and meta to `path` (via "<path>.tmp", fsync and rename).
 Status SaveCheckpoint(const std::string& path, Model& model,
                       const torch::optim::Optimizer* optimizer, const CheckpointMeta& meta);
-// Reads only the meta (to build the model before loading weights).
+// Reads only the meta (to build the model before loading weights); verifies the checksum.
 Result<CheckpointMeta> ReadCheckpointMeta(const std::string& path);
-// Loads weights into `model` and, when non-null, the state of `optimizer`.
+// Loads weights into `model` and, when non-null, the state of `optimizer`; verifies the
+// checksum first.
 Status LoadCheckpoint(const std::string& path, Model& model, torch::optim::Optimizer* optimizer);
 
 }  // namespace shardify::trainer

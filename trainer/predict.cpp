@@ -2,6 +2,7 @@
 #include <fstream>
 #include <iomanip>
 
+#include "format/file.h"
 #include "format/writer.h"
 #include "trainer/loop_internal.h"
 #include "trainer/metrics.h"
@@ -112,18 +113,28 @@ Result<std::unique_ptr<DatasetWriter>> MaskWriter(const PredictOptions& o, const
 }
 
 Result<PredictSummary> PredictImpl(const PredictOptions& o) {
+  RETURN_IF_ERROR(CheckPredictOptions(o));
   Predictor p;
   RETURN_IF_ERROR(OpenPredictor(o, p));
   ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, PredictLoader(o, p));
   std::ofstream csv;
   std::unique_ptr<DatasetWriter> writer;
+  const std::string csv_tmp = o.out + ".tmp";
+  struct RemoveUnlessRenamed {  // a failed run leaves no partial CSV
+    std::string path;
+    ~RemoveUnlessRenamed() {
+      if (!path.empty()) RemoveFile(path).IgnoreError();
+    }
+  } cleanup;
   if (p.spec.segmentation) {
     ASSIGN_OR_RETURN(writer, MaskWriter(o, p));
   } else {
-    csv.open(o.out, std::ios::trunc);
+    cleanup.path = csv_tmp;
+    csv.open(csv_tmp, std::ios::trunc);
+    if (!csv) return IOError("cannot create " + csv_tmp);
     csv << "index,label,predicted";
     for (int64_t c = 0; c < p.meta.model.num_classes; ++c) {
-      csv << ",prob_" << (size_t(c) < p.meta.classes.size() ? p.meta.classes[c] : std::to_string(c));
+      csv << ',' << CsvField("prob_" + (size_t(c) < p.meta.classes.size() ? p.meta.classes[c] : std::to_string(c)));
     }
     csv << '\n';
   }
@@ -163,7 +174,8 @@ Result<PredictSummary> PredictImpl(const PredictOptions& o) {
   if (writer) RETURN_IF_ERROR(writer->Finish());
   if (csv.is_open()) {
     csv.close();
-    if (!csv) return IOError("writing predictions to " + o.out);
+    if (!csv) return IOError("writing predictions to " + csv_tmp);
+    RETURN_IF_ERROR(RenameFile(csv_tmp, o.out));
   }
   if (p.labeled && p.spec.segmentation) {
     summary.metrics = {{"dice", p.spec.patch.empty() ? dice.MeanForeground() : case_dice.MeanForeground()}};
@@ -177,6 +189,8 @@ Result<PredictSummary> PredictImpl(const PredictOptions& o) {
 Result<PredictSummary> Predict(const PredictOptions& options) {
   try {
     return PredictImpl(options);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("predicting " + options.data_dir + " with " + options.checkpoint + ": out of memory");
   } catch (const c10::Error& e) {
     return Internal("predicting " + options.data_dir + " with " + options.checkpoint + ": " + e.what_without_backtrace());
   } catch (const std::exception& e) {

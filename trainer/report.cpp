@@ -66,6 +66,16 @@ double EpochRecord::Metric(const std::string& name) const {
   return std::numeric_limits<double>::quiet_NaN();
 }
 
+std::string CsvField(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
 std::string EpochJson(const EpochRecord& r) {
   nlohmann::ordered_json j;
   j["epoch"] = r.epoch;

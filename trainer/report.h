@@ -24,6 +24,10 @@ struct EpochRecord {
   double Metric(const std::string& name) const;
 };
 
+// One CSV field as RFC 4180 writes it: as is, or in double quotes (with each quote doubled)
+// when it holds a comma, a quote, a CR or an LF.
+std::string CsvField(const std::string& text);
+
 // One JSON object per line: {"epoch":1,"train_loss":...,"val_accuracy":...}. NaN -> null.
 std::string EpochJson(const EpochRecord& r);
 // Appends EpochJson(r) and a newline to `path` (created if missing).

@@ -92,6 +92,18 @@ struct TrainSummary {
 // best_metric, best_metric_name, metrics, device).
 std::string SummaryJson(const TrainSummary& s);
 
+// Checks what can be checked without the data (names of model, optimizer, schedule and
+// device; sizes, rates and fractions): InvalidArgument for a bad value. Train runs it
+// first; a CLI runs it before Train to tell usage errors from failed runs.
+Status CheckTrainOptions(const TrainOptions& options);
+
+// A classification run needs labels: the training split must hold a sample with a label
+// >= 0, a segmentation run a sample with a mask. A split without them is InvalidArgument.
+//
+// A run whose training loss becomes NaN or infinite (checked every `progress_every`
+// batches and at each epoch's end) has diverged: Train stops it and returns an
+// InvalidArgument that says so and gives the loss; last.pt and best.pt keep the last
+// epoch that ended with a finite loss (nothing is written from the diverged weights).
 Result<TrainSummary> Train(const TrainOptions& options);
 
 struct PredictOptions {
@@ -109,10 +121,14 @@ struct PredictSummary {
   std::vector<std::pair<std::string, double>> metrics;  // accuracy/auc or dice, when labeled
 };
 
-// Classes: CSV "index,label,predicted,prob_<class>..." in sample order. Segmentation: a
-// shard dataset with fields `index` (int) and `mask` (u8 [1, H, W]; volumes u8
-// [1, D, H, W] predicted by sliding windows with the checkpoint's patch and overlap) in
-// split `split`.
+// Checks what can be checked without the data (batch size, device name).
+Status CheckPredictOptions(const PredictOptions& options);
+
+// Classes: CSV "index,label,predicted,prob_<class>..." in sample order (fields quoted as
+// RFC 4180 says where a class name holds a comma, quote or line break; written to
+// "<out>.tmp" and renamed when complete). Segmentation: a shard dataset with fields
+// `index` (int) and `mask` (u8 [1, H, W]; volumes u8 [1, D, H, W] predicted by sliding
+// windows with the checkpoint's patch and overlap) in split `split`.
 Result<PredictSummary> Predict(const PredictOptions& options);
 
 }  // namespace shardify::trainer

@@ -47,8 +47,9 @@ def convert(src, dst, *, progress=True, **options):
     the callable) cancels cleanly: nothing that looks like a dataset is left at ``dst``
     (unless the conversion had already completed), and the exception propagates.
 
-    Errors: bad options raise ValueError, a missing source FileNotFoundError, a bad input
-    OSError or shardify.CorruptionError naming the file.
+    Errors: bad options raise ValueError, a missing source FileNotFoundError, an existing
+    dataset without ``overwrite=True`` FileExistsError, a destination another process is
+    writing BlockingIOError, a bad input OSError or shardify.CorruptionError naming the file.
     """
     if not _core.HAVE_CONVERT:
         raise RuntimeError("this shardify build has no converter (it was built without ITK)")

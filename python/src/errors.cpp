@@ -25,6 +25,8 @@ PyObject* ExceptionType(StatusCode code) {
       return PyExc_MemoryError;
     case StatusCode::kCancelled:
       return PyExc_KeyboardInterrupt;
+    case StatusCode::kBusy:  // another process is writing there
+      return PyExc_BlockingIOError;
     case StatusCode::kUnsupported:
     case StatusCode::kInternal:
     case StatusCode::kOk:

@@ -114,7 +114,7 @@ TEST_CASE("convert: other files are ignored and empty class folders are kept wit
   CHECK(Open(dir / "out").Int(2, "label") == 2);
 }
 
-TEST_CASE("convert: mixed shapes and channel counts become variable dims; mixed dtypes fail naming the file") {
+TEST_CASE("convert: mixed shapes and channel counts become variable dims, mixed dtypes fail naming the file") {
   TempDir dir;
   WritePng(dir / "src/a/1.png", 1, 4, 4, 1);
   WritePng(dir / "src/a/2.png", 3, 5, 4, 2);
@@ -195,7 +195,7 @@ TEST_CASE("convert: bad idx files and run-length strings name the file or case")
   CHECK(DecodeRle("14 3", m.data(), 16, "x").ok());
 }
 
-TEST_CASE("convert: an existing dataset is refused unless overwrite; dry run writes nothing") {
+TEST_CASE("convert: an existing dataset is refused unless overwrite, dry run writes nothing") {
   TempDir dir;
   std::string src = GoodSource(dir);
   ConvertOptions dry;

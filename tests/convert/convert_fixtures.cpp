@@ -2,15 +2,19 @@
 #include "tests/convert/convert_fixtures.h"
 
 #include <itkNiftiImageIO.h>
+#include <fcntl.h>
 #include <png.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 namespace fs = std::filesystem;
 
@@ -119,6 +123,49 @@ void WriteVolume(const std::string& path, DType dtype, int d, int h, int w, uint
   }
   Status s = WriteNifti(path, dtype, {channels, d, h, w}, px, g);
   REQUIRE(s.ok());
+}
+
+std::string ManyPngs(const TempDir& dir, int n, int size) {
+  for (int i = 0; i < n; ++i) {
+    char name[64];
+    std::snprintf(name, sizeof name, "src/c%d/%04d.png", i % 3, i);
+    WritePng(dir / name, 1 + (i % 7 == 0 ? 2 : 0), size + i % 3, size, static_cast<uint32_t>(i));
+  }
+  return dir / "src";
+}
+
+bool HasDatasetFiles(const std::string& dir) {
+  if (!std::filesystem::exists(dir)) return false;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    std::string n = e.path().filename().string();
+    if (n.rfind("shard-", 0) == 0 || n.rfind("manifest", 0) == 0) return true;
+  }
+  return false;
+}
+
+pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(out, 1);
+    dup2(out, 2);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+bool WaitForShard(const std::string& dir, pid_t pid) {
+  for (int i = 0; i < 20000; ++i) {
+    if (HasDatasetFiles(dir)) return true;
+    int st;
+    if (waitpid(pid, &st, WNOHANG) == pid) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  return false;
 }
 
 Result<ConvertSummary> RunConvert(const std::string& src, const std::string& dst, ConvertOptions o) {

@@ -3,6 +3,8 @@
 // and helpers that read a converted dataset back.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -39,6 +41,15 @@ void WriteRawPng(const std::string& path, int w, int h, int color_type, int bit_
 Geometry TestGeometry(double shift = 0);
 void WriteVolume(const std::string& path, DType dtype, int d, int h, int w, uint32_t seed,
                  const Geometry& g = TestGeometry(), int channels = 1);
+
+// A class-folder source `dir`/src of `n` PNGs in 3 classes, sizes varying with the index.
+std::string ManyPngs(const TempDir& dir, int n, int size = 8);
+// Whether `dir` holds a shard or manifest file.
+bool HasDatasetFiles(const std::string& dir);
+// Starts args[0] with args; stdout and stderr go to `log`.
+pid_t Spawn(const std::vector<std::string>& args, const std::string& log = "/dev/null");
+// Waits until `dir` holds a shard file (or the child exits); true if one appeared.
+bool WaitForShard(const std::string& dir, pid_t pid);
 
 // Converts with test-friendly defaults (no fsync, 2 threads) and returns the result.
 Result<ConvertSummary> RunConvert(const std::string& src, const std::string& dst,

@@ -28,25 +28,6 @@ std::map<std::string, std::vector<uint8_t>> DirBytes(const std::string& dir) {
   return out;
 }
 
-// A class-folder source of `n` PNGs in 3 classes, sizes varying with the index.
-std::string ManyPngs(const TempDir& dir, int n, int size = 8) {
-  for (int i = 0; i < n; ++i) {
-    char name[64];
-    std::snprintf(name, sizeof name, "src/c%d/%04d.png", i % 3, i);
-    WritePng(dir / name, 1 + (i % 7 == 0 ? 2 : 0), size + i % 3, size, static_cast<uint32_t>(i));
-  }
-  return dir / "src";
-}
-
-bool HasDatasetFiles(const std::string& dir) {
-  if (!fs::exists(dir)) return false;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    std::string n = e.path().filename().string();
-    if (n.rfind("shard-", 0) == 0 || n.rfind("manifest", 0) == 0) return true;
-  }
-  return false;
-}
-
 class CancelAt final : public ProgressSink {
  public:
   CancelAt(std::atomic<bool>* flag, uint64_t at) : flag_(flag), at_(at) {}
@@ -60,32 +41,6 @@ class CancelAt final : public ProgressSink {
   std::atomic<bool>* flag_;
   uint64_t at_;
 };
-
-pid_t Spawn(const std::vector<std::string>& args) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    int devnull = open("/dev/null", O_WRONLY);
-    dup2(devnull, 1);
-    dup2(devnull, 2);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-// Waits until `dir` holds a shard file (or the child exits); true if one appeared.
-bool WaitForShard(const std::string& dir, pid_t pid) {
-  for (int i = 0; i < 20000; ++i) {
-    if (HasDatasetFiles(dir)) return true;
-    int st;
-    if (waitpid(pid, &st, WNOHANG) == pid) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(500));
-  }
-  return false;
-}
 
 }  // namespace
 
@@ -138,7 +93,7 @@ TEST_CASE("convert: a cancelled conversion leaves no dataset files and a re-run 
   CHECK(Open(dir / "out").ds->num_samples() == 40);
 }
 
-TEST_CASE("convert: kill -9 of shardify mid-way leaves no manifest; running again works") {
+TEST_CASE("convert: kill -9 of shardify mid-way leaves no manifest, running again works") {
   TempDir dir;
   std::string src = ManyPngs(dir, 600, 24);
   const std::string out = dir / "out";

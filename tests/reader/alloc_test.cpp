@@ -8,7 +8,7 @@
 #include "format/dataset.h"
 #include "reader/loader.h"
 #include "tests/common/temp_dir.h"
-#include "tests/reader/alloc_counter.h"
+#include "tests/common/alloc_counter.h"
 #include "tests/reader/reader_fixtures.h"
 
 namespace shardify {
@@ -65,6 +65,32 @@ TEST_CASE("reader: streaming allocates per batch, never per sample") {
   // format's own count varies a little with the digits of the indices (message strings),
   // so allow a slack far below one allocation per sample (5750 samples).
   CHECK(allocations <= format_share + 1000);
+}
+
+TEST_CASE("reader: an allocation that fails in a loader thread is an error naming the batch, not an abort") {
+  TempDir tmp;
+  FixtureOptions fx;
+  fx.samples = 3000;
+  fx.shard_bytes = 1 << 20;
+  REQUIRE(testing::WriteFixture(tmp / "ds", fx).ok());
+  LoaderOptions o;
+  o.batch_size = 250;
+  o.threads = 2;
+  o.sampler.epochs = 2;
+  auto loader = Loader::Open(tmp / "ds", o);
+  REQUIRE(loader.ok());
+  REQUIRE((*loader)->Next().ok());
+  testing::FailAllocationsAbove(20 << 10);  // the second epoch's order (3000 x 8 bytes) cannot be had
+  Status failed;
+  for (int k = 0; k < 24 && failed.ok(); ++k) {  // no Catch2 macro inside: they allocate
+    auto b = (*loader)->Next();
+    if (!b.ok()) failed = b.status();
+    if (b.ok() && !*b) break;
+  }
+  testing::FailAllocationsAbove(SIZE_MAX);
+  INFO(failed.ToString());
+  CHECK(failed.code() == StatusCode::kResourceExhausted);
+  CHECK_THAT(failed.message(), Catch::Contains("out of memory planning batch 12"));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "format/dataset.h"
 #include "reader/cuda_internal.h"
 #include "reader/loader.h"
+#include "tests/common/claims.h"
 #include "tests/common/temp_dir.h"
 #include "tests/reader/reader_fixtures.h"
 
@@ -48,6 +49,27 @@ std::string CorruptSample(const std::string& dir, uint64_t index) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   return file;
+}
+
+TEST_CASE("reader: a manifest claiming more samples than its shards hold fails Loader::Open naming the shard") {
+  TempDir tmp;
+  FixtureOptions fx;
+  fx.samples = 40;
+  REQUIRE(testing::WriteFixture(tmp / "ds", fx).ok());
+  REQUIRE(testing::ClaimMoreSamples(tmp / "ds", uint64_t{1} << 36));  // an order of 512 GiB
+  auto ds = Dataset::Open(tmp / "ds");
+  REQUIRE(ds.ok());  // the manifest agrees with itself and its checksum
+  const std::string shard = (*ds)->manifest().shards.back().file_name;
+  for (SampleOrder order : {SampleOrder::kSequential, SampleOrder::kShuffle, SampleOrder::kClassBalanced}) {
+    LoaderOptions o;
+    o.batch_size = 8;
+    o.sampler.order = order;
+    auto loader = Loader::Open(tmp / "ds", o);
+    REQUIRE_FALSE(loader.ok());
+    INFO(loader.status().ToString());
+    CHECK(loader.status().code() == StatusCode::kCorruption);
+    CHECK_THAT(loader.status().message(), Catch::Contains(shard) && Catch::Contains("claims"));
+  }
 }
 
 TEST_CASE("reader: a corrupt sample mid-epoch fails Next() naming it, then the loader stays closed") {

@@ -5,13 +5,31 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "format/dataset.h"
 #include "format/writer.h"
+#include "tests/common/claims.h"
 #include "tests/tools/fixtures.h"
 
 namespace shardify::tools {
 namespace {
 
 using test::TempDir;
+
+TEST_CASE("tools: bench refuses a manifest claiming more samples than its shards hold", "[tools]") {
+  TempDir tmp;
+  test::WriteGray8(tmp / "ds");
+  REQUIRE(::shardify::testing::ClaimMoreSamples(tmp / "ds", uint64_t{1} << 36));  // an order of 512 GiB
+  for (bool direct : {true, false}) {
+    BenchOptions o;
+    o.direct = direct;
+    o.split = Dataset::Open(tmp / "ds").value()->manifest().splits.back().name;
+    auto r = Bench(tmp / "ds", o);
+    REQUIRE_FALSE(r.ok());
+    INFO(r.status().ToString());
+    CHECK(r.status().code() == StatusCode::kCorruption);
+    CHECK_THAT(r.status().message(), Catch::Contains("claims"));
+  }
+}
 
 TEST_CASE("tools: bench reads every sample of the split each epoch, both ways", "[tools]") {
   TempDir tmp;

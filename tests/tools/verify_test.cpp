@@ -122,7 +122,7 @@ TEST_CASE("tools: verify reports a truncated shard and a deleted shard", "[tools
   CHECK(j["problems"][1]["sample"].is_null());
 }
 
-TEST_CASE("tools: verify reports a damaged manifest; a missing one is a usage error", "[tools]") {
+TEST_CASE("tools: verify reports a damaged manifest, a missing one is a usage error", "[tools]") {
   Damaged d;
   const std::string path = d.dir + "/" + kManifestFileName;
   std::vector<uint8_t> m = test::ReadFile(path);

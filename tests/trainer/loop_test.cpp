@@ -1,13 +1,18 @@
 // End-to-end tests of Train and Predict on tiny datasets written with DatasetWriter.
 #include "catch_torch.h"
 
+#include <sys/wait.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "../common/claims.h"
 #include "../common/temp_dir.h"
+#include "../common/watchdog.h"
 #include "mix.h"
 #include "format/dataset.h"
 #include "format/writer.h"
@@ -21,14 +26,16 @@ namespace {
 
 using testing::Mix;
 
-// Classes 0..3: quadrant `label` is bright over noise. Splits: train, val, test.
-Status WriteClassFixture(const std::string& dir, bool rank2, uint64_t train = 192) {
+// Classes 0..3: quadrant `label` is bright over noise. Splits: train, val, test. With
+// `unlabeled`, every training sample has label -1.
+Status WriteClassFixture(const std::string& dir, bool rank2, uint64_t train = 192,
+                         std::vector<std::string> classes = {"tl", "tr", "bl", "br"}, bool unlabeled = false) {
   const int64_t s = 12;
   Shape shape = rank2 ? Shape{s, s} : Shape{1, s, s};
   std::vector<FieldSpec> fields = {{"image", FieldKind::kNdarray, DType::kU8, shape, {}, {}},
                                    {"label", FieldKind::kInt, DType::kU8, {}, {}, {}}};
   WriterOptions wo;
-  wo.classes = {"tl", "tr", "bl", "br"};
+  wo.classes = std::move(classes);
   wo.fsync = false;
   wo.target_shard_bytes = 8 << 10;
   ASSIGN_OR_RETURN(auto w, DatasetWriter::Create(dir, fields, wo));
@@ -44,7 +51,7 @@ Status WriteClassFixture(const std::string& dir, bool rank2, uint64_t train = 19
     }
     SampleInput in;
     in.split = i < train ? "train" : i < train + 64 ? "val" : "test";
-    in.values = {FieldValue::Array(std::move(px), shape), FieldValue::Int(label)};
+    in.values = {FieldValue::Array(std::move(px), shape), FieldValue::Int(unlabeled && i < train ? -1 : label)};
     RETURN_IF_ERROR(w->Append(std::move(in)));
   }
   return w->Finish();
@@ -263,4 +270,155 @@ TEST_CASE("trainer: CUDA runs where a device answers, and is refused cleanly whe
   REQUIRE(r.ok());
   CHECK(r->device.rfind("cuda", 0) == 0);
   CHECK(r->history.back().train_loss < r->history.front().train_loss);
+}
+
+namespace {
+
+// Fields of one RFC 4180 record read from `in` (quoted fields may hold commas, quotes
+// and line breaks); empty at the end of the input.
+std::vector<std::string> CsvRecord(std::istream& in) {
+  std::vector<std::string> fields;
+  std::string field;
+  bool quoted = false, any = false;
+  for (int c; (c = in.get()) != EOF;) {
+    any = true;
+    if (quoted) {
+      if (c == '"' && in.peek() == '"') field += char(in.get());
+      else if (c == '"') quoted = false;
+      else field += char(c);
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      fields.push_back(field);
+      field.clear();
+    } else if (c == '\n') {
+      break;
+    } else {
+      field += char(c);
+    }
+  }
+  if (any) fields.push_back(field);
+  return fields;
+}
+
+int Shardtrain(const std::string& args) {
+  const int st = std::system((std::string(SHARDTRAIN_BIN) + " " + args + " >/dev/null 2>&1").c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+}  // namespace
+
+TEST_CASE("trainer: a diverging run stops with an error reporting the NaN loss, without hanging") {
+  testing::TempDir dir;
+  REQUIRE(WriteClassFixture(dir / "data", false, 64).ok());
+  st::TrainOptions o = SmallRun(dir / "data", dir / "out", "mlp");
+  o.optimizer.lr = 1e30;
+  o.epochs = 2;
+  const Result<st::TrainSummary> r =
+      testing::WithinSeconds(300, "training with --lr 1e30", [&o] { return st::Train(o); });
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(r.status().message(), Catch::Contains("diverged") && Catch::Contains("epoch 1") &&
+                                       Catch::Contains("--lr") && (Catch::Contains("NaN") || Catch::Contains("inf")));
+  CHECK_FALSE(std::filesystem::exists(dir / "out/last.pt"));  // nothing saved from NaN weights
+  CHECK_FALSE(std::filesystem::exists(dir / "out/best.pt"));
+}
+
+TEST_CASE("trainer: training on a split without labels is an error") {
+  testing::TempDir dir;
+  REQUIRE(WriteClassFixture(dir / "data", false, 32, {"tl", "tr", "bl", "br"}, true).ok());
+  st::TrainOptions o = SmallRun(dir / "data", dir / "out", "mlp");
+  auto r = st::Train(o);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(r.status().message(), Catch::Contains("split 'train'") && Catch::Contains("no labels"));
+  o.train_split = "val";  // labeled
+  o.val_split = "test";
+  o.epochs = 1;
+  CHECK(st::Train(o).ok());
+}
+
+TEST_CASE("trainer: a manifest claiming more samples than its shards hold is refused before allocating") {
+  testing::TempDir dir;
+  REQUIRE(WriteClassFixture(dir / "data", false, 32).ok());
+  REQUIRE(testing::ClaimMoreSamples(dir / "data", uint64_t{1} << 36));  // into split "test"
+  st::TrainOptions o = SmallRun(dir / "data", dir / "out", "mlp");
+  o.train_split = "test";
+  o.val_split = "";
+  auto r = st::Train(o);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == StatusCode::kCorruption);
+  CHECK_THAT(r.status().message(), Catch::Contains("claims"));
+}
+
+TEST_CASE("trainer: resume refuses another optimizer and a damaged checkpoint, saying why") {
+  testing::TempDir dir;
+  REQUIRE(WriteClassFixture(dir / "data", false, 64).ok());
+  st::TrainOptions o = SmallRun(dir / "data", dir / "out", "mlp");
+  o.epochs = 1;
+  REQUIRE(st::Train(o).ok());
+  o.epochs = 2;
+  o.resume = dir / "out/last.pt";
+  o.optimizer.name = "sgd";
+  auto other = st::Train(o);
+  REQUIRE_FALSE(other.ok());
+  CHECK(other.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(other.status().message(), Catch::Contains("--optimizer adam") && Catch::Contains("--optimizer sgd"));
+  o.optimizer.name = "adam";
+  std::vector<char> bytes;
+  {
+    std::ifstream in(dir / "out/last.pt", std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  bytes[bytes.size() / 2] ^= 0x10;
+  std::ofstream(dir / "out/flipped.pt", std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
+  o.resume = dir / "out/flipped.pt";
+  auto damaged = st::Train(o);
+  REQUIRE_FALSE(damaged.ok());
+  CHECK(damaged.status().code() == StatusCode::kCorruption);
+  CHECK_THAT(damaged.status().message(), Catch::Contains("flipped.pt") && Catch::Contains("checksum"));
+  o.resume = dir / "out/last.pt";
+  CHECK(st::Train(o).ok());
+}
+
+TEST_CASE("trainer: predict quotes class names with commas, quotes and line breaks (RFC 4180)") {
+  testing::TempDir dir;
+  const std::vector<std::string> classes = {"a,b", "say \"hi\"", "two\nlines", "plain"};
+  REQUIRE(WriteClassFixture(dir / "data", false, 64, classes).ok());
+  st::TrainOptions o = SmallRun(dir / "data", dir / "out", "mlp");
+  o.epochs = 1;
+  REQUIRE(st::Train(o).ok());
+  st::PredictOptions p;
+  p.checkpoint = dir / "out/last.pt";
+  p.data_dir = dir / "data";
+  p.split = "test";
+  p.out = dir / "pred.csv";
+  REQUIRE(st::Predict(p).ok());
+  CHECK_FALSE(std::filesystem::exists(dir / "pred.csv.tmp"));
+  std::ifstream in(dir / "pred.csv", std::ios::binary);
+  CHECK(CsvRecord(in) == std::vector<std::string>{"index", "label", "predicted", "prob_a,b", "prob_say \"hi\"",
+                                                  "prob_two\nlines", "prob_plain"});
+  size_t rows = 0;
+  for (std::vector<std::string> r; !(r = CsvRecord(in)).empty(); ++rows) CHECK(r.size() == 7);
+  CHECK(rows == 32);
+}
+
+TEST_CASE("trainer: shardtrain exits 2 on usage errors, 1 on failed runs") {
+  testing::TempDir dir;
+  REQUIRE(WriteClassFixture(dir / "data", false, 32).ok());
+  const std::string run = "train " + dir / "data" + " -q -o " + dir / "out" + " -e 1 ";
+  CHECK(Shardtrain(run + "--bogus") == 2);
+  CHECK(Shardtrain(run + "--optimizer rmsprop") == 2);
+  CHECK(Shardtrain(run + "--batch 0") == 2);
+  CHECK(Shardtrain(run + "--schedule sometimes") == 2);
+  CHECK(Shardtrain(run + "--device gpu7") == 2);
+  CHECK(Shardtrain(run + "--model transformer") == 2);
+  CHECK(Shardtrain(run + "--lr -1") == 2);
+  CHECK(Shardtrain("train " + dir / "missing" + " -q -o " + dir / "out") == 1);
+  REQUIRE(Shardtrain(run) == 0);
+  const std::string predict = "predict " + dir / "out/last.pt" + " " + dir / "data" + " -o " + dir / "p.csv ";
+  CHECK(Shardtrain(predict + "--batch 0") == 2);
+  CHECK(Shardtrain(predict + "--device gpu7") == 2);
+  CHECK(Shardtrain(predict + "--split nowhere") == 1);
+  CHECK(Shardtrain(predict) == 0);
 }

@@ -5,8 +5,13 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <iterator>
+#include <limits>
+#include <string>
+#include <vector>
 
 #include "../common/temp_dir.h"
+#include "../common/watchdog.h"
 #include "trainer/metrics.h"
 #include "trainer/models.h"
 #include "trainer/optim.h"
@@ -173,6 +178,27 @@ TEST_CASE("trainer: AUC matches hand-computed values") {
   CHECK(m.MacroAuc() == Approx(0.75));
 }
 
+TEST_CASE("trainer: AUC of NaN scores (a diverged model) is NaN, without hanging") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double auc = shardify::testing::WithinSeconds(30, "BinaryAuc with NaN scores", [nan] {
+    return st::BinaryAuc({nan, 0.4, nan, 0.8, 0.1}, {true, false, true, false, true});
+  });
+  CHECK(std::isnan(auc));
+  st::ClassMetrics m(2);
+  m.Add(torch::full({6, 2}, nan), torch::tensor({0, 1, 0, 1, 0, 1}, torch::kLong));
+  const double macro = shardify::testing::WithinSeconds(30, "MacroAuc of NaN logits", [&m] { return m.MacroAuc(); });
+  CHECK(std::isnan(macro));
+}
+
+TEST_CASE("trainer: CSV fields are quoted as RFC 4180 says") {
+  CHECK(st::CsvField("prob_cat") == "prob_cat");
+  CHECK(st::CsvField("") == "");
+  CHECK(st::CsvField("a,b") == "\"a,b\"");
+  CHECK(st::CsvField("say \"hi\"") == "\"say \"\"hi\"\"\"");
+  CHECK(st::CsvField("two\nlines") == "\"two\nlines\"");
+  CHECK(st::CsvField("cr\r") == "\"cr\r\"");
+}
+
 TEST_CASE("trainer: Dice per class matches hand-computed values") {
   st::DiceMetrics d(3);
   torch::Tensor pred = torch::tensor({0, 1, 1, 2, 2, 0}, torch::kLong).view({1, 2, 3});
@@ -272,6 +298,84 @@ TEST_CASE("trainer: a checkpoint restores weights, optimizer state and meta") {
   CHECK(back->model.name == "cnn");
   std::ofstream(dir / "junk.pt") << "not a checkpoint";
   CHECK(st::ReadCheckpointMeta(dir / "junk.pt").status().code() == shardify::StatusCode::kCorruption);
+}
+
+namespace {
+
+std::vector<char> ReadAllBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void WriteAllBytes(const std::string& path, const std::vector<char>& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), std::streamsize(bytes.size()));
+}
+
+// An MLP with an Adam optimizer, saved to `path` (recording the optimizer in the meta).
+struct SavedMlp {
+  std::shared_ptr<st::Model> model;
+  std::unique_ptr<torch::optim::Optimizer> adam;
+};
+SavedMlp SaveMlp(const std::string& path) {
+  st::ModelSpec spec;
+  spec.name = "mlp";
+  auto model = st::MakeModel(spec);
+  REQUIRE(model.ok());
+  auto adam = st::MakeOptimizer((*model)->parameters(), {"adam", 1e-3, 0, 0.9});
+  REQUIRE(adam.ok());
+  st::CheckpointMeta meta;
+  meta.model = spec;
+  meta.task = "classification";
+  meta.has_optimizer = true;
+  meta.optimizer = {"adam", 1e-3, 0, 0.9};
+  REQUIRE(st::SaveCheckpoint(path, **model, adam->get(), meta).ok());
+  return {std::move(model).value(), std::move(adam).value()};
+}
+
+}  // namespace
+
+TEST_CASE("trainer: a checkpoint carries a checksum, a flipped byte anywhere is refused") {
+  shardify::testing::TempDir dir;
+  SavedMlp saved = SaveMlp(dir / "c.pt");
+  st::Model& model = *saved.model;
+  torch::optim::Optimizer* opt = saved.adam.get();
+  const std::vector<char> good = ReadAllBytes(dir / "c.pt");
+  REQUIRE(good.size() > 1000);
+  for (size_t at : {size_t{40}, good.size() / 2, good.size() - 20, good.size() - 1}) {
+    INFO("byte " << at << " of " << good.size());
+    std::vector<char> bad = good;
+    bad[at] ^= 0x01;
+    WriteAllBytes(dir / "bad.pt", bad);
+    const shardify::Status load = st::LoadCheckpoint(dir / "bad.pt", model, opt);
+    CHECK(load.code() == shardify::StatusCode::kCorruption);
+    CHECK_THAT(load.message(), Catch::Contains("bad.pt") && (Catch::Contains("checksum") || Catch::Contains("trailer")));
+    CHECK(st::ReadCheckpointMeta(dir / "bad.pt").status().code() == shardify::StatusCode::kCorruption);
+  }
+  // A checkpoint written before the trailer existed (a bare archive) still loads.
+  WriteAllBytes(dir / "old.pt", std::vector<char>(good.begin(), good.end() - 16));
+  CHECK(st::LoadCheckpoint(dir / "old.pt", model, opt).ok());
+  CHECK(st::ReadCheckpointMeta(dir / "old.pt").ok());
+}
+
+TEST_CASE("trainer: resuming with another optimizer says what differs") {
+  shardify::testing::TempDir dir;
+  SavedMlp saved = SaveMlp(dir / "c.pt");
+  auto back = st::ReadCheckpointMeta(dir / "c.pt");
+  REQUIRE(back.ok());
+  REQUIRE(back->has_optimizer);
+  CHECK(st::CheckResumeOptimizer(dir / "c.pt", *back, {"adam", 5e-4, 0, 0.9}).ok());  // the rate may change
+  const shardify::Status other = st::CheckResumeOptimizer(dir / "c.pt", *back, {"sgd", 1e-3, 0, 0.9});
+  CHECK(other.code() == shardify::StatusCode::kInvalidArgument);
+  CHECK_THAT(other.message(), Catch::Contains("--optimizer adam") && Catch::Contains("--optimizer sgd"));
+  CHECK_THAT(st::CheckResumeOptimizer(dir / "c.pt", *back, {"adam", 1e-3, 0.01, 0.9}).message(),
+             Catch::Contains("--weight-decay 0.01"));
+  // Without the record (older checkpoints), loading the state into another optimizer is an
+  // error that says so, not a LibTorch assertion.
+  auto sgd = st::MakeOptimizer(saved.model->parameters(), {"sgd", 1e-3, 0, 0.9});
+  REQUIRE(sgd.ok());
+  const shardify::Status load = st::LoadCheckpoint(dir / "c.pt", *saved.model, sgd->get());
+  CHECK(load.code() == shardify::StatusCode::kInvalidArgument);
+  CHECK_THAT(load.message(), Catch::Contains("does not fit") && Catch::Contains("--optimizer"));
 }
 
 TEST_CASE("trainer: metrics lines and the training curve") {

@@ -1,0 +1,40 @@
+// What Train and Predict check before they touch any data (see train.h).
+#include <algorithm>
+
+#include "trainer/loop_internal.h"
+#include "trainer/train.h"
+
+namespace shardify::trainer {
+
+Status CheckTrainOptions(const TrainOptions& o) {
+  const std::vector<std::string>& models = ModelNames();
+  if (std::find(models.begin(), models.end(), o.model.name) == models.end()) {
+    std::string known;
+    for (const std::string& m : models) known += (known.empty() ? "" : ", ") + m;
+    return InvalidArgument("unknown model '" + o.model.name + "' (" + known + ")");
+  }
+  if (o.batch_size < 1 || o.epochs < 1 || o.accumulate < 1 || o.repeats < 1) {
+    return InvalidArgument("batch size, epochs, accumulation and repeats must be >= 1");
+  }
+  RETURN_IF_ERROR(CheckOptimizer(o.optimizer));
+  RETURN_IF_ERROR(CheckSchedule(o.schedule));
+  RETURN_IF_ERROR(detail::CheckDeviceName(o.device));
+  if (IsVolumeModel(o.model.name)) {
+    if (o.patch.size() != 3 || std::any_of(o.patch.begin(), o.patch.end(), [](int64_t p) { return p < 1; })) {
+      return InvalidArgument("model '" + o.model.name + "' needs a patch size D x H x W of positive sizes (--patch)");
+    }
+    if (!(o.foreground_fraction >= 0 && o.foreground_fraction <= 1) || !(o.overlap >= 0 && o.overlap < 1)) {
+      return InvalidArgument("foreground fraction must be in [0, 1] and overlap in [0, 1)");
+    }
+  } else if (!o.patch.empty()) {
+    return InvalidArgument("--patch is for volume models (unet3d), not '" + o.model.name + "'");
+  }
+  return Status::Ok();
+}
+
+Status CheckPredictOptions(const PredictOptions& o) {
+  if (o.batch_size < 1) return InvalidArgument("batch size must be >= 1");
+  return detail::CheckDeviceName(o.device);
+}
+
+}  // namespace shardify::trainer
