@@ -59,7 +59,8 @@ Status PlanPatch(const PatchOptions& o, detail::FieldPlan* p) {
                              ShapeToString(p->schema) + "; patches need it fixed");
     }
   }
-  shape.insert(shape.end(), o.patch.begin(), o.patch.end());
+  const Shape read = o.ReadShape();
+  shape.insert(shape.end(), read.begin(), read.end());
   p->schema = shape;
   p->variable = false;
   p->patch = true;

@@ -61,10 +61,11 @@ struct LoaderOptions {
   // the added slots stay in the ring). For consumers that cannot bound what they keep.
   bool grow_ring = false;
   // Patch mode (3D training): the image field (and the label field, when set) become
-  // random patches of shape [C, patch...] drawn by a PatchSampler (see patch_sampler.h),
-  // the last round(B * foreground_fraction) of each batch forced onto foreground. With
-  // `fields` empty, only those fields are loaded. Draws depend only on the seeds and the
-  // batch sequence, so batches stay identical for any thread count, and on resume.
+  // random patches of shape [C, patch + 2 * margin...] drawn by a PatchSampler (see
+  // patch_sampler.h), the last round(B * foreground_fraction) of each batch forced onto
+  // foreground. With `fields` empty, only those fields are loaded. Draws depend only on
+  // the seeds and the batch sequence, so batches stay identical for any thread count,
+  // and on resume.
   std::optional<PatchOptions> patch;
 };
 

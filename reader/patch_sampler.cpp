@@ -69,6 +69,12 @@ std::vector<uint8_t> PadElement(DType dtype, int64_t value) {
 
 }  // namespace
 
+Shape PatchOptions::ReadShape() const {
+  Shape shape = patch;
+  for (size_t a = 0; a < shape.size() && a < margin.size(); ++a) shape[a] += 2 * margin[a];
+  return shape;
+}
+
 Result<std::unique_ptr<PatchSampler>> PatchSampler::Create(const Dataset* dataset, PatchOptions options) {
   const Manifest& m = dataset->manifest();
   std::unique_ptr<PatchSampler> s(new PatchSampler(dataset, std::move(options)));
@@ -76,6 +82,12 @@ Result<std::unique_ptr<PatchSampler>> PatchSampler::Create(const Dataset* datase
   if (o.patch.empty()) return InvalidArgument("patch size is empty");
   for (int64_t d : o.patch)
     if (d < 1) return InvalidArgument("patch size " + ShapeToString(o.patch) + " has a dimension < 1");
+  if (!o.margin.empty() && o.margin.size() != o.patch.size())
+    return InvalidArgument("patch margin " + ShapeToString(o.margin) + " needs one value per patch axis " +
+                           ShapeToString(o.patch));
+  for (size_t a = 0; a < o.margin.size(); ++a)  // 2^40 voxels per axis: far past any volume, no overflow
+    if (o.margin[a] < 0 || o.margin[a] > (int64_t{1} << 40) || o.patch[a] > (int64_t{1} << 40))
+      return InvalidArgument("patch margin " + ShapeToString(o.margin) + " is negative or too large");
   if (o.foreground_fraction < 0 || o.foreground_fraction > 1)
     return InvalidArgument("foreground fraction " + std::to_string(o.foreground_fraction) + " is outside [0, 1]");
   auto find = [&](const std::string& name, int* out) -> Status {
@@ -97,7 +109,8 @@ Result<std::unique_ptr<PatchSampler>> PatchSampler::Create(const Dataset* datase
 Result<Shape> PatchSampler::RegionShape(uint64_t index, int field) const {
   ASSIGN_OR_RETURN(SampleView v, dataset_->Sample(index));
   ASSIGN_OR_RETURN(Shape shape, v.shape(static_cast<size_t>(field)));
-  std::copy(options_.patch.begin(), options_.patch.end(), shape.end() - static_cast<ptrdiff_t>(options_.patch.size()));
+  const Shape read = options_.ReadShape();
+  std::copy(read.begin(), read.end(), shape.end() - static_cast<ptrdiff_t>(read.size()));
   return shape;
 }
 
@@ -162,12 +175,15 @@ Status PatchSampler::Sample(uint64_t index, uint64_t draw, bool forced, void* im
   PatchInfo local;
   PatchInfo* out = info ? info : &local;
   RETURN_IF_ERROR(ChooseStart(v, spatial, draw, forced, decoder, out));
+  const Shape read = options_.ReadShape();
+  Shape read_start = out->start;
+  for (size_t a = 0; a < options_.margin.size(); ++a) read_start[a] -= options_.margin[a];
   auto region = [&](const Shape& full, Shape* start, Shape* size) {
     const size_t l = full.size() - s;
     start->assign(l, 0);
     size->assign(full.begin(), full.begin() + static_cast<ptrdiff_t>(l));
-    start->insert(start->end(), out->start.begin(), out->start.end());
-    size->insert(size->end(), options_.patch.begin(), options_.patch.end());
+    start->insert(start->end(), read_start.begin(), read_start.end());
+    size->insert(size->end(), read.begin(), read.end());
   };
   Shape start, size;
   region(image_shape, &start, &size);

@@ -7,6 +7,10 @@
 // the image with 0, the label with `label_pad`. Only the chunks a patch touches are
 // decompressed (SampleView::DecodeRegion), straight into the caller's buffers.
 //
+// With a `margin`, the region read is the patch grown by margin[a] voxels on both sides
+// of each spatial axis, around the same patch position: room for a rotation or scaling
+// on the training device to draw from real data before it crops back to the patch.
+//
 // Foreground locations come from the ndarray field `locations_field` (i32 [N, 1 + S]: a
 // class value then S spatial coordinates per row, as written by shardify --patch-size);
 // a case without that field or without rows is sampled uniformly.
@@ -29,24 +33,30 @@ struct PatchOptions {
   std::string label_field = "mask";  // empty = images only
   std::string locations_field = "mask.fg_locations";
   Shape patch;                        // spatial size, applied to the trailing axes (e.g. 128x128x128)
+  Shape margin;                       // empty, or >= 0 voxels read on each side of the patch per axis
   double foreground_fraction = 0.33;  // share of each batch forced to contain foreground
   int64_t label_pad = -1;             // label value outside the volume (cast to the label dtype)
   uint64_t seed = 0;
+  // The spatial size read: patch + 2 * margin per axis (the patch when margin is empty).
+  Shape ReadShape() const;
 };
 
 struct PatchInfo {
-  Shape start;            // start of the patch in the full array (may be negative: padded)
+  Shape start;            // start of the patch in the full array (may be negative: padded);
+                          // the region read starts `margin` earlier
   bool forced = false;    // a foreground draw was asked for
   int64_t fg_class = -1;  // the class it was centred on, or -1
 };
 
 class PatchSampler {
  public:
-  // Checks the fields exist, are ndarrays of equal spatial rank >= patch rank, and that
-  // the patch is positive. `dataset` must outlive the sampler.
+  // Checks the fields exist, are ndarrays of equal spatial rank >= patch rank, that the
+  // patch is positive and the margin (if any) non-negative, one value per patch axis.
+  // `dataset` must outlive the sampler.
   static Result<std::unique_ptr<PatchSampler>> Create(const Dataset* dataset, PatchOptions options);
 
-  // Bytes of one image patch and of one label patch (all channels), for sizing buffers.
+  // Bytes of one image patch and of one label patch (all channels, margin included), for
+  // sizing buffers.
   // Precondition: every sample has the channel count of sample `index` (checked in Sample).
   Result<uint64_t> ImageBytes(uint64_t index) const;
   Result<uint64_t> LabelBytes(uint64_t index) const;
@@ -55,8 +65,8 @@ class PatchSampler {
   // round(batch_size * foreground_fraction) slots are, as in nnU-Net.
   bool Forced(size_t slot, size_t batch_size) const;
 
-  // Decodes the patch of sample `index`, draw `draw`, into image_dst (and label_dst when a
-  // label field is set). Errors name the sample.
+  // Decodes the patch of sample `index`, draw `draw` (with its margin), into image_dst (and
+  // label_dst when a label field is set). Errors name the sample.
   Status Sample(uint64_t index, uint64_t draw, bool forced, void* image_dst, size_t image_size, void* label_dst,
                 size_t label_size, Decoder& decoder, PatchInfo* info = nullptr) const;
 

@@ -29,7 +29,11 @@ struct Setup {
   bool has_val = false;
   std::string best_name, curve_metric;
   CheckpointMeta resumed;
+  std::shared_ptr<const NnUnetAugment> nnunet;  // null: --aug none
 };
+
+// Label of patch voxels outside the volume: outside [0, K), so the loss ignores it.
+constexpr int64_t kLabelPad = -1;
 
 bool HigherIsBetter(const std::string& metric) {
   return metric.size() < 4 || metric.compare(metric.size() - 4, 4, "loss") != 0;
@@ -109,6 +113,26 @@ Status DescribeData(const TrainOptions& o, Setup& s) {
   return Status::Ok();
 }
 
+// nnU-Net's augmentation when chosen (by default for segmentation), padding as the
+// patches are padded: the image with raw 0, the mask with kLabelPad as the mask stores it.
+Status PrepareAugment(const TrainOptions& o, Setup& s) {
+  if (o.aug == AugPreset::kNone || (o.aug == AugPreset::kAuto && !s.spec.segmentation)) return Status::Ok();
+  NnUnetAugmentOptions a = o.nnunet;
+  a.seed = o.seed;
+  a.image_pad = -s.spec.mean / (s.spec.stddev > 0 ? s.spec.stddev : 1);
+  a.margin = !s.spec.patch.empty();
+  const int f = s.ds->manifest().FindField(o.mask_field);
+  if (s.spec.segmentation && f >= 0) {
+    const DType dtype = s.ds->manifest().fields[f].dtype;
+    ASSIGN_OR_RETURN(torch::ScalarType type, TorchType(dtype));
+    a.label_pad = ToLabelMap(torch::full({1}, kLabelPad, torch::kLong).to(type), dtype, 0).item<int64_t>();
+  }
+  const std::vector<int64_t> patch = a.margin ? s.spec.patch : std::vector<int64_t>{s.model.height, s.model.width};
+  ASSIGN_OR_RETURN(NnUnetAugment aug, NnUnetAugment::Create(patch, a));
+  s.nnunet = std::make_shared<const NnUnetAugment>(std::move(aug));
+  return Status::Ok();
+}
+
 // The training split must have something to learn from: a label >= 0 (classification)
 // or a mask with voxels (segmentation) in at least one sample; found at once on any
 // labeled split, O(split) index reads (no decoding) on one without.
@@ -151,6 +175,7 @@ Status Prepare(const TrainOptions& o, Setup& s) {
   s.spec.resize_w = o.augment.resize_w;
   RETURN_IF_ERROR(DescribeData(o, s));
   RETURN_IF_ERROR(CheckLabeled(o, s));
+  RETURN_IF_ERROR(PrepareAugment(o, s));
   s.classes = s.ds->manifest().classes;
   s.has_val = !o.val_split.empty() && s.ds->manifest().FindSplit(o.val_split) != nullptr;
   const std::string main_metric = s.spec.segmentation ? "val_dice" : "val_accuracy";
@@ -242,6 +267,7 @@ class Trainer {
     ImageMask io = !s_.spec.patch.empty() ? ImageMask{in.image, in.target}
                    : Augment({in.image, s_.spec.segmentation ? in.target : torch::Tensor()}, aug_,
                              batch->epoch, batch->step);
+    if (s_.nnunet) io = (*s_.nnunet)(std::move(io), batch->epoch, batch->step);
     torch::Tensor target = s_.spec.segmentation ? io.mask : in.target;
     torch::Tensor loss;
     {
@@ -415,7 +441,8 @@ Result<std::unique_ptr<Loader>> TrainLoader(const TrainOptions& o, const Setup& 
     po.locations_field = s.spec.mask_field + ".fg_locations";  // absent: uniform draws
     po.patch = Shape(s.spec.patch.begin(), s.spec.patch.end());
     po.foreground_fraction = o.foreground_fraction;
-    po.label_pad = -1;  // outside [0, K): ignored by the loss
+    po.label_pad = kLabelPad;
+    if (s.nnunet) po.margin = Shape(s.nnunet->margin().begin(), s.nnunet->margin().end());
     po.seed = o.seed;
     lo.patch = po;
   }

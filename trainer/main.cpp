@@ -56,7 +56,7 @@ struct Cli {
   std::string order = "shuffle";
   bool json = false, quiet = false;
   std::vector<int64_t> resize, crop;
-  std::string patch;
+  std::string patch, aug, aug_p;
 };
 
 void AddTrain(CLI::App& app, Cli& c) {
@@ -107,6 +107,12 @@ void AddTrain(CLI::App& app, Cli& c) {
   app.add_option("--translate", t.augment.translate, "Random shift up to this share of the size");
   app.add_option("--intensity-scale", t.augment.intensity_scale, "Random intensity factor in [1-a, 1+a]");
   app.add_option("--intensity-shift", t.augment.intensity_shift, "Random intensity offset in [-b, b]");
+  app.add_option("--aug", c.aug,
+                 "nnunet | none: nnU-Net's augmentation on the device, after the flags above\n"
+                 "(default: nnunet for unet and unet3d, none for classifiers)");
+  app.add_option("--aug-p", c.aug_p,
+                 "Probabilities of nnU-Net's transforms, e.g. rotate=0.3,noise=0 or all=0,mirror=0.5:\n" +
+                     st::AugTransformsText());
   app.add_flag("--json", c.json, "Print the final summary as JSON on stdout");
   app.add_flag("-q,--quiet", c.quiet, "No progress bar");
 }
@@ -138,6 +144,19 @@ int RunTrain(Cli& c) {
       return 2;
     }
     t.patch = *patch;
+  }
+  if (!c.aug.empty()) {
+    const shardify::Result<st::AugPreset> aug = st::ParseAugPreset(c.aug);
+    if (!aug.ok()) { std::fprintf(stderr, "shardtrain: --aug: %s\n", aug.status().message().c_str()); return 2; }
+    t.aug = *aug;
+  }
+  if (!c.aug_p.empty()) {
+    if (t.aug == st::AugPreset::kNone || (t.aug == st::AugPreset::kAuto && !st::IsSegmentationModel(t.model.name))) {
+      std::fprintf(stderr, "shardtrain: --aug-p sets nnU-Net's augmentation, which is off here; add --aug nnunet\n");
+      return 2;
+    }
+    const shardify::Status s = st::ParseAugProbabilities(c.aug_p, &t.nnunet);
+    if (!s.ok()) { std::fprintf(stderr, "shardtrain: --aug-p: %s\n", s.message().c_str()); return 2; }
   }
   const shardify::Status usage = st::CheckTrainOptions(t);
   if (!usage.ok()) {

@@ -24,6 +24,7 @@
 #include "reader/sampler.h"
 #include "trainer/optim.h"
 #include "trainer/report.h"
+#include "trainer/augment.h"
 #include "trainer/transforms.h"
 
 namespace shardify::trainer {
@@ -59,13 +60,18 @@ struct TrainOptions {
   bool amp = true;                // bf16 autocast on CUDA when LibTorch has it; off on CPU
   std::optional<double> mean, stddev;  // default: the dataset's statistics of the image
   AugmentOptions augment;         // its resize also applies to validation; seed = seed
+  // nnU-Net's augmentation (augment.h), after `augment`: by default for segmentation models
+  // (unet, unet3d). Its seed is `seed`; its paddings follow the patch padding. Volumes read
+  // each patch with the margin its rotation and scaling need.
+  AugPreset aug = AugPreset::kAuto;
+  NnUnetAugmentOptions nnunet;
   std::string best_metric;        // default val_accuracy / val_dice (train_loss without val)
   // Volumes (model unet3d): the image [C, D, H, W] (and mask) are read as random patches of
   // this spatial size {D, H, W}, the last round(batch * foreground_fraction) of each batch
   // centred on foreground of a class present in the case (from the field
   // "<mask_field>.fg_locations", when the converter stored it), parts outside the volume
   // padded (image 0, mask ignored). Validation and test run sliding windows over whole
-  // volumes with `overlap`. The 2D augmentations do not apply to volumes.
+  // volumes with `overlap`. The 2D augmentations of `augment` do not apply to volumes.
   std::vector<int64_t> patch;
   double foreground_fraction = 0.33;
   double overlap = 0.5;

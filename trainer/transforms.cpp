@@ -3,31 +3,14 @@
 #include <cmath>
 #include <vector>
 
+#include "trainer/rng_internal.h"
+
 namespace shardify::trainer {
 namespace {
 
 namespace F = torch::nn::functional;
 
-// SplitMix64: a tiny, portable, well-mixed generator; the same draws on every platform.
-class Rng {
- public:
-  Rng(uint64_t seed, uint64_t epoch, uint64_t step) : s_(seed) {
-    s_ = Next() ^ epoch;
-    s_ = Next() ^ step;
-    Next();
-  }
-  uint64_t Next() {
-    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double Uniform(double lo, double hi) { return lo + (hi - lo) * ((Next() >> 11) * 0x1.0p-53); }
-  bool Coin() { return (Next() >> 63) != 0; }
-
- private:
-  uint64_t s_;
-};
+using detail::Rng;
 
 torch::Tensor WithMask(const torch::Tensor& x, const std::vector<bool>& pick,
                        const std::function<torch::Tensor(const torch::Tensor&)>& f) {

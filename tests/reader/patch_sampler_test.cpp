@@ -95,6 +95,63 @@ TEST_CASE("reader patches: a patch equals the same crop of the volume, borders p
   }
 }
 
+TEST_CASE("reader patches: a margin reads the box grown around the same patch position") {
+  VolumeFixture fx;
+  PatchOptions plain = Options({6, 8, 4});
+  PatchOptions wide = plain;
+  wide.margin = {3, 0, 5};
+  CHECK(wide.ReadShape() == Shape{12, 8, 14});
+  CHECK(plain.ReadShape() == plain.patch);
+  auto a = PatchSampler::Create(fx.ds.get(), plain);
+  auto b = PatchSampler::Create(fx.ds.get(), wide);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(*(*b)->ImageBytes(0) == 12 * 8 * 14 * 2);
+  CHECK(*(*b)->LabelBytes(0) == 12 * 8 * 14);
+  Decoder d;
+  std::vector<uint8_t> img(12 * 8 * 14 * 2), lab(12 * 8 * 14), small_img(6 * 8 * 4 * 2), small_lab(6 * 8 * 4);
+  for (uint64_t draw = 0; draw < 12; ++draw) {
+    const uint64_t i = draw % 3;
+    const bool forced = draw % 2 == 1;
+    PatchInfo pa, pb;
+    REQUIRE((*a)->Sample(i, draw, forced, small_img.data(), small_img.size(), small_lab.data(), small_lab.size(), d, &pa).ok());
+    REQUIRE((*b)->Sample(i, draw, forced, img.data(), img.size(), lab.data(), lab.size(), d, &pb).ok());
+    REQUIRE(pa.start == pb.start);  // the margin does not move the patch
+    size_t n = 0;
+    for (int64_t z = 0; z < 12; ++z)
+      for (int64_t y = 0; y < 8; ++y)
+        for (int64_t x = 0; x < 14; ++x, ++n) {
+          const int64_t p = pb.start[0] - 3 + z, q = pb.start[1] + y, r = pb.start[2] - 5 + x;
+          const bool in = p >= 0 && p < D && q >= 0 && q < H && r >= 0 && r < W;
+          uint16_t v;
+          std::memcpy(&v, &img[n * 2], 2);
+          REQUIRE(v == (in ? Voxel(int64_t(i), p, q, r) : 0));
+          REQUIRE(lab[n] == (in ? Label(int64_t(i), p, q, r) : 255));
+        }
+  }
+  wide.margin = {1, 1};
+  CHECK(PatchSampler::Create(fx.ds.get(), wide).status().code() == StatusCode::kInvalidArgument);
+  wide.margin = {1, -1, 1};
+  CHECK(PatchSampler::Create(fx.ds.get(), wide).status().code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("reader patches: the Loader's patch mode reads the margin too") {
+  VolumeFixture fx;
+  std::shared_ptr<const Dataset> ds(std::move(fx.ds));
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.sampler.epochs = 1;
+  o.patch = Options({6, 6, 6});
+  o.patch->margin = {2, 1, 0};
+  auto loader = Loader::Open(ds, o);
+  REQUIRE(loader.ok());
+  auto b = (*loader)->Next();
+  REQUIRE(b.ok());
+  REQUIRE(*b);
+  CHECK((*b)->Find("image")->shape == Shape{2, 1, 10, 8, 6});
+  CHECK((*b)->Find("mask")->shape == Shape{2, 1, 10, 8, 6});
+}
+
 TEST_CASE("reader patches: positions are deterministic per sample and draw") {
   VolumeFixture fx;
   auto ps = PatchSampler::Create(fx.ds.get(), Options({8, 8, 8}));

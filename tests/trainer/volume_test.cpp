@@ -246,3 +246,39 @@ TEST_CASE("volumes: bad volume options give clear errors") {
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(r.status().message(), Catch::Contains(dir / "data"));
 }
+
+TEST_CASE("volumes: nnU-Net's augmentation is on by default for unet3d, and a resumed run repeats it") {
+  testing::TempDir dir;
+  REQUIRE(WriteVolumeFixture(dir / "data", 4, 1).ok());
+  auto record = [](std::vector<double>& into, uint64_t epoch) {
+    return [&into, epoch](const st::StepInfo& s) { if (s.epoch == epoch) into.push_back(s.last_step_loss); };
+  };
+  std::vector<double> straight, plain, resumed, first_epoch;
+  st::TrainOptions a = VolumeRun(dir / "data", dir / "a");
+  a.epochs = 2;
+  a.progress_every = 1;
+  a.on_step = record(straight, 1);
+  REQUIRE(st::Train(a).ok());
+  st::TrainOptions n = a;  // the same run without augmentation sees other batches
+  n.out_dir = dir / "n";
+  n.aug = st::AugPreset::kNone;
+  n.on_step = record(plain, 1);
+  REQUIRE(st::Train(n).ok());
+  REQUIRE(plain.size() == straight.size());
+  CHECK(plain != straight);
+  st::TrainOptions b = a;  // stopped after the first epoch (2 batches), then resumed
+  b.out_dir = dir / "b";
+  b.max_steps = 2;
+  b.on_step = record(first_epoch, 0);
+  REQUIRE(st::Train(b).ok());
+  REQUIRE(first_epoch.size() == 2);
+  st::TrainOptions c = a;
+  c.out_dir = dir / "b";
+  c.resume = dir / "b/last.pt";
+  c.on_step = record(resumed, 1);
+  auto r = st::Train(c);
+  REQUIRE(r.ok());
+  REQUIRE(straight.size() == 2);
+  REQUIRE(resumed.size() == straight.size());
+  for (size_t i = 0; i < straight.size(); ++i) CHECK(resumed[i] == Approx(straight[i]).epsilon(1e-5));
+}

@@ -1,0 +1,35 @@
+// The trainer's host-side random numbers for augmentation. Internal.
+#pragma once
+
+#include <cstdint>
+
+namespace shardify::trainer::detail {
+
+// SplitMix64 seeded by (seed, epoch, step, stream): a tiny, portable, well-mixed
+// generator, the same draws on every platform and for any thread count. Streams keep
+// independent draws apart (e.g. one per transform); stream 0 is the batch's first.
+class Rng {
+ public:
+  Rng(uint64_t seed, uint64_t epoch, uint64_t step, uint64_t stream = 0)
+      : s_(seed + stream * 0xD1B54A32D192ED03ull) {
+    s_ = Next() ^ epoch;
+    s_ = Next() ^ step;
+    Next();
+  }
+  uint64_t Next() {
+    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [lo, hi).
+  double Uniform(double lo, double hi) { return lo + (hi - lo) * ((Next() >> 11) * 0x1.0p-53); }
+  bool Coin() { return (Next() >> 63) != 0; }
+  // True with probability p (never for p <= 0, always for p >= 1).
+  bool Bernoulli(double p) { return Uniform(0, 1) < p; }
+
+ private:
+  uint64_t s_;
+};
+
+}  // namespace shardify::trainer::detail
