@@ -75,5 +75,7 @@ Status CheckShardIndex(const uint8_t* index, uint64_t length, const std::vector<
 
 // Accessors for one BlobRef (keeps the generated header out of other files).
 BlobEntry ReadBlobRef(const fb::BlobRef* base, uint64_t i);
+// Where BlobRef i lies (for prefetching), without reading it.
+const void* BlobRefAddress(const fb::BlobRef* base, uint64_t i);
 
 }  // namespace shardify::detail
