@@ -22,6 +22,7 @@ class ConvertSummary:
     seconds: float
     dry_run: bool
     dictionary: bool
+    codec: str
     ignored_files: int
     warnings: list = field(default_factory=list)
     skipped: list = field(default_factory=list)  # (input, reason) pairs
@@ -36,7 +37,7 @@ def convert(src, dst, *, progress=True, **options):
 
     Every option of the ``shardify`` command line is a keyword argument, its name with
     ``_`` for ``-``: ``layout="folder"``, ``split="train=0.8,val=0.2"`` (or a dict),
-    ``level=9``, ``shard_size="64M"``, ``classes=[...]``, ``patch_size=(128, 128, 128)``,
+    ``level=9``, ``codec="raw"``, ``shard_size="64M"``, ``classes=[...]``, ``patch_size=(128, 128, 128)``,
     ``overwrite=True``, ``dry_run=True``, ``dict=False`` (``--no-dict``), ``shuffle=False``
     (``--no-shuffle``), ``fsync=False``, ``on_error="skip"``, ``threads=4``, ``seed=1``.
     The list with their help is in ``shardify.convert_options()``.

@@ -93,6 +93,7 @@ py::dict SummaryDict(const ConvertSummary& s) {
   out["seconds"] = s.seconds;
   out["dry_run"] = s.dry_run;
   out["dictionary"] = s.dictionary;
+  out["codec"] = s.codec;
   out["text"] = convert::FormatSummary(s);
   return out;
 }
