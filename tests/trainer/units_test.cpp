@@ -390,7 +390,7 @@ TEST_CASE("trainer: metrics lines and the training curve") {
   CHECK_THAT(line, Catch::Contains("\"epoch\":2"));
   CHECK_THAT(line, Catch::Contains("\"val_loss\":null"));
   CHECK_THAT(line, Catch::Contains("\"val_accuracy\":0.6"));
-  st::RgbImage img = st::RenderCurve(h, "val_accuracy", 200, 120);
+  shardify::media::RgbImage img = st::RenderCurve(h, "val_accuracy", 200, 120);
   REQUIRE(img.pixels.size() == 200u * 120u * 3u);
   size_t blue = 0, green = 0;
   for (size_t p = 0; p < img.pixels.size(); p += 3) {
