@@ -60,7 +60,7 @@ Result<int64_t> NumClasses(const Manifest& m, const TrainOptions& o, bool seg) {
       if (st.field == o.mask_field && st.count > 0) return static_cast<int64_t>(st.max) + 1;
     }
   }
-  return InvalidArgument("cannot tell the number of classes: the manifest lists none; pass it");
+  return InvalidArgument("cannot tell the number of classes: the manifest lists none; pass --classes N");
 }
 
 // Volumes: image [C, D, H, W] with a patch of rank 3 (checked by CheckTrainOptions).
@@ -97,8 +97,9 @@ Status DescribeData(const TrainOptions& o, Setup& s) {
     s.model.width = o.augment.resize_w > 0 ? o.augment.resize_w : o.augment.crop_w > 0 ? o.augment.crop_w : shape.back();
   }
   if (s.model.in_channels < 1) return InvalidArgument(s.ds->dir() + ": image channel count varies; not supported");
-  if (s.model.name == "mlp" && (s.model.height < 1 || s.model.width < 1)) {
-    return InvalidArgument(s.ds->dir() + ": image size varies; the MLP needs --resize");
+  const ModelInfo* info = FindModel(s.model.name);
+  if (info != nullptr && info->fixed_input_size && (s.model.height < 1 || s.model.width < 1)) {
+    return InvalidArgument(s.ds->dir() + ": image size varies; model '" + s.model.name + "' needs --resize");
   }
   s.model.height = std::max<int64_t>(s.model.height, 1);
   s.model.width = std::max<int64_t>(s.model.width, 1);

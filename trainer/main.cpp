@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "format/types.h"
+#include "trainer/models.h"
 #include "trainer/train.h"
 
 namespace st = shardify::trainer;
@@ -59,14 +60,19 @@ struct Cli {
   std::string patch, aug, aug_p;
 };
 
+// The --model help: one line per entry of the model table.
+std::string ModelHelp() {
+  std::string help = st::ModelNameList(" | ");
+  for (const st::ModelInfo& m : st::Models()) help += std::string("\n") + m.name + ": " + m.help;
+  return help;
+}
+
 void AddTrain(CLI::App& app, Cli& c) {
   st::TrainOptions& t = c.train;
   t.out_dir = "shardtrain-out";
   app.add_option("dataset", t.data_dir, "Shard dataset directory (made by shardify)")->required();
   app.add_option("-o,--out", t.out_dir, "Output directory: last.pt, best.pt, metrics.jsonl, curve.png")->capture_default_str();
-  app.add_option("-m,--model", t.model.name,
-                 "mlp | cnn | resnet18 | densenet121 | unet | unet3d (unet: 2D segmentation with field 'mask';\n"
-                 "unet3d: volumes [C, D, H, W] trained on --patch patches)")->capture_default_str();
+  app.add_option("-m,--model", t.model.name, ModelHelp())->capture_default_str();
   app.add_option("--patch", c.patch, "unet3d: patch size DxHxW, e.g. 64x64x64 (also the sliding window)");
   app.add_option("--fg-fraction", t.foreground_fraction,
                  "unet3d: share of each batch centred on foreground (nnU-Net's oversampling)")->capture_default_str();

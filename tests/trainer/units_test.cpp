@@ -218,7 +218,8 @@ TEST_CASE("trainer: Dice per class matches hand-computed values") {
 
 TEST_CASE("trainer: every model maps images to logits of the right shape") {
   torch::NoGradGuard no_grad;
-  for (const std::string& name : st::ModelNames()) {
+  for (const st::ModelInfo& info : st::Models()) {
+    const std::string name = info.name;
     st::ModelSpec spec;
     spec.name = name;
     spec.in_channels = 1;
