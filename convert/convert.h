@@ -55,7 +55,6 @@ struct ConvertOptions {
   uint64_t max_sample_bytes = kDefaultMaxImageBytes;  // 2 GiB
   uint64_t max_memory = 0;             // 0: half the physical memory, at least 1 GiB
   const std::atomic<bool>* cancel = nullptr;  // polled; when set, Convert returns Cancelled
-  std::string options_text;            // the command line, recorded in the provenance
   Shape patch_size;                    // spatial training patch ({D, H, W} or {H, W}); when
                                        // set, image and mask are stored chunked (format
                                        // version 2) and masks get "mask.fg_locations"
