@@ -192,7 +192,7 @@ Result<std::vector<Part>> LoadParts(const std::string& dir) {
     if (!m.ok() && m.status().code() == StatusCode::kNotFound)
       return NotFound(where + " is not complete (no " + kPartManifestFileName +
                       ": it failed or was interrupted); convert it again with --part " + PartName(want));
-    if (!m.ok()) return m.status();
+    if (!m.ok()) return m.status().WithContext(where);
     p.manifest = std::move(m).value();
     ASSIGN_OR_RETURN(p.info, PartOf(p.manifest, where));
     if (p.info.index != k || p.info.count != want.count)
