@@ -21,6 +21,7 @@
 
 #include "convert/image_io.h"
 #include "convert/source.h"
+#include "format/parts.h"
 #include "format/status.h"
 #include "format/types.h"
 
@@ -62,6 +63,11 @@ struct ConvertOptions {
                                        // (0: no mask.fg_locations field)
   bool shuffle = true;                 // byte-shuffle image and mask fields of 2-, 4- or
                                        // 8-byte elements (format version 3; smaller)
+  // Conversion in parts (convert/parts.h): with parts > 0, write only part `part` (1..parts),
+  // a contiguous slice of the sample order, into dest/parts/; Merge() then makes dest the
+  // dataset. A part that is complete already is not converted again (unless overwrite).
+  uint32_t part = 0;
+  uint32_t parts = 0;
 };
 
 // Bytes held while one sample is decoded and compressed, per decoded byte (the pixels,
@@ -95,6 +101,11 @@ struct ConvertSummary {
   double seconds = 0;
   bool dry_run = false;
   bool dictionary = false;            // a dictionary was trained and used
+  // With ConvertOptions::parts: the part (its planned slice of the sample order), the
+  // samples of the whole dataset, and whether this run converted it.
+  PartInfo part;
+  uint64_t part_of = 0;
+  enum class PartState { kConverted, kComplete, kMerged } part_state = PartState::kConverted;
 };
 
 // What the pipeline is doing; reported from the calling thread.

@@ -25,6 +25,11 @@ inline constexpr std::array<uint8_t, 8> kShardMagic = {0x89, 'S', 'F', 'S', 0x0D
 inline constexpr std::array<uint8_t, 8> kManifestMagic = {0x89, 'S', 'F', 'M', 0x0D, 0x0A, 0x1A, 0x0A};
 
 inline constexpr char kManifestFileName[] = "manifest.sfm";
+// A dataset converted in parts (FORMAT.md section 6): part K of N is written to
+// parts/KKKKK-of-NNNNN/ inside the dataset directory, its manifest named part.sfm.
+inline constexpr char kPartManifestFileName[] = "part.sfm";
+inline constexpr char kPartsDirName[] = "parts";
+inline constexpr uint32_t kMaxParts = 99999;  // part directory names have five digits
 inline constexpr char kShardFileSuffix[] = ".sfs";
 inline constexpr char kTempSuffix[] = ".tmp";
 
