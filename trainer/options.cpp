@@ -16,6 +16,7 @@ Status CheckTrainOptions(const TrainOptions& o) {
   RETURN_IF_ERROR(CheckOptimizer(o.optimizer));
   RETURN_IF_ERROR(CheckSchedule(o.schedule));
   RETURN_IF_ERROR(detail::CheckDeviceName(o.device));
+  RETURN_IF_ERROR(CheckDistributedOptions(o.dist));
   if (IsVolumeModel(o.model.name)) {
     if (o.patch.size() != 3 || std::any_of(o.patch.begin(), o.patch.end(), [](int64_t p) { return p < 1; })) {
       return InvalidArgument("model '" + o.model.name + "' needs a patch size D x H x W of positive sizes (--patch)");
