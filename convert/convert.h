@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "convert/image_io.h"
+#include "convert/preprocess.h"
 #include "convert/source.h"
 #include "format/status.h"
 #include "format/types.h"
@@ -63,6 +64,7 @@ struct ConvertOptions {
                                        // (0: no mask.fg_locations field)
   bool shuffle = true;                 // byte-shuffle image and mask fields of 2-, 4- or
                                        // 8-byte elements (format version 3; smaller)
+  PreprocessOptions preprocess;        // dtype, crop, normalization, spacing (preprocess.h)
 };
 
 // Bytes held while one sample is decoded and compressed, per decoded byte (the pixels,
@@ -87,6 +89,7 @@ struct ConvertSummary {
   std::vector<std::string> classes;
   std::vector<std::string> fields;    // "image u8 [1, 28, 28]", ...
   std::vector<std::string> warnings;
+  std::vector<std::string> preprocessing;  // what was promoted, cropped, normalized, resampled, and why
   std::vector<SkippedInput> skipped;
   uint64_t samples = 0;
   uint64_t ignored_files = 0;         // files that are not inputs of the layout (e.g. .txt)

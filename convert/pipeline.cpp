@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <condition_variable>
 #include <filesystem>
 #include <functional>
@@ -77,7 +78,8 @@ std::string FieldLine(const FieldSpec& f) {
   return s;
 }
 
-WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan, const detail::Schema& schema) {
+WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan, const detail::Schema& schema,
+                                const detail::PreprocessPlan& preprocess) {
   WriterOptions w;
   w.target_shard_bytes = o.shard_bytes;
   w.zstd_level = o.zstd_level;
@@ -109,6 +111,7 @@ WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan,
     if (schema.mask >= 0) w.provenance.options.push_back({"mask_chunk_shape", ShapeToString(schema.fields[schema.mask].chunk_shape)});
     if (schema.fg_locations >= 0) w.provenance.options.push_back({"fg_locations", std::to_string(o.fg_locations)});
   }
+  for (KeyValue& kv : detail::PreprocessProvenance(preprocess)) w.provenance.options.push_back(std::move(kv));
   return w;
 }
 
@@ -127,6 +130,7 @@ Status WriteSkipped(DatasetWriter& writer, const std::vector<SkippedInput>& skip
 struct Prepared {
   SourcePlan plan;
   detail::Schema schema;
+  detail::PreprocessPlan preprocess;
   std::vector<size_t> order;
   std::vector<std::vector<uint8_t>> small_files;  // per case, see CaseInfo::small_file
   uint64_t max_sample_bytes = 0;                  // largest decoded image + mask
@@ -141,11 +145,12 @@ uint64_t CaseBytes(const CaseInfo& c) {
 }
 
 // Cases whose image and mask together decode to more than the per-sample limit become
-// per-input errors (each file alone was checked by InspectCase).
+// per-input errors (each file alone was checked by InspectCase); `extra`, when given, is
+// what preprocessing adds per case.
 void ApplySampleLimit(const ConvertOptions& o, const SourcePlan& plan, const std::vector<CaseInfo>& infos,
-                      std::vector<bool>* ok, std::vector<Status>* errors) {
+                      std::vector<bool>* ok, std::vector<Status>* errors, const std::vector<uint64_t>* extra = nullptr) {
   for (size_t i = 0; i < infos.size(); ++i) {
-    const uint64_t bytes = CaseBytes(infos[i]);
+    const uint64_t bytes = CaseBytes(infos[i]) + (extra != nullptr ? (*extra)[i] : 0);
     if (!(*ok)[i] || bytes <= o.max_sample_bytes) continue;
     (*ok)[i] = false;
     (*errors)[i] = ResourceExhausted(plan.cases[i].name + ": decodes to " + detail::HumanBytes(bytes) +
@@ -186,8 +191,15 @@ Status Prepare(const ConvertOptions& o, int threads, ProgressSink* progress, Pre
   RETURN_IF_ERROR(InspectAll(plan, o, threads, progress, &infos, &ok, &errors));
   if (IsCancelled(o)) return Cancelled("conversion cancelled");
   ApplySampleLimit(o, plan, infos, &ok, &errors);
+  std::vector<uint64_t> work_bytes;  // preprocessing's own memory per case
+  RETURN_IF_ERROR(detail::PlanPreprocessing(o.preprocess, plan, infos, ok, errors, &p->preprocess, &work_bytes,
+                                            &sum->preprocessing));
+  if (o.preprocess.transforms()) ApplySampleLimit(o, plan, infos, &ok, &errors, &work_bytes);  // resampled sizes
   p->schema = detail::BuildSchema(plan, infos, ok, errors);
   if (!p->schema.fields.empty()) {
+    detail::Schema& s = p->schema;
+    RETURN_IF_ERROR(detail::FinishSchema(infos, ok, plan.has_mask, s.geometry_dims, s.image, s.mask, s.fields,
+                                         &s.record, &p->preprocess, &sum->preprocessing));
     RETURN_IF_ERROR(detail::ApplyPatchSize(p->schema, infos, ok, o.patch_size, o.fg_locations, o.seed)
                         .WithContext(o.source));
     for (int f : {p->schema.image, p->schema.mask}) {
@@ -199,8 +211,9 @@ Status Prepare(const ConvertOptions& o, int threads, ProgressSink* progress, Pre
   p->small_files.resize(infos.size());
   for (size_t i = 0; i < infos.size(); ++i) {
     p->small_files[i] = std::move(infos[i].small_file);
-    if (!ok[i] || CaseBytes(infos[i]) <= p->max_sample_bytes) continue;
-    p->max_sample_bytes = CaseBytes(infos[i]);
+    const uint64_t bytes = CaseBytes(infos[i]) + work_bytes[i];
+    if (!ok[i] || bytes <= p->max_sample_bytes) continue;
+    p->max_sample_bytes = bytes;
     p->largest = plan.cases[i].name;
   }
   for (size_t i = 0; i < plan.cases.size(); ++i) {
@@ -242,6 +255,28 @@ ConvertOptions ResolveAuto(ConvertOptions o, uint64_t max_sample_bytes, size_t s
 
 }  // namespace
 
+namespace {
+
+// --normalize ct: the statistics of the training cases with a mask, before anything is written.
+Status RunCtPass(const ConvertOptions& o, int threads, ProgressSink* progress, Prepared* p, ConvertSummary* sum) {
+  detail::CtPass pass{&p->plan, {}, &p->preprocess, threads, o.max_sample_bytes, o.cancel, progress};
+  for (size_t i : p->order) {
+    const CaseInput& c = p->plan.cases[i];
+    if (c.split == "train" && (!c.mask.empty() || !c.rle.empty())) pass.cases.push_back(i);
+  }
+  ASSIGN_OR_RETURN(p->preprocess.ct, detail::CtStatistics(pass));
+  for (size_t c = 0; c < p->preprocess.ct.size(); ++c) {
+    const detail::ChannelNorm& n = p->preprocess.ct[c];
+    char line[256];
+    std::snprintf(line, sizeof line, "ct statistics of channel %zu over %zu training case(s): clip [%g, %g], mean %g, std %g",
+                  c, pass.cases.size(), n.clip_low, n.clip_high, n.mean, n.stddev);
+    sum->preprocessing.push_back(line);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 uint64_t DefaultMaxMemory() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   const uint64_t physical = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
@@ -264,9 +299,11 @@ Result<ConvertSummary> ConvertImpl(const ConvertOptions& options, ProgressSink* 
     sum.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return sum;
   }
-  ASSIGN_OR_RETURN(auto writer, DatasetWriter::Create(o.dest, p.schema.fields, MakeWriterOptions(o, p.plan, p.schema)));
+  if (p.preprocess.needs_ct_statistics()) RETURN_IF_ERROR(RunCtPass(o, threads, progress, &p, &sum));
+  ASSIGN_OR_RETURN(auto writer, DatasetWriter::Create(o.dest, p.schema.fields,
+                                                      MakeWriterOptions(o, p.plan, p.schema, p.preprocess)));
   detail::EncodeJob job{&p.plan, &p.schema, &p.order, writer.get(), threads, window, o.cancel, progress,
-                        &p.small_files, o.max_sample_bytes};
+                        &p.small_files, o.max_sample_bytes, &p.preprocess};
   if (o.dict) RETURN_IF_ERROR(detail::TrainDictionaries(job, p.max_sample_bytes, &sum));
   std::vector<size_t> written;
   ASSIGN_OR_RETURN(std::vector<detail::CaseFailure> failures, detail::EncodeAll(job, o.skip_errors, &written, &sum.bytes_in));

@@ -77,6 +77,7 @@ std::string FormatSummary(const ConvertSummary& s) {
   o << "  fields:";
   for (size_t i = 0; i < s.fields.size(); ++i) o << (i ? "; " : " ") << s.fields[i];
   o << "\n";
+  for (const auto& p : s.preprocessing) o << "  preprocessing: " << p << "\n";
   if (!s.dry_run) {
     char line[256];
     double ratio = s.bytes_in > 0 ? static_cast<double>(s.bytes_out) / static_cast<double>(s.bytes_in) : 0.0;
