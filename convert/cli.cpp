@@ -91,7 +91,7 @@ void Define(CLI::App& app, Flags& f) {
       ->check(CLI::Range(1, 1024));
   app.add_option("--level", f.level,
                  "zstd compression level 1..19, or auto: 9 when samples are at most 64 KiB\n"
-                 "(small images gain from it at no cost in speed), else 3")
+                 "(small images gain from it at no cost in speed), else 3 with masks at 9")
       ->capture_default_str();
   app.add_option("--shard-size", f.shard_size, "Target shard size: bytes, or with K/M/G suffix")->capture_default_str();
   app.add_flag("--dict", f.dict,
@@ -125,7 +125,8 @@ void Define(CLI::App& app, Flags& f) {
   app.add_flag("--no-shuffle", f.no_shuffle,
                "Store 16/32/64-bit images and masks as they are. By default their bytes are shuffled\n"
                "(byte 0 of every element, then byte 1, ...; format version 3), which zstd compresses\n"
-               "about 10-20% smaller on 16-bit and float volumes");
+               "about 10-20% smaller on 16-bit and float volumes, and mask.fg_locations is stored as\n"
+               "differences of its sorted rows (format version 4), about half as large");
   app.add_option("--max-sample-memory", f.max_sample_memory,
                  "Largest sample (image channels + mask) as decoded, in bytes or with K/M/G/T; a larger\n"
                  "one is an error for that input (skippable), found from its header before decoding")

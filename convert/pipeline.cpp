@@ -75,11 +75,17 @@ std::string FieldLine(const FieldSpec& f) {
   if (f.kind == FieldKind::kNdarray) s += std::string(" ") + DTypeName(f.dtype) + " " + ShapeToString(f.shape);
   if (f.chunked()) s += " chunks " + ShapeToString(f.chunk_shape);
   if (f.filter == Filter::kByteShuffle) s += " shuffled";
+  if (f.filter == Filter::kDeltaColumns) s += " delta-coded";
   return s;
 }
 
+// With --level auto, label maps and foreground locations of volumes are compressed at this
+// level instead of 3: on ITK's brain MRI segmentation 13% smaller (chunked, 74 vs 85 KB),
+// its foreground locations 6% smaller, at a few milliseconds per case.
+constexpr int kLabelLevel = 9;
+
 WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan, const detail::Schema& schema,
-                                const detail::PreprocessPlan& preprocess) {
+                                const detail::PreprocessPlan& preprocess, bool auto_level) {
   WriterOptions w;
   w.target_shard_bytes = o.shard_bytes;
   w.zstd_level = o.zstd_level;
@@ -112,6 +118,12 @@ WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan,
     if (schema.fg_locations >= 0) w.provenance.options.push_back({"fg_locations", std::to_string(o.fg_locations)});
   }
   for (KeyValue& kv : detail::PreprocessProvenance(preprocess)) w.provenance.options.push_back(std::move(kv));
+  if (auto_level && o.zstd_level < kLabelLevel && schema.mask >= 0) {
+    for (int f : {schema.mask, schema.fg_locations}) {
+      if (f >= 0) w.field_levels.push_back({schema.fields[f].name, kLabelLevel});
+    }
+    w.provenance.options.push_back({"mask_level", std::to_string(kLabelLevel)});
+  }
   return w;
 }
 
@@ -207,6 +219,8 @@ Status Prepare(const ConvertOptions& o, int threads, ProgressSink* progress, Pre
         p->schema.fields[f].filter = Filter::kByteShuffle;
       }
     }
+    // Sorted coordinates: their differences compress to about half (format version 4).
+    if (o.shuffle && s.fg_locations >= 0) s.fields[s.fg_locations].filter = Filter::kDeltaColumns;
   }
   p->small_files.resize(infos.size());
   for (size_t i = 0; i < infos.size(); ++i) {
@@ -301,7 +315,8 @@ Result<ConvertSummary> ConvertImpl(const ConvertOptions& options, ProgressSink* 
   }
   if (p.preprocess.needs_ct_statistics()) RETURN_IF_ERROR(RunCtPass(o, threads, progress, &p, &sum));
   ASSIGN_OR_RETURN(auto writer, DatasetWriter::Create(o.dest, p.schema.fields,
-                                                      MakeWriterOptions(o, p.plan, p.schema, p.preprocess)));
+                                                      MakeWriterOptions(o, p.plan, p.schema, p.preprocess,
+                                                                        options.zstd_level == 0)));
   detail::EncodeJob job{&p.plan, &p.schema, &p.order, writer.get(), threads, window, o.cancel, progress,
                         &p.small_files, o.max_sample_bytes, &p.preprocess};
   if (o.dict) RETURN_IF_ERROR(detail::TrainDictionaries(job, p.max_sample_bytes, &sum));
