@@ -328,7 +328,7 @@ namespace {
 
 FieldValue I64Array(const std::vector<int64_t>& v, Shape shape) {
   std::vector<uint8_t> b(v.size() * 8);
-  std::memcpy(b.data(), v.data(), b.size());  // little-endian hosts, as ElementAsDouble assumes
+  if (!b.empty()) std::memcpy(b.data(), v.data(), b.size());  // little-endian hosts, as ElementAsDouble assumes
   return FieldValue::Array(std::move(b), std::move(shape));
 }
 

@@ -132,7 +132,7 @@ Result<std::vector<uint8_t>> Uncrop(const SourceGrid& g, DType dtype, const Shap
   const size_t es = DTypeSize(dtype);
   const uint64_t voxels = Count(g.shape);
   std::vector<uint8_t> out(static_cast<size_t>(voxels * static_cast<uint64_t>(shape[0])) * es);
-  for (int64_t c = 0; c < shape[0]; ++c) {
+  for (int64_t c = 0; c < shape[0] && voxels > 0; ++c) {
     const double v = FillOf(fill, c);
     uint8_t* dst = out.data() + static_cast<uint64_t>(c) * voxels * es;
     ConvertElements(reinterpret_cast<const uint8_t*>(&v), DType::kF64, dst, dtype, 1);

@@ -29,7 +29,7 @@ std::vector<uint8_t> Locations(int64_t rows, uint64_t seed) {
                        static_cast<int32_t>(p % 128)});
   }
   std::vector<uint8_t> b(v.size() * 4);
-  std::memcpy(b.data(), v.data(), b.size());
+  if (!b.empty()) std::memcpy(b.data(), v.data(), b.size());
   return b;
 }
 
