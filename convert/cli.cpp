@@ -78,6 +78,10 @@ Status ToPreprocessOptions(const CLI::App& app, const Flags& f, PreprocessOption
   if (!f.dtype.empty()) {
     o.dtype = ParseDType(f.dtype);
     if (!o.dtype) return InvalidArgument("--dtype '" + f.dtype + "' is not one of u8, i8, u16, i16, u32, i32, i64, f16, f32, f64");
+    const bool is_float = *o.dtype == DType::kF16 || *o.dtype == DType::kF32 || *o.dtype == DType::kF64;
+    if (o.normalizes() && !is_float) {
+      return InvalidArgument("--normalize stores floats: --dtype must be f16, f32 or f64, not " + f.dtype);
+    }
   }
   return Status::Ok();
 }

@@ -50,7 +50,10 @@ Status ParseSpacing(const std::string& text, PreprocessOptions* o) {
     }
     o->spacing.push_back(v);
   }
-  if (o->spacing.empty()) return InvalidArgument("--spacing: empty (expected auto, or Z,Y,X)");
+  if (o->spacing.size() != 3) {
+    return InvalidArgument("--spacing '" + text + "': " + std::to_string(o->spacing.size()) +
+                           " value(s); volumes have 3 spatial axes (expected auto, or Z,Y,X in mm)");
+  }
   return Status::Ok();
 }
 

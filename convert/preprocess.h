@@ -53,7 +53,7 @@ struct PreprocessOptions {
   bool transforms() const { return crop_nonzero || resamples() || normalizes(); }
 };
 
-// "1.5,0.8,0.8" (positive, finite; the count is checked against the data) or "auto".
+// "1.5,0.8,0.8" (three positive, finite spacings: Z,Y,X) or "auto".
 Status ParseSpacing(const std::string& text, PreprocessOptions* o);
 // "none", "zscore", "ct", or one of them per channel: "ct,zscore".
 Result<std::vector<Normalization>> ParseNormalize(const std::string& text);

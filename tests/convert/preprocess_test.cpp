@@ -8,6 +8,7 @@
 #include <functional>
 #include <sstream>
 
+#include "convert/cli.h"
 #include "convert/preprocess_internal.h"
 #include "format/elements.h"
 #include "tests/convert/convert_fixtures.h"
@@ -371,6 +372,10 @@ TEST_CASE("preprocess: foreground samples are evenly strided; bad combinations f
   CHECK_THAT(r.status().ToString(), Catch::Contains("--dtype must be f16, f32 or f64"));
   PreprocessOptions p;
   CHECK_THAT(ParseSpacing("1,0,1", &p).ToString(), Catch::Contains("not a positive spacing"));
+  CHECK_THAT(ParseSpacing("1,1", &p).ToString(), Catch::Contains("2 value(s)"));
+  CHECK_THAT(ParseCommandLine({"src", "-o", "dst", "--normalize", "ct", "--dtype", "u8"}).status().ToString(),
+             Catch::Contains("--dtype must be f16, f32 or f64"));
+  CHECK_THAT(ParseCommandLine({"src", "-o", "dst", "--crop", "box"}).status().ToString(), Catch::Contains("--crop"));
   CHECK_FALSE(ParseNormalize("ct,max").ok());
   ConvertOptions two;
   two.preprocess.spacing = {1, 1};
