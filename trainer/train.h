@@ -132,6 +132,9 @@ struct PredictOptions {
   size_t batch_size = 256;        // volumes: sliding windows per forward pass (at most 8)
   size_t threads = 0;
   std::string device = "auto";
+  // Volumes: each mask back on its case's source grid (predict_grid.h), with the source's
+  // header and geometry; otherwise on the stored grid, with the case's source.* record.
+  bool source_grid = false;
 };
 
 struct PredictSummary {
@@ -146,7 +149,8 @@ Status CheckPredictOptions(const PredictOptions& options);
 // RFC 4180 says where a class name holds a comma, quote or line break; written to
 // "<out>.tmp" and renamed when complete). Segmentation: a shard dataset with fields
 // `index` (int) and `mask` (u8 [1, H, W]; volumes u8 [1, D, H, W] predicted by sliding
-// windows with the checkpoint's patch and overlap) in split `split`.
+// windows with the checkpoint's patch and overlap) in split `split`; volumes also carry
+// mask.spacing, .origin, .direction (and more, see predict_grid.h).
 Result<PredictSummary> Predict(const PredictOptions& options);
 
 }  // namespace shardify::trainer
