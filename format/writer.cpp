@@ -459,7 +459,8 @@ Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& 
     return InvalidArgument("zstd level " + std::to_string(options.zstd_level) + " is outside 1..19");
   if (options.target_shard_bytes == 0) return InvalidArgument("target shard size must be positive");
   if (options.part.count > 0) RETURN_IF_ERROR(ValidatePart(options.part));
-  for (const auto& [name, level] : options.field_levels) {
+  for (const auto& [field_name, level] : options.field_levels) {
+    const std::string& name = field_name;
     const auto f = std::find_if(fields.begin(), fields.end(), [&](const FieldSpec& s) { return s.name == name; });
     if (f == fields.end() || f->kind != FieldKind::kNdarray)
       return InvalidArgument("zstd level for '" + name + "', which is not an ndarray field");
