@@ -20,7 +20,9 @@
 #include <vector>
 
 #include "convert/image_io.h"
+#include "convert/preprocess.h"
 #include "convert/source.h"
+#include "format/parts.h"
 #include "format/status.h"
 #include "format/types.h"
 
@@ -68,7 +70,6 @@ struct ConvertOptions {
   uint64_t max_sample_bytes = kDefaultMaxImageBytes;  // 2 GiB
   uint64_t max_memory = 0;             // 0: half the physical memory, at least 1 GiB
   const std::atomic<bool>* cancel = nullptr;  // polled; when set, Convert returns Cancelled
-  std::string options_text;            // the command line, recorded in the provenance
   Shape patch_size;                    // spatial training patch ({D, H, W} or {H, W}); when
                                        // set, image and mask are stored chunked (format
                                        // version 2) and masks get "mask.fg_locations"
@@ -77,6 +78,12 @@ struct ConvertOptions {
   bool shuffle = true;                 // byte-shuffle image and mask fields of 2-, 4- or
                                        // 8-byte elements (format version 3; smaller);
                                        // zstd only
+  // Conversion in parts (convert/parts.h): with parts > 0, write only part `part` (1..parts),
+  // a contiguous slice of the sample order, into dest/parts/; Merge() then makes dest the
+  // dataset. A part that is complete already is not converted again (unless overwrite).
+  uint32_t part = 0;
+  uint32_t parts = 0;
+  PreprocessOptions preprocess;        // dtype, crop, normalization, spacing (preprocess.h)
 };
 
 // Bytes held while one sample is decoded and compressed, per decoded byte (the pixels,
@@ -101,6 +108,7 @@ struct ConvertSummary {
   std::vector<std::string> classes;
   std::vector<std::string> fields;    // "image u8 [1, 28, 28]", ...
   std::vector<std::string> warnings;
+  std::vector<std::string> preprocessing;  // what was promoted, cropped, normalized, resampled, and why
   std::vector<SkippedInput> skipped;
   uint64_t samples = 0;
   uint64_t ignored_files = 0;         // files that are not inputs of the layout (e.g. .txt)
@@ -111,6 +119,11 @@ struct ConvertSummary {
   bool dry_run = false;
   bool dictionary = false;            // a dictionary was trained and used
   std::string codec = "zstd";         // how arrays were stored: "zstd" or "raw"
+  // With ConvertOptions::parts: the part (its planned slice of the sample order), the
+  // samples of the whole dataset, and whether this run converted it.
+  PartInfo part;
+  uint64_t part_of = 0;
+  enum class PartState { kConverted, kComplete, kMerged } part_state = PartState::kConverted;
 };
 
 // What the pipeline is doing; reported from the calling thread.

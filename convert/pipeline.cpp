@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <condition_variable>
 #include <filesystem>
 #include <functional>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "convert/convert.h"
+#include "convert/parts_internal.h"
 #include "convert/schema_internal.h"
 #include "convert/source_internal.h"
 #include "convert/work_internal.h"
@@ -32,8 +34,6 @@ using Clock = std::chrono::steady_clock;
 constexpr uint64_t kSmallFileBudget = 256ull << 20;
 // Decoded bytes the reorder window aims to hold at most (large volumes shrink it).
 constexpr uint64_t kWindowBudget = 1ull << 30;
-
-constexpr char kSkippedFile[] = "skipped.tsv";  // companion of the dataset (see WriterOptions)
 
 bool IsCancelled(const ConvertOptions& o) { return o.cancel != nullptr && o.cancel->load(); }
 
@@ -74,16 +74,23 @@ std::string FieldLine(const FieldSpec& f) {
   if (f.kind == FieldKind::kNdarray) s += std::string(" ") + DTypeName(f.dtype) + " " + ShapeToString(f.shape);
   if (f.chunked()) s += " chunks " + ShapeToString(f.chunk_shape);
   if (f.filter == Filter::kByteShuffle) s += " shuffled";
+  if (f.filter == Filter::kDeltaColumns) s += " delta-coded";
   return s;
 }
 
-WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan, const detail::Schema& schema) {
+// With --level auto, label maps and foreground locations of volumes are compressed at this
+// level instead of 3: on ITK's brain MRI segmentation 13% smaller (chunked, 74 vs 85 KB),
+// its foreground locations 6% smaller, at a few milliseconds per case.
+constexpr int kLabelLevel = 9;
+
+WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan, const detail::Schema& schema,
+                                const detail::PreprocessPlan& preprocess, bool auto_level) {
   WriterOptions w;
   w.target_shard_bytes = o.shard_bytes;
   w.codec = o.codec == CodecChoice::kRaw ? Codec::kRaw : Codec::kZstd;
   if (o.zstd_level > 0) w.zstd_level = o.zstd_level;
   w.overwrite = o.overwrite;
-  w.companions = {kSkippedFile};
+  w.companions = {detail::kSkippedFile};
   w.fsync = o.fsync;
   w.classes = plan.classes;
   w.provenance.converter = "shardify";
@@ -111,6 +118,13 @@ WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan,
     if (schema.mask >= 0) w.provenance.options.push_back({"mask_chunk_shape", ShapeToString(schema.fields[schema.mask].chunk_shape)});
     if (schema.fg_locations >= 0) w.provenance.options.push_back({"fg_locations", std::to_string(o.fg_locations)});
   }
+  for (KeyValue& kv : detail::PreprocessProvenance(preprocess)) w.provenance.options.push_back(std::move(kv));
+  if (auto_level && o.codec != CodecChoice::kRaw && o.zstd_level < kLabelLevel && schema.mask >= 0) {
+    for (int f : {schema.mask, schema.fg_locations}) {
+      if (f >= 0) w.field_levels.push_back({schema.fields[f].name, kLabelLevel});
+    }
+    w.provenance.options.push_back({"mask_level", std::to_string(kLabelLevel)});
+  }
   return w;
 }
 
@@ -123,12 +137,13 @@ Status WriteSkipped(DatasetWriter& writer, const std::vector<SkippedInput>& skip
     return s;
   };
   for (const auto& s : skipped) text += clean(s.input) + "\t" + clean(s.reason) + "\n";
-  return writer.WriteCompanion(kSkippedFile, text.data(), text.size());
+  return writer.WriteCompanion(detail::kSkippedFile, text.data(), text.size());
 }
 
 struct Prepared {
   SourcePlan plan;
   detail::Schema schema;
+  detail::PreprocessPlan preprocess;
   std::vector<size_t> order;
   std::vector<std::vector<uint8_t>> small_files;  // per case, see CaseInfo::small_file
   uint64_t max_sample_bytes = 0;                  // largest decoded image + mask
@@ -157,11 +172,12 @@ CodecChoice ResolveCodec(CodecChoice c, const std::vector<CaseInfo>& infos, cons
 }
 
 // Cases whose image and mask together decode to more than the per-sample limit become
-// per-input errors (each file alone was checked by InspectCase).
+// per-input errors (each file alone was checked by InspectCase); `extra`, when given, is
+// what preprocessing adds per case.
 void ApplySampleLimit(const ConvertOptions& o, const SourcePlan& plan, const std::vector<CaseInfo>& infos,
-                      std::vector<bool>* ok, std::vector<Status>* errors) {
+                      std::vector<bool>* ok, std::vector<Status>* errors, const std::vector<uint64_t>* extra = nullptr) {
   for (size_t i = 0; i < infos.size(); ++i) {
-    const uint64_t bytes = CaseBytes(infos[i]);
+    const uint64_t bytes = CaseBytes(infos[i]) + (extra != nullptr ? (*extra)[i] : 0);
     if (!(*ok)[i] || bytes <= o.max_sample_bytes) continue;
     (*ok)[i] = false;
     (*errors)[i] = ResourceExhausted(plan.cases[i].name + ": decodes to " + detail::HumanBytes(bytes) +
@@ -202,22 +218,31 @@ Status Prepare(const ConvertOptions& o, int threads, ProgressSink* progress, Pre
   RETURN_IF_ERROR(InspectAll(plan, o, threads, progress, &infos, &ok, &errors));
   if (IsCancelled(o)) return Cancelled("conversion cancelled");
   ApplySampleLimit(o, plan, infos, &ok, &errors);
+  std::vector<uint64_t> work_bytes;  // preprocessing's own memory per case
+  RETURN_IF_ERROR(detail::PlanPreprocessing(o.preprocess, plan, infos, ok, errors, &p->preprocess, &work_bytes,
+                                            &sum->preprocessing));
+  if (o.preprocess.transforms()) ApplySampleLimit(o, plan, infos, &ok, &errors, &work_bytes);  // resampled sizes
   p->schema = detail::BuildSchema(plan, infos, ok, errors);
   p->codec = ResolveCodec(o.codec, infos, ok);
   if (!p->schema.fields.empty()) {
+    detail::Schema& s = p->schema;
+    RETURN_IF_ERROR(detail::FinishSchema(infos, ok, plan.has_mask, s.geometry_dims, s.image, s.mask, s.fields,
+                                         &s.record, &p->preprocess, &sum->preprocessing));
     RETURN_IF_ERROR(detail::ApplyPatchSize(p->schema, infos, ok, o.patch_size, o.fg_locations, o.seed)
                         .WithContext(o.source));
-    for (int f : {p->schema.image, p->schema.mask}) {  // shuffling helps compression only
-      if (o.shuffle && p->codec == CodecChoice::kZstd && f >= 0 && DTypeSize(p->schema.fields[f].dtype) > 1) {
-        p->schema.fields[f].filter = Filter::kByteShuffle;
-      }
+    const bool filters = o.shuffle && p->codec == CodecChoice::kZstd;  // they help compression only
+    for (int f : {p->schema.image, p->schema.mask}) {
+      if (filters && f >= 0 && DTypeSize(p->schema.fields[f].dtype) > 1) p->schema.fields[f].filter = Filter::kByteShuffle;
     }
+    // Sorted coordinates: their differences compress to about half (format version 4).
+    if (filters && s.fg_locations >= 0) s.fields[s.fg_locations].filter = Filter::kDeltaColumns;
   }
   p->small_files.resize(infos.size());
   for (size_t i = 0; i < infos.size(); ++i) {
     p->small_files[i] = std::move(infos[i].small_file);
-    if (!ok[i] || CaseBytes(infos[i]) <= p->max_sample_bytes) continue;
-    p->max_sample_bytes = CaseBytes(infos[i]);
+    const uint64_t bytes = CaseBytes(infos[i]) + work_bytes[i];
+    if (!ok[i] || bytes <= p->max_sample_bytes) continue;
+    p->max_sample_bytes = bytes;
     p->largest = plan.cases[i].name;
   }
   for (size_t i = 0; i < plan.cases.size(); ++i) {
@@ -275,6 +300,28 @@ const char* CodecChoiceName(CodecChoice c) {
   return "?";
 }
 
+namespace {
+
+// --normalize ct: the statistics of the training cases with a mask, before anything is written.
+Status RunCtPass(const ConvertOptions& o, int threads, ProgressSink* progress, Prepared* p, ConvertSummary* sum) {
+  detail::CtPass pass{&p->plan, {}, &p->preprocess, threads, o.max_sample_bytes, o.cancel, progress};
+  for (size_t i : p->order) {
+    const CaseInput& c = p->plan.cases[i];
+    if (c.split == "train" && (!c.mask.empty() || !c.rle.empty())) pass.cases.push_back(i);
+  }
+  ASSIGN_OR_RETURN(p->preprocess.ct, detail::CtStatistics(pass));
+  for (size_t c = 0; c < p->preprocess.ct.size(); ++c) {
+    const detail::ChannelNorm& n = p->preprocess.ct[c];
+    char line[256];
+    std::snprintf(line, sizeof line, "ct statistics of channel %zu over %zu training case(s): clip [%g, %g], mean %g, std %g",
+                  c, pass.cases.size(), n.clip_low, n.clip_high, n.mean, n.stddev);
+    sum->preprocessing.push_back(line);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 uint64_t DefaultMaxMemory() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   const uint64_t physical = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
@@ -293,26 +340,40 @@ Result<ConvertSummary> ConvertImpl(const ConvertOptions& options, ProgressSink* 
   const ConvertOptions o = ResolveAuto(options, p);
   sum.codec = CodecChoiceName(o.codec);
   ASSIGN_OR_RETURN(const size_t window, WindowFor(o, threads, p.max_sample_bytes, p.largest));
-  if (o.dry_run) {
-    CountSplits(p, p.order, &sum);
+  // Every part computes the same statistics over the whole training split, so parts agree.
+  if (!o.dry_run && p.preprocess.needs_ct_statistics()) RETURN_IF_ERROR(RunCtPass(o, threads, progress, &p, &sum));
+  WriterOptions wo = MakeWriterOptions(o, p.plan, p.schema, p.preprocess, options.zstd_level == 0);
+  std::vector<size_t> order = p.order;  // what this run writes: every sample, or one part's slice
+  std::string dest = o.dest;
+  if (o.parts > 0) {
+    ASSIGN_OR_RETURN(dest, detail::StartPart(o, p.plan, p.schema.fields, order.size(), &wo, &sum));
+    order.assign(p.order.begin() + wo.part.first_sample, p.order.begin() + wo.part.first_sample + wo.part.samples);
+    std::vector<char> mine(p.small_files.size(), 0);  // small files read by inspection: this part's only
+    for (size_t i : order) mine[i] = 1;
+    for (size_t i = 0; i < mine.size(); ++i) if (!mine[i]) std::vector<uint8_t>().swap(p.small_files[i]);
+  }
+  if (o.dry_run || sum.part_state != ConvertSummary::PartState::kConverted) {  // complete parts: described already
+    if (sum.part_state == ConvertSummary::PartState::kConverted) CountSplits(p, order, &sum);
     sum.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return sum;
   }
-  ASSIGN_OR_RETURN(auto writer, DatasetWriter::Create(o.dest, p.schema.fields, MakeWriterOptions(o, p.plan, p.schema)));
+  ASSIGN_OR_RETURN(auto writer, DatasetWriter::Create(dest, p.schema.fields, wo));
+  // Dictionaries learn from the whole order, so that every part trains the same one.
   detail::EncodeJob job{&p.plan, &p.schema, &p.order, writer.get(), threads, window, o.cancel, progress,
-                        &p.small_files, o.max_sample_bytes};
+                        &p.small_files, o.max_sample_bytes, &p.preprocess};
   if (o.dict) RETURN_IF_ERROR(detail::TrainDictionaries(job, p.max_sample_bytes, &sum));
+  job.order = &order;
   std::vector<size_t> written;
   ASSIGN_OR_RETURN(std::vector<detail::CaseFailure> failures, detail::EncodeAll(job, o.skip_errors, &written, &sum.bytes_in));
   for (const auto& f : failures) sum.skipped.push_back({f.input, f.status.ToString()});
-  if (written.empty()) return InvalidArgument(o.source + ": every input failed; nothing to write");
+  if (written.empty() && o.parts == 0) return InvalidArgument(o.source + ": every input failed; nothing to write");
   RETURN_IF_ERROR(WriteSkipped(*writer, sum.skipped));
   RETURN_IF_ERROR(writer->Finish());
   for (const auto& set : p.plan.idx) sum.bytes_in += detail::PathBytes(set->images_path) + detail::PathBytes(set->labels_path);
   CountSplits(p, written, &sum);
   sum.shards = writer->manifest().shards.size();
   for (const auto& s : writer->manifest().shards) sum.bytes_out += s.size_bytes;
-  sum.bytes_out += detail::PathBytes(o.dest + "/manifest.sfm");
+  sum.bytes_out += detail::PathBytes(JoinPath(dest, o.parts > 0 ? kPartManifestFileName : kManifestFileName));
   sum.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return sum;
 }

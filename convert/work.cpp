@@ -2,6 +2,7 @@
 #include "convert/work_internal.h"
 
 #include "format/file.h"
+#include "format/parallel.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -46,36 +47,12 @@ uint64_t PathBytes(const std::string& path) {
 
 Status ParallelFor(size_t n, int threads, const std::atomic<bool>* cancel, const char* phase,
                    ProgressSink* progress, const std::function<void(size_t)>& fn) {
-  std::atomic<size_t> next{0}, done{0};
-  std::atomic<bool> stop{false};
-  std::mutex mu;
-  std::condition_variable cv;
-  int finished = 0;
-  const int workers = std::max(1, std::min<int>(threads, static_cast<int>(std::max<size_t>(n, 1))));
-  ThreadGroup group;
-  for (int t = 0; t < workers; ++t) {
-    group.Add([&] {
-      for (size_t i; !stop.load() && (i = next.fetch_add(1)) < n;) {
-        fn(i);
-        done.fetch_add(1);
-      }
-      std::lock_guard<std::mutex> l(mu);
-      ++finished;
-      cv.notify_all();
-    });
-  }
-  std::unique_lock<std::mutex> l(mu);
-  while (finished < workers) {
-    cv.wait_for(l, std::chrono::milliseconds(100));
-    if (IsSet(cancel)) stop = true;
-    if (progress != nullptr) {
-      l.unlock();
-      progress->OnProgress(Progress{phase, done.load(), n, 0});
-      l.lock();
-    }
-  }
-  l.unlock();
-  group.Join();
+  shardify::ParallelFor(
+      n, static_cast<size_t>(std::max(1, threads)), [&](size_t i, size_t) { fn(i); },
+      [&](size_t done) {
+        if (progress != nullptr) progress->OnProgress(Progress{phase, done, n, 0});
+        return !IsSet(cancel);
+      });
   if (IsSet(cancel)) return Cancelled("conversion cancelled");
   return Status::Ok();
 }
@@ -99,9 +76,15 @@ Slot EncodeCase(const EncodeJob& job, size_t case_index, Encoder& encoder) {
   if (!data.ok()) { s.status = data.status(); return s; }
   const uint64_t known = data->image.info.file_bytes;
   if (in.idx_set < 0) s.bytes = in.images.size() == 1 && in.mask.empty() && known > 0 ? known : CaseBytes(in);
+  SourceRecord record;
+  if (job.preprocess != nullptr) {
+    s.status = PreprocessCase(*job.preprocess, in.name, &*data, &record);
+    if (!s.status.ok()) return s;
+  }
   auto sample = BuildSample(*job.schema, in, std::move(data).value());
   if (!sample.ok()) { s.status = sample.status(); return s; }
   const Schema& schema = *job.schema;
+  PutRecord(schema.record, record, &sample->values);
   if (schema.fg_locations >= 0) {
     auto loc = FgLocations(schema.fields[schema.mask], sample->values[schema.mask], schema.fg_cap, schema.fg_seed, case_index);
     if (!loc.ok()) { s.status = loc.status().WithContext(in.name); return s; }
@@ -219,6 +202,8 @@ Status TrainDictionaries(const EncodeJob& job, uint64_t max_sample_bytes, Conver
     const Status read = NoThrow(in.name, [&] {
       auto d = DecodeCase(plan, in, nullptr, job.max_sample_bytes);
       if (!d.ok()) return d.status();
+      SourceRecord record;
+      if (job.preprocess != nullptr) RETURN_IF_ERROR(PreprocessCase(*job.preprocess, in.name, &*d, &record));
       images[k] = std::move(d->image.pixels);
       if (d->has_mask) masks[k] = std::move(d->mask.pixels);
       return Status::Ok();

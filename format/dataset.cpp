@@ -474,9 +474,11 @@ Status SampleView::ReadStored(size_t field, const BlobInfo& b, const char* what,
                               dict);
   }
   const size_t elem = DTypeSize(f.dtype);
-  if (elem == 0 || b.raw_size % elem != 0)
+  const bool table = f.filter == Filter::kDeltaColumns;  // the manifest checked: [rows, cols >= 1]
+  const size_t unit = table ? elem * static_cast<size_t>(f.shape.back()) : elem;
+  if (elem == 0 || b.raw_size % unit != 0)
     return Corruption("blob of " + std::to_string(b.raw_size) + " bytes is not a whole number of " +
-                      std::to_string(elem) + "-byte elements");
+                      std::to_string(unit) + (table ? "-byte rows" : "-byte elements"));
   const uint8_t* shuffled = decoder.stored_.data();
   if (b.codec != Codec::kRaw) {
     decoder.shuffled_.resize(b.raw_size);
@@ -486,7 +488,12 @@ Status SampleView::ReadStored(size_t field, const BlobInfo& b, const char* what,
   } else if (b.stored_size != b.raw_size) {
     return Corruption("raw blob of " + std::to_string(b.stored_size) + " bytes, expected " + std::to_string(b.raw_size));
   }
-  detail::ByteUnshuffle(shuffled, static_cast<uint8_t*>(dst), b.raw_size / elem, elem);
+  if (table) {
+    detail::UndoDeltaColumns(shuffled, static_cast<uint8_t*>(dst), b.raw_size / unit,
+                             static_cast<size_t>(f.shape.back()), elem);
+  } else {
+    detail::ByteUnshuffle(shuffled, static_cast<uint8_t*>(dst), b.raw_size / elem, elem);
+  }
   return Status::Ok();
 }
 

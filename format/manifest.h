@@ -27,7 +27,15 @@ enum class Filter : uint8_t {
   // every element, then byte 1 of every element, ...: stored[k * n + i] = raw[i * s + k].
   // Floats and wide integers then compress better: their high bytes vary slowly.
   kByteShuffle = 1,
+  // Delta columns (format version 4), for a table: a field of rank 2 with a fixed number of
+  // columns, not chunked. Each column is stored as its first value, then the differences of
+  // consecutive values (modulo 2^(8 s), elements read as unsigned integers of s bytes),
+  // byte-shuffled column by column. Sorted integer tables (mask.fg_locations) then turn into
+  // small numbers that compress about half as large.
+  kDeltaColumns = 2,
 };
+// "none", "shuffle", "delta_columns"; "?" for an unknown code.
+const char* FilterName(Filter f);
 
 // One field of every sample (image, label, mask, spacing, ...).
 struct FieldSpec {
@@ -97,15 +105,21 @@ struct Manifest {
   const SplitInfo* FindSplit(const std::string& name) const;
 };
 
+// A dataset's manifest numbers its samples from 0. A part manifest (`part.sfm`, one part
+// of a dataset converted in parts, FORMAT.md section 6) numbers them from the part's first
+// sample in the whole dataset: its first shard's (or, without shards, first split's).
+enum class ManifestKind { kDataset, kPart };
+
 // Checks the invariants a reader relies on: unique non-empty field names, valid kinds,
-// dtypes and ranks, shards contiguous from 0 and covering num_samples, splits contiguous
-// and covering num_samples, plain shard file names. Messages name the offending entry.
-Status ValidateManifest(const Manifest& m);
+// dtypes and ranks, shards contiguous from 0 (a part: from its first sample) and covering
+// num_samples, splits likewise, plain shard file names. Messages name the offending entry.
+Status ValidateManifest(const Manifest& m, ManifestKind kind = ManifestKind::kDataset);
 
 // The whole manifest file: head magic, FlatBuffers body, trailer with length and XXH3.
 std::vector<uint8_t> EncodeManifestFile(const Manifest& m);
 // Inverse of EncodeManifestFile. `path` only names the file in error messages.
 // Verifies magic, length, checksum, the FlatBuffers verifier, version and ValidateManifest.
-Result<Manifest> DecodeManifestFile(const uint8_t* data, size_t size, const std::string& path);
+Result<Manifest> DecodeManifestFile(const uint8_t* data, size_t size, const std::string& path,
+                                    ManifestKind kind = ManifestKind::kDataset);
 
 }  // namespace shardify

@@ -21,10 +21,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "format/layout.h"
 #include "format/manifest.h"
+#include "format/parts.h"
 #include "format/status.h"
 #include "format/types.h"
 
@@ -60,6 +62,9 @@ struct WriterOptions {
   // decompression. kZstdDict is not a choice here: TrainDictionary gives a field one.
   Codec codec = Codec::kZstd;
   int zstd_level = 3;                          // 1..19 (kZstd)
+  // Levels (1..19) of single ndarray fields instead of zstd_level, e.g. {{"mask", 9}}:
+  // label maps compress much better at higher levels, at little cost (kZstd).
+  std::vector<std::pair<std::string, int>> field_levels;
   double min_ratio = 0.95;                     // kZstd
   bool compute_stats = true;   // per-field min/max/mean/std into the manifest
   bool overwrite = false;      // replace an existing dataset at the destination
@@ -69,6 +74,11 @@ struct WriterOptions {
   bool fsync = true;           // fsync shards, manifest and directory
   std::vector<std::string> classes;
   Provenance provenance;
+  // Set (count > 0) to write one part of a dataset written in parts (format/parts.h):
+  // samples are numbered from part.first_sample (splits, shard indices and manifest
+  // entries), the part keys join the provenance, and Finish() writes `part.sfm` instead of
+  // `manifest.sfm`. The destination is then the part's directory (PartDir).
+  PartInfo part;
 };
 
 // Opaque result of encoding one sample; hand it to DatasetWriter::Append in order.

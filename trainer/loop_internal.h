@@ -18,6 +18,8 @@
 
 namespace shardify::trainer::detail {
 
+class RankGroup;  // distributed_internal.h
+
 // "auto" -> cuda when a device answers, else cpu. "cuda" without a device is an error.
 Result<torch::Device> PickDevice(const std::string& name);
 // InvalidArgument unless `name` is auto, cpu, cuda or cuda:N (whether a device answers is
@@ -75,10 +77,10 @@ Result<Inputs> BatchInputs(const std::shared_ptr<Batch>& batch, const DataSpec& 
 // Loss of a batch for the task.
 torch::Tensor TaskLoss(const torch::Tensor& logits, const torch::Tensor& target, bool segmentation);
 
-// Opens a sequential single-epoch loader over `split`.
+// Opens a sequential single-epoch loader over `split` (with `group`: over this rank's part).
 Result<std::unique_ptr<Loader>> SplitLoader(const std::shared_ptr<const Dataset>& ds,
                                             const std::string& split, const DataSpec& spec,
-                                            size_t batch_size, size_t threads);
+                                            size_t batch_size, size_t threads, const RankGroup* group = nullptr);
 
 struct EvalResult {
   double loss = 0;
@@ -87,10 +89,11 @@ struct EvalResult {
 
 // Runs the model in eval mode over `split`; metric names start with `prefix` + "_".
 // Volumes: one sliding-window pass per case, Dice per class averaged over the cases.
+// With `group`, each rank evaluates its part and every rank returns the whole split's figures.
 Result<EvalResult> Evaluate(Model& model, const std::shared_ptr<const Dataset>& ds,
                             const std::string& split, const DataSpec& spec, int64_t num_classes,
                             const torch::Device& device, size_t batch_size, size_t threads,
-                            const std::string& prefix);
+                            const std::string& prefix, RankGroup* group = nullptr);
 
 // Sliding-window class probabilities [K, spatial...] of one normalized volume [C, spatial...].
 torch::Tensor VolumeProbs(Model& model, const torch::Tensor& image, const DataSpec& spec, size_t batch_size);

@@ -6,6 +6,7 @@
 #include "format/writer.h"
 #include "trainer/loop_internal.h"
 #include "trainer/metrics.h"
+#include "trainer/predict_grid.h"
 #include "trainer/train.h"
 
 namespace shardify::trainer {
@@ -20,6 +21,7 @@ struct Predictor {
   detail::DataSpec spec;
   torch::Device device{torch::kCPU};
   bool labeled = false;
+  detail::VolumeLayout volumes;
 };
 
 Status OpenPredictor(const PredictOptions& o, Predictor& p) {
@@ -39,6 +41,9 @@ Status OpenPredictor(const PredictOptions& o, Predictor& p) {
   p.spec.resize_w = p.meta.resize_w;
   p.spec.patch = p.meta.patch;
   p.spec.overlap = p.meta.overlap;
+  if (o.source_grid && p.spec.patch.empty()) {
+    return InvalidArgument("--source-grid maps predicted volumes (unet3d) back; this checkpoint predicts 2D images");
+  }
   p.labeled = p.ds->manifest().FindField(p.spec.segmentation ? p.spec.mask_field : p.spec.label_field) >= 0;
   ASSIGN_OR_RETURN(p.model, MakeModel(p.meta.model));
   RETURN_IF_ERROR(LoadCheckpoint(o.checkpoint, *p.model, nullptr));
@@ -102,16 +107,18 @@ Status AppendMasks(DatasetWriter& w, const Batch& b, const std::string& split, c
 }
 
 
-Result<std::unique_ptr<DatasetWriter>> MaskWriter(const PredictOptions& o, const Predictor& p) {
+Result<std::unique_ptr<DatasetWriter>> MaskWriter(const PredictOptions& o, Predictor& p) {
   FieldSpec index{"index", FieldKind::kInt, DType::kI64, {}, {}, {{"role", "index"}}};
   const Shape shape = p.spec.patch.empty() ? Shape{1, -1, -1} : Shape{1, -1, -1, -1};
   FieldSpec mask{"mask", FieldKind::kNdarray, DType::kU8, shape, {}, {{"role", "mask"}}};
+  std::vector<FieldSpec> fields = {index, mask};
+  if (!p.spec.patch.empty()) p.volumes = detail::PlanVolumes(*p.ds, o.source_grid, &fields);
   WriterOptions wo;
   wo.classes = p.meta.classes;
   wo.overwrite = true;
   wo.provenance.converter = "shardtrain predict";
   wo.provenance.source = o.checkpoint + " over " + o.data_dir + " split " + o.split;
-  return DatasetWriter::Create(o.out, {index, mask}, wo);
+  return DatasetWriter::Create(o.out, std::move(fields), wo);
 }
 
 Result<PredictSummary> PredictImpl(const PredictOptions& o) {
@@ -154,9 +161,10 @@ Result<PredictSummary> PredictImpl(const PredictOptions& o) {
     if (!p.spec.patch.empty()) {
       // A batch of one case, [1, C, D, H, W]: the case's own shape (no padding).
       const size_t windows = std::min<size_t>(o.batch_size, kMaxWindowBatch);
-      torch::Tensor pred = detail::VolumeProbs(*p.model, in.image[0], p.spec, windows).argmax(0).unsqueeze(0);
-      if (p.labeled) case_dice.Add(pred, in.target);
-      RETURN_IF_ERROR(AppendMasks(*writer, *b, o.split, pred));
+      torch::Tensor probs = detail::VolumeProbs(*p.model, in.image[0], p.spec, windows);
+      if (p.labeled) case_dice.Add(probs.argmax(0).unsqueeze(0), in.target);
+      ASSIGN_OR_RETURN(SampleInput s, detail::VolumeSample(*p.ds, p.volumes, b->indices[0], o.split, probs));
+      RETURN_IF_ERROR(writer->Append(std::move(s)));
       summary.samples += b->size();
       continue;
     }

@@ -9,6 +9,13 @@
 // last.pt continues exactly: same weights, optimizer state, schedule step, sample order
 // and augmentation as the uninterrupted run.
 //
+// Distributed (options.dist.world_size > 1, see distributed.h): every rank calls Train with
+// its own rank; each reads its part of every epoch, gradients are averaged over the ranks
+// (the batch size is per rank), validation and test are split and their metrics reduced.
+// Only rank 0 writes to out_dir and calls on_step, on_epoch and on_note; every rank returns
+// the global figures. A rank that fails or stops answering makes the others return an
+// IOError naming it within dist.timeout_s.
+//
 // Errors: Status/Result, never exceptions (LibTorch exceptions are caught here). Library
 // code prints nothing; progress goes to the callbacks.
 #pragma once
@@ -26,6 +33,7 @@
 #include "trainer/optim.h"
 #include "trainer/report.h"
 #include "trainer/augment.h"
+#include "trainer/distributed.h"
 #include "trainer/transforms.h"
 
 namespace shardify::trainer {
@@ -50,7 +58,7 @@ struct TrainOptions {
   uint64_t epochs = 5;
   uint64_t repeats = 1;           // passes over the training split per epoch (few large volumes)
   SampleOrder order = SampleOrder::kShuffle;
-  size_t threads = 0, prefetch = 4;  // loader decode threads (0 = all cores), batches ahead
+  size_t threads = 0, prefetch = 4;  // loader decode threads (0 = all cores / dist.local_world_size), batches ahead
   IoMode io = IoMode::kMmap;      // how shards are read (format/dataset.h)
   bool drop_last = false;         // drop the last partial training batch of each epoch
   OptimizerOptions optimizer;
@@ -77,11 +85,13 @@ struct TrainOptions {
   std::vector<int64_t> patch;
   double foreground_fraction = 0.33;
   double overlap = 0.5;
-  std::string resume;             // a last.pt to continue from
+  std::string resume;             // a last.pt to continue from (readable by every rank)
+  DistributedOptions dist;        // world_size 1: this process alone
   uint64_t max_steps = 0;         // stop after this many training batches (0 = no limit)
   uint64_t progress_every = 50;   // batches between on_step calls (and at each epoch end)
   std::function<void(const StepInfo&)> on_step;
   std::function<void(const EpochRecord&)> on_epoch;
+  std::function<void(const std::string&)> on_note;  // what the user should know (e.g. an inexact resume)
 };
 
 struct TrainSummary {
@@ -94,10 +104,12 @@ struct TrainSummary {
   std::vector<EpochRecord> history;                     // this run's epochs
   std::vector<std::pair<std::string, double>> metrics;  // last epoch's, plus test_* ones
   std::string device;
+  int rank = 0, world_size = 1;
+  double allreduce_fraction = 0;  // step time blocked on the gradient all-reduce (after backward)
 };
 
 // The summary as one JSON object (epochs, seconds, samples_per_s, data_wait_fraction,
-// best_metric, best_metric_name, metrics, device).
+// best_metric, best_metric_name, metrics, device, rank, world_size, allreduce_fraction).
 std::string SummaryJson(const TrainSummary& s);
 
 // Checks what can be checked without the data (names of model, optimizer, schedule and
@@ -123,6 +135,9 @@ struct PredictOptions {
   size_t threads = 0;
   IoMode io = IoMode::kMmap;      // how shards are read (format/dataset.h)
   std::string device = "auto";
+  // Volumes: each mask back on its case's source grid (predict_grid.h), with the source's
+  // header and geometry; otherwise on the stored grid, with the case's source.* record.
+  bool source_grid = false;
 };
 
 struct PredictSummary {
@@ -137,7 +152,8 @@ Status CheckPredictOptions(const PredictOptions& options);
 // RFC 4180 says where a class name holds a comma, quote or line break; written to
 // "<out>.tmp" and renamed when complete). Segmentation: a shard dataset with fields
 // `index` (int) and `mask` (u8 [1, H, W]; volumes u8 [1, D, H, W] predicted by sliding
-// windows with the checkpoint's patch and overlap) in split `split`.
+// windows with the checkpoint's patch and overlap) in split `split`; volumes also carry
+// mask.spacing, .origin, .direction (and more, see predict_grid.h).
 Result<PredictSummary> Predict(const PredictOptions& options);
 
 }  // namespace shardify::trainer
