@@ -131,15 +131,15 @@ Schema BuildSchema(const SourcePlan& plan, const std::vector<CaseInfo>& infos, s
   return s;
 }
 
-namespace {
-
 // Deterministic on every platform: mt19937_64 is fully specified, and so is this shuffle.
-void Shuffle(std::vector<size_t>& v, std::mt19937_64& rng) {
+void SeededShuffle(std::vector<size_t>& v, std::mt19937_64& rng) {
   for (size_t i = v.size(); i > 1; --i) {
     const uint64_t j = static_cast<uint64_t>((static_cast<unsigned __int128>(rng()) * i) >> 64);
     std::swap(v[i - 1], v[j]);
   }
 }
+
+namespace {
 
 // Split sizes for n items by the largest-remainder method.
 std::vector<size_t> Apportion(size_t n, const std::vector<std::pair<std::string, double>>& split) {
@@ -161,18 +161,20 @@ std::vector<size_t> Apportion(size_t n, const std::vector<std::pair<std::string,
 
 std::vector<size_t> AssignSplits(std::vector<CaseInput>& cases, const std::vector<bool>& ok,
                                  const std::vector<std::pair<std::string, double>>& split, uint64_t seed,
-                                 std::vector<std::string>* split_order) {
-  std::map<int64_t, std::vector<size_t>> groups;  // label -> cases needing a split
+                                 std::vector<std::string>* split_order,
+                                 const std::vector<std::string>& groups) {
+  std::map<int64_t, std::vector<size_t>> strata;  // label -> cases needing a split
   for (size_t i = 0; i < cases.size(); ++i) {
-    if (ok[i] && cases[i].split.empty()) groups[cases[i].label].push_back(i);
+    if (ok[i] && cases[i].split.empty() && (groups.empty() || split.empty())) strata[cases[i].label].push_back(i);
   }
+  if (!groups.empty() && !split.empty()) AssignGroupSplits(cases, ok, split, seed, groups);
   std::mt19937_64 rng(seed);
-  for (auto& [label, members] : groups) {
+  for (auto& [label, members] : strata) {
     if (split.empty()) {
       for (size_t i : members) cases[i].split = "train";
       continue;
     }
-    Shuffle(members, rng);
+    SeededShuffle(members, rng);
     std::vector<size_t> count = Apportion(members.size(), split);
     size_t pos = 0;
     for (size_t k = 0; k < split.size(); ++k) {
