@@ -94,12 +94,17 @@ Schema BuildSchema(const SourcePlan& plan, const std::vector<CaseInfo>& infos, s
   Shape image_shape = ref.image.shape, mask_shape = ref.mask.shape;
   for (size_t i = first; i < infos.size(); ++i) {
     if (!ok[i]) continue;
+    const CaseInput& c = plan.cases[i];
+    // The file at fault: the mask file for a mask that does not fit, else the only image.
     std::string why = Mismatch(ref.image, infos[i].image, "image");
-    if (why.empty() && infos[i].has_mask) why = Mismatch(ref.mask, infos[i].mask, "mask");
+    std::string file = c.images.size() == 1 ? c.images[0] : "";
+    if (why.empty() && infos[i].has_mask) {
+      why = Mismatch(ref.mask, infos[i].mask, "mask");
+      file = c.mask;
+    }
     if (!why.empty()) {
       ok[i] = false;
-      const CaseInput& c = plan.cases[i];
-      errors[i] = InvalidArgument(c.images.size() == 1 ? c.images[0] + ": " + why : c.name + ": " + why);
+      errors[i] = InvalidArgument((file.empty() ? c.name : file) + ": " + why);
       continue;
     }
     MergeShape(image_shape, infos[i].image.shape);
@@ -113,6 +118,7 @@ Schema BuildSchema(const SourcePlan& plan, const std::vector<CaseInfo>& infos, s
     s.mask = static_cast<int>(s.fields.size());
     s.fields.push_back(Array("mask", ref.mask.dtype, mask_shape, "mask"));
     if (!plan.mask_labels_json.empty()) s.fields.back().meta.push_back({"labels", plan.mask_labels_json});
+    if (plan.multi_label_mask) s.fields.back().meta.push_back({"multi_label", "true"});
   }
   s.label = static_cast<int>(s.fields.size());
   s.fields.push_back(Scalar("label", FieldKind::kInt, "label"));
@@ -236,7 +242,7 @@ Result<SampleInput> BuildSample(const Schema& s, const CaseInput& in, CaseData&&
     return InvalidArgument(in.name + ": image shape " + ShapeToString(d.image.info.shape) + " does not fit the dataset's " + ShapeToString(img.shape));
   }
   if (s.mask >= 0 && d.has_mask && !ShapeMatches(s.fields[s.mask].shape, d.mask.info.shape)) {
-    return InvalidArgument(in.name + ": mask shape " + ShapeToString(d.mask.info.shape) + " does not fit the dataset's " + ShapeToString(s.fields[s.mask].shape));
+    return InvalidArgument((in.mask.empty() ? in.name : in.mask) + ": mask shape " + ShapeToString(d.mask.info.shape) + " does not fit the dataset's " + ShapeToString(s.fields[s.mask].shape));
   }
   SampleInput out;
   out.split = in.split;
@@ -246,7 +252,7 @@ Result<SampleInput> BuildSample(const Schema& s, const CaseInput& in, CaseData&&
     Shape ms = d.has_mask ? d.mask.info.shape : d.image.info.shape;
     if (!d.has_mask) ms[0] = 0;
     if (d.has_mask && d.mask.info.dtype != s.fields[s.mask].dtype) {
-      return InvalidArgument(in.name + ": mask dtype " + DTypeName(d.mask.info.dtype) + " differs from the dataset's " + DTypeName(s.fields[s.mask].dtype));
+      return InvalidArgument((in.mask.empty() ? in.name : in.mask) + ": mask dtype " + DTypeName(d.mask.info.dtype) + " differs from the dataset's " + DTypeName(s.fields[s.mask].dtype));
     }
     out.values[s.mask] = FieldValue::Array(std::move(d.mask.pixels), ms);
   }
