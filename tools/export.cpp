@@ -66,9 +66,15 @@ Result<std::vector<uint8_t>> NiftiHeaderFor(const Dataset& ds, const Array& a, D
     ASSIGN_OR_RETURN(std::string_view hb, a.sample.bytes_value(hf));
     if (!hb.empty()) return std::vector<uint8_t>(hb.begin(), hb.end());
   }
-  ASSIGN_OR_RETURN(auto spacing, GeometryValues(ds, a.sample, base + ".spacing", d));
-  ASSIGN_OR_RETURN(auto origin, GeometryValues(ds, a.sample, base + ".origin", d));
-  ASSIGN_OR_RETURN(auto direction, GeometryValues(ds, a.sample, base + ".direction", d));
+  // A mask without geometry of its own lies on its image's grid (docs/CONVENTIONS.md).
+  std::string geo = base;
+  const int image = detail::FindImageField(m);
+  if (m.FindField(base + ".spacing") < 0 && detail::MetaValue(m.fields[a.field], "role") == "mask" && image >= 0) {
+    geo = m.fields[image].name;
+  }
+  ASSIGN_OR_RETURN(auto spacing, GeometryValues(ds, a.sample, geo + ".spacing", d));
+  ASSIGN_OR_RETURN(auto origin, GeometryValues(ds, a.sample, geo + ".origin", d));
+  ASSIGN_OR_RETURN(auto direction, GeometryValues(ds, a.sample, geo + ".direction", d));
   return MakeNifti1Header(a.shape, a.dtype, spacing, origin, direction);
 }
 
