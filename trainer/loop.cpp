@@ -49,13 +49,8 @@ Result<int64_t> NumClasses(const Manifest& m, const TrainOptions& o, bool seg) {
   if (!seg && !m.classes.empty()) return static_cast<int64_t>(m.classes.size());
   if (seg) {
     const int f = m.FindField(o.mask_field);
-    if (f >= 0) {
-      for (const KeyValue& kv : m.fields[f].meta) {
-        if (kv.key != "labels") continue;
-        nlohmann::json j = nlohmann::json::parse(kv.value, nullptr, false);
-        if (j.is_object() && !j.empty()) return static_cast<int64_t>(j.size());
-      }
-    }
+    const size_t named = f >= 0 ? detail::DescribeMask(m.fields[f]).names.size() : 0;
+    if (named > 0) return static_cast<int64_t>(named);
     for (const FieldStats& st : m.stats) {
       if (st.field == o.mask_field && st.count > 0) return static_cast<int64_t>(st.max) + 1;
     }
@@ -73,6 +68,24 @@ Status DescribeVolume(const TrainOptions& o, const Shape& shape, Setup& s) {
   s.spec.overlap = o.overlap;
   s.model.height = o.patch[1];
   s.model.width = o.patch[2];
+  return Status::Ok();
+}
+
+// A mask of one channel per class (docs/CONVENTIONS.md) trains one sigmoid per class.
+Status DescribeMultiLabel(const TrainOptions& o, Setup& s) {
+  const int f = s.ds->manifest().FindField(o.mask_field);
+  if (f < 0) return Status::Ok();  // CheckLabeled says so
+  const FieldSpec& mask = s.ds->manifest().fields[f];
+  const detail::MaskClasses classes = detail::DescribeMask(mask);
+  if (!classes.multi_label) return Status::Ok();
+  const int64_t k = mask.shape.empty() ? -1 : mask.shape[0];
+  if (k < 1 || k > kMaxMultiLabels || k != s.model.num_classes) {
+    return InvalidArgument(s.ds->dir() + ": multi-label field '" + o.mask_field + "' has shape " +
+                           ShapeToString(mask.shape) + " for " + std::to_string(s.model.num_classes) +
+                           " classes; one channel per class (1.." + std::to_string(kMaxMultiLabels) + ") is needed");
+  }
+  s.spec.multi_label = true;
+  s.spec.class_names = classes.names;
   return Status::Ok();
 }
 
@@ -103,6 +116,7 @@ Status DescribeData(const TrainOptions& o, Setup& s) {
   s.model.height = std::max<int64_t>(s.model.height, 1);
   s.model.width = std::max<int64_t>(s.model.width, 1);
   ASSIGN_OR_RETURN(s.model.num_classes, NumClasses(m, o, s.spec.segmentation));
+  if (s.spec.segmentation) RETURN_IF_ERROR(DescribeMultiLabel(o, s));
   s.spec.mean = 0;
   s.spec.stddev = DefaultScale(m.fields[f].dtype);
   for (const FieldStats& st : m.stats) {
@@ -125,7 +139,8 @@ Status PrepareAugment(const TrainOptions& o, Setup& s) {
   if (s.spec.segmentation && f >= 0) {
     const DType dtype = s.ds->manifest().fields[f].dtype;
     ASSIGN_OR_RETURN(torch::ScalarType type, TorchType(dtype));
-    a.label_pad = ToLabelMap(torch::full({1}, kLabelPad, torch::kLong).to(type), dtype, 0).item<int64_t>();
+    const torch::Tensor pad = torch::full({1}, kLabelPad, torch::kLong).to(type);
+    a.label_pad = s.spec.multi_label ? -1 : ToLabelMap(pad, dtype, 0).item<int64_t>();  // packed: -1 is unlabeled
   }
   const std::vector<int64_t> patch = a.margin ? s.spec.patch : std::vector<int64_t>{s.model.height, s.model.width};
   ASSIGN_OR_RETURN(NnUnetAugment aug, NnUnetAugment::Create(patch, a));
@@ -219,8 +234,9 @@ struct EpochClock {
 class Trainer {
  public:
   Trainer(const TrainOptions& o, Setup& s, std::shared_ptr<Model> model,
-          std::unique_ptr<torch::optim::Optimizer> opt, std::unique_ptr<Loader> loader)
-      : o_(o), s_(s), model_(std::move(model)), opt_(std::move(opt)), loader_(std::move(loader)) {
+          std::unique_ptr<torch::optim::Optimizer> opt, std::unique_ptr<Loader> loader, Clock::time_point start)
+      : o_(o), s_(s), model_(std::move(model)), opt_(std::move(opt)), loader_(std::move(loader)),
+        start_(start), last_progress_(start) {
     sched_ = o.schedule;
     const int64_t per_epoch = (int64_t(loader_->batches_per_epoch()) + o.accumulate - 1) / o.accumulate;
     sched_.total_steps = std::max<int64_t>(per_epoch * int64_t(o.epochs), 1);
@@ -235,8 +251,7 @@ class Trainer {
 
   Result<TrainSummary> Run() {
     model_->train();
-    uint64_t batches = 0;
-    while (o_.max_steps == 0 || batches < o_.max_steps) {
+    while (!StopRequested()) {
       inflight_.Release(2);
       const auto t0 = Clock::now();
       Result<std::shared_ptr<Batch>> next = loader_->Next();
@@ -245,17 +260,21 @@ class Trainer {
       const auto t1 = Clock::now();
       if (!batch) break;
       RETURN_IF_ERROR(Step(batch));
-      ++batches;
+      ++summary_.steps;
       clock_.wait += Seconds(t1 - t0);
       clock_.busy += Seconds(Clock::now() - t0);
+      at_ = {batch->epoch, batch->step};
       const bool last = batch->step + 1 == loader_->batches_per_epoch();
-      if (last || (batch->step + 1) % std::max<uint64_t>(o_.progress_every, 1) == 0) {
-        if (o_.on_step) Progress(*batch);
-        RETURN_IF_ERROR(CheckFinite(*batch));
-      }
-      if (last) RETURN_IF_ERROR(EndEpoch(batch->epoch));
+      const bool due = last || (batch->step + 1) % std::max<uint64_t>(o_.progress_every, 1) == 0;
+      if (o_.on_step && (due || Seconds(Clock::now() - last_progress_) >= o_.progress_seconds)) Progress(*batch);
+      if (due) RETURN_IF_ERROR(CheckFinite());
+      if (last) RETURN_IF_ERROR(EndEpoch(batch->epoch, false));
     }
     inflight_.Release(0);
+    if (clock_.steps > 0) {  // stopped within an epoch: report on the model as it is now
+      RETURN_IF_ERROR(CheckFinite());
+      RETURN_IF_ERROR(EndEpoch(at_.epoch, true));
+    }
     return Finish();
   }
 
@@ -272,7 +291,7 @@ class Trainer {
     torch::Tensor loss;
     {
       detail::AutocastScope amp(o_.amp && s_.device.is_cuda());
-      loss = detail::TaskLoss(model_->forward(io.image), target, s_.spec.segmentation);
+      loss = detail::TaskLoss(model_->forward(io.image), target, s_.spec);
     }
     (loss / double(o_.accumulate)).backward();
     last_loss_ = loss.detach();
@@ -300,11 +319,37 @@ class Trainer {
     info.samples_per_s = clock_.busy > 0 ? double(clock_.samples) / clock_.busy : 0;
     info.data_wait_fraction = clock_.busy > 0 ? clock_.wait / clock_.busy : 0;
     o_.on_step(info);
+    last_progress_ = Clock::now();
+  }
+
+  bool StopRequested() const {
+    return (o_.max_steps > 0 && summary_.steps >= o_.max_steps) || (o_.stop != nullptr && o_.stop->load());
+  }
+
+  // Reports evaluation progress every progress_seconds, and at the end when it did before.
+  detail::EvalProgress EvalCallback(const std::string& split) const {
+    if (!o_.on_eval) return {};
+    auto last = std::make_shared<std::pair<Clock::time_point, bool>>(Clock::now(), false);
+    return [this, split, last](uint64_t done, uint64_t total) {
+      const bool due = Seconds(Clock::now() - last->first) >= o_.progress_seconds;
+      if (!due && !(done >= total && last->second)) return;
+      *last = {Clock::now(), true};
+      o_.on_eval(split, done, total);
+    };
+  }
+
+  Result<detail::EvalResult> Evaluate(const std::string& split, const std::string& prefix) {
+    const auto t0 = Clock::now();
+    Result<detail::EvalResult> r = detail::Evaluate(*model_, s_.ds, split, s_.spec, s_.model.num_classes, s_.device,
+                                                    o_.batch_size, o_.threads, prefix, EvalCallback(split));
+    summary_.validation_seconds += Seconds(Clock::now() - t0);
+    return r;
   }
 
   // A loss that is NaN or infinite anywhere in the epoch so far (the device-side sum
   // carries it) means the run diverged: it stops before anything is saved from it.
-  Status CheckFinite(const Batch& batch) const {
+  Status CheckFinite() const {
+    const Position& batch = at_;
     const double loss = clock_.Loss();
     if (std::isfinite(loss)) return Status::Ok();
     char lr[32];
@@ -320,9 +365,13 @@ class Trainer {
     return s_.ds->dir() + ", split '" + split + "'";
   }
 
-  Status EndEpoch(uint64_t epoch);
-  Status SaveCheckpoints(const EpochRecord& r, bool improved);
+  Status EndEpoch(uint64_t epoch, bool partial);
+  Status SaveCheckpoints(bool improved);
   Result<TrainSummary> Finish();
+
+  struct Position {
+    uint64_t epoch = 0, step = 0;
+  };
 
   const TrainOptions& o_;
   Setup& s_;
@@ -340,11 +389,16 @@ class Trainer {
   detail::InFlightBatches inflight_;
   torch::Tensor last_loss_;
   TrainSummary summary_;
+  Clock::time_point start_, last_progress_;
+  Position at_;  // the last batch trained
 };
 
-Status Trainer::EndEpoch(uint64_t epoch) {
+// An epoch's end, or with `partial` the end of a run stopped within epoch `epoch`.
+Status Trainer::EndEpoch(uint64_t epoch, bool partial) {
   EpochRecord r;
   r.epoch = epoch + 1;
+  r.partial = partial;
+  r.steps = clock_.steps;
   r.train_loss = clock_.Loss();
   r.seconds = clock_.busy;
   r.samples_per_s = clock_.busy > 0 ? double(clock_.samples) / clock_.busy : 0;
@@ -352,9 +406,7 @@ Status Trainer::EndEpoch(uint64_t epoch) {
   r.lr = ScheduledLr(sched_, o_.optimizer.lr, std::max<int64_t>(opt_step_ - 1, 0));
   r.val_loss = kNaN;
   if (s_.has_val) {
-    ASSIGN_OR_RETURN(detail::EvalResult ev,
-                     detail::Evaluate(*model_, s_.ds, o_.val_split, s_.spec, s_.model.num_classes,
-                                      s_.device, o_.batch_size, o_.threads, "val"));
+    ASSIGN_OR_RETURN(detail::EvalResult ev, Evaluate(o_.val_split, "val"));
     r.val_loss = ev.loss;
     r.metrics = ev.metrics;
   }
@@ -366,16 +418,16 @@ Status Trainer::EndEpoch(uint64_t epoch) {
   total_busy_ += clock_.busy;
   total_samples_ += clock_.samples;
   clock_ = EpochClock();
-  summary_.epochs = epoch + 1;
+  if (!partial) summary_.epochs = epoch + 1;
   summary_.history.push_back(r);
-  RETURN_IF_ERROR(SaveCheckpoints(r, improved));
+  RETURN_IF_ERROR(SaveCheckpoints(improved));
   RETURN_IF_ERROR(AppendMetricsLine(o_.out_dir + "/metrics.jsonl", r));
   RETURN_IF_ERROR(WriteCurvePng(o_.out_dir + "/curve.png", summary_.history, s_.curve_metric));
   if (o_.on_epoch) o_.on_epoch(r);
   return Status::Ok();
 }
 
-Status Trainer::SaveCheckpoints(const EpochRecord& r, bool improved) {
+Status Trainer::SaveCheckpoints(bool improved) {
   CheckpointMeta meta;
   meta.model = s_.model;
   meta.task = s_.spec.segmentation ? "segmentation" : "classification";
@@ -384,7 +436,9 @@ Status Trainer::SaveCheckpoints(const EpochRecord& r, bool improved) {
   meta.stddev = s_.spec.stddev;
   meta.resize_h = s_.spec.resize_h;
   meta.resize_w = s_.spec.resize_w;
-  meta.epochs_done = r.epoch;
+  meta.epochs_done = summary_.epochs;  // a partial epoch resumes at its next step
+  meta.multi_label = s_.spec.multi_label;
+  meta.mask_classes = s_.spec.class_names;
   meta.optimizer_step = opt_step_;
   meta.sampler = loader_->State();
   meta.has_best = !std::isnan(best_);
@@ -400,9 +454,6 @@ Status Trainer::SaveCheckpoints(const EpochRecord& r, bool improved) {
 }
 
 Result<TrainSummary> Trainer::Finish() {
-  total_wait_ += clock_.wait;  // a run cut short by max_steps
-  total_busy_ += clock_.busy;
-  total_samples_ += clock_.samples;
   summary_.seconds = total_busy_;
   summary_.samples_per_s = total_busy_ > 0 ? double(total_samples_) / total_busy_ : 0;
   summary_.data_wait_fraction = total_busy_ > 0 ? total_wait_ / total_busy_ : 0;
@@ -413,11 +464,10 @@ Result<TrainSummary> Trainer::Finish() {
     if (s_.ds->manifest().FindSplit(o_.test_split) == nullptr) {
       return NotFound(s_.ds->dir() + ": no split '" + o_.test_split + "' to test on");
     }
-    ASSIGN_OR_RETURN(detail::EvalResult ev,
-                     detail::Evaluate(*model_, s_.ds, o_.test_split, s_.spec, s_.model.num_classes,
-                                      s_.device, o_.batch_size, o_.threads, "test"));
+    ASSIGN_OR_RETURN(detail::EvalResult ev, Evaluate(o_.test_split, "test"));
     summary_.metrics.insert(summary_.metrics.end(), ev.metrics.begin(), ev.metrics.end());
   }
+  summary_.wall_seconds = Seconds(Clock::now() - start_);
   return summary_;
 }
 
@@ -458,6 +508,7 @@ void ConfigureTorch(const TrainOptions& o) {
 }
 
 Result<TrainSummary> TrainImpl(const TrainOptions& o) {
+  const auto start = Clock::now();
   Setup s;
   RETURN_IF_ERROR(Prepare(o, s));
   ConfigureTorch(o);
@@ -466,7 +517,7 @@ Result<TrainSummary> TrainImpl(const TrainOptions& o) {
   ASSIGN_OR_RETURN(std::unique_ptr<torch::optim::Optimizer> opt, MakeOptimizer(model->parameters(), o.optimizer));
   if (!o.resume.empty()) RETURN_IF_ERROR(LoadCheckpoint(o.resume, *model, opt.get()));
   ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, TrainLoader(o, s));
-  Trainer trainer(o, s, std::move(model), std::move(opt), std::move(loader));
+  Trainer trainer(o, s, std::move(model), std::move(opt), std::move(loader), start);
   return trainer.Run();
 }
 
@@ -477,7 +528,10 @@ nlohmann::json JsonNumber(double v) { return std::isfinite(v) ? nlohmann::json(v
 std::string SummaryJson(const TrainSummary& s) {
   nlohmann::ordered_json j;
   j["epochs"] = s.epochs;
+  j["steps"] = s.steps;
   j["seconds"] = JsonNumber(s.seconds);
+  j["wall_seconds"] = JsonNumber(s.wall_seconds);
+  j["validation_seconds"] = JsonNumber(s.validation_seconds);
   j["samples_per_s"] = JsonNumber(s.samples_per_s);
   j["data_wait_fraction"] = JsonNumber(s.data_wait_fraction);
   j["best_metric"] = JsonNumber(s.best_metric);

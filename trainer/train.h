@@ -13,6 +13,7 @@
 // code prints nothing; progress goes to the callbacks.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -76,16 +77,29 @@ struct TrainOptions {
   double foreground_fraction = 0.33;
   double overlap = 0.5;
   std::string resume;             // a last.pt to continue from
-  uint64_t max_steps = 0;         // stop after this many training batches (0 = no limit)
+  // A run ends early after `max_steps` training batches (0 = no limit), or once `*stop` is
+  // set (polled between batches; e.g. by a Ctrl-C handler). Ending within an epoch, it
+  // validates the current model (when there is a validation split) and writes last.pt
+  // (resumable from that step), best.pt when improved, a metrics line marked "partial"
+  // and the curve, as at an epoch's end.
+  uint64_t max_steps = 0;
+  const std::atomic<bool>* stop = nullptr;
   uint64_t progress_every = 50;   // batches between on_step calls (and at each epoch end)
+  double progress_seconds = 2;    // on_step also when this long has passed since the last
   std::function<void(const StepInfo&)> on_step;
   std::function<void(const EpochRecord&)> on_epoch;
+  // Validation and test progress: split, samples done, split size; at most every
+  // progress_seconds, and when the split is done.
+  std::function<void(const std::string& split, uint64_t done, uint64_t total)> on_eval;
 };
 
 struct TrainSummary {
   uint64_t epochs = 0;            // epochs completed (including those before a resume)
+  uint64_t steps = 0;             // training batches of this run
   double seconds = 0;             // wall time of this run's training steps
-  double samples_per_s = 0;
+  double wall_seconds = 0;        // wall time of the whole run: steps, validation, test, files
+  double validation_seconds = 0;  // of which validation and test
+  double samples_per_s = 0;       // over `seconds`
   double data_wait_fraction = 0;  // time blocked in Loader::Next / step time, this run
   std::string best_metric_name;
   double best_metric = 0;         // NaN when never measured
@@ -94,8 +108,9 @@ struct TrainSummary {
   std::string device;
 };
 
-// The summary as one JSON object (epochs, seconds, samples_per_s, data_wait_fraction,
-// best_metric, best_metric_name, metrics, device).
+// The summary as one JSON object (epochs, steps, seconds, wall_seconds,
+// validation_seconds, samples_per_s, data_wait_fraction, best_metric, best_metric_name,
+// metrics, device).
 std::string SummaryJson(const TrainSummary& s);
 
 // Checks what can be checked without the data (names of model, optimizer, schedule and
@@ -133,8 +148,10 @@ Status CheckPredictOptions(const PredictOptions& options);
 // Classes: CSV "index,label,predicted,prob_<class>..." in sample order (fields quoted as
 // RFC 4180 says where a class name holds a comma, quote or line break; written to
 // "<out>.tmp" and renamed when complete). Segmentation: a shard dataset with fields
-// `index` (int) and `mask` (u8 [1, H, W]; volumes u8 [1, D, H, W] predicted by sliding
-// windows with the checkpoint's patch and overlap) in split `split`.
+// `index` (int) and `mask` (u8 [1, H, W]; multi-label u8 0/1 [K, H, W]; volumes
+// [1, D, H, W] / [K, D, H, W] predicted by sliding windows with the checkpoint's patch and
+// overlap) in split `split`, each mask at its sample's own size (a --resize undone), with
+// the source's `path` and the geometry of its mask (or image) as `mask.spacing`, ...
 Result<PredictSummary> Predict(const PredictOptions& options);
 
 }  // namespace shardify::trainer
