@@ -1,5 +1,7 @@
 #include "convert/cli.h"
 
+#include "convert/parts.h"
+
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <thread>
@@ -22,7 +24,16 @@ constexpr const char* kDescription =
     "Pixels keep their dtype; volumes keep spacing, origin, direction and the NIfTI header.\n"
     "The output is byte-identical for any --threads. Ctrl-C stops cleanly (nothing is left\n"
     "that looks like a dataset). One run at a time may write a DST (a second one fails as busy).\n"
+    "Large datasets convert in parts (--part K/N, on several machines), then\n"
+    "`shardify merge DST` makes DST the dataset (shardify merge --help).\n"
     "Exit codes: 0 done, 1 failed, 2 bad usage, 130 interrupted.";
+
+constexpr const char* kMergeDescription =
+    "shardify merge DST: makes DST the dataset once every part of it is converted\n"
+    "(shardify SRC -o DST --part K/N for K = 1..N). Checks that the parts are all there, once\n"
+    "each, from the same source and options; moves their shards into DST (no re-encoding),\n"
+    "combines splits, statistics and skipped.tsv, writes DST/manifest.sfm last and removes\n"
+    "DST/parts. Interrupted, it can run again. Exit codes: 0 done, 1 failed, 2 bad usage.";
 
 // The flags as typed, before they are checked and turned into ConvertOptions.
 struct Flags {
@@ -35,6 +46,7 @@ struct Flags {
   uint64_t fg_locations = 10000;
   bool no_shuffle = false;
   std::string max_sample_memory = "2G", max_memory;
+  std::string part;
 };
 
 void Define(CLI::App& app, Flags& f) {
@@ -92,6 +104,11 @@ void Define(CLI::App& app, Flags& f) {
   app.add_option("--max-memory", f.max_memory,
                  "Memory for samples being converted at once (each takes about 3x its decoded size);\n"
                  "fewer run in parallel to stay under it (default: half the physical memory)");
+  app.add_option("--part", f.part,
+                 "Convert only part K of N (K/N, 1 <= K <= N): the K-th contiguous slice of the sample\n"
+                 "order, into DST/parts/; once all N are done, `shardify merge DST` makes DST the\n"
+                 "dataset. auto: K/N from RANK/WORLD_SIZE, a Slurm array or SLURM_PROCID/SLURM_NTASKS.\n"
+                 "A part already complete is not converted again (--overwrite does)");
   app.add_flag("-q,--quiet", f.quiet, "No progress output");
 }
 
@@ -164,6 +181,11 @@ Status ToOptions(const CLI::App& app, const Flags& f, ConvertOptions& o) {
   o.dry_run = f.dry_run;
   o.fsync = !f.no_fsync;
   o.class_names = SplitList(f.classes);
+  if (!f.part.empty()) {
+    ASSIGN_OR_RETURN(const auto part, ParsePart(f.part, [](const char* name) -> const char* { return std::getenv(name); }));
+    o.part = part.first;
+    o.parts = part.second;
+  }
   return Status::Ok();
 }
 
@@ -194,6 +216,27 @@ std::string CommandLineHelp() {
   Flags flags;
   Define(app, flags);
   return app.help();
+}
+
+Result<MergeCommandLine> ParseMergeCommandLine(const std::vector<std::string>& args) {
+  CLI::App app{kMergeDescription};
+  MergeCommandLine c;
+  bool no_fsync = false;
+  app.add_option("DST", c.dest, "Dataset directory whose parts to merge")->required();
+  app.add_flag("--no-fsync", no_fsync, "Skip fsync of shards and manifest (faster, less crash safe)");
+  std::vector<const char*> argv{"shardify merge"};
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::CallForHelp&) {
+    c.help = true;
+    c.help_text = app.help();
+    return c;
+  } catch (const CLI::ParseError& e) {
+    return InvalidArgument(e.what());
+  }
+  c.fsync = !no_fsync;
+  return c;
 }
 
 std::vector<FlagInfo> CommandLineFlags() {

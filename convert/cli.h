@@ -28,6 +28,15 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args);
 // The text `shardify --help` prints.
 std::string CommandLineHelp();
 
+// `shardify merge DST [--no-fsync]`: the arguments after "merge".
+struct MergeCommandLine {
+  std::string dest;
+  bool fsync = true;
+  bool help = false;      // --help was given; help_text is what to print
+  std::string help_text;
+};
+Result<MergeCommandLine> ParseMergeCommandLine(const std::vector<std::string>& args);
+
 // One flag of the command line, for front ends that map their own arguments onto it.
 struct FlagInfo {
   std::string name;         // long name without dashes, e.g. "patch-size"

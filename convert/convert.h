@@ -21,6 +21,7 @@
 
 #include "convert/image_io.h"
 #include "convert/source.h"
+#include "format/parts.h"
 #include "format/status.h"
 #include "format/types.h"
 
@@ -58,7 +59,6 @@ struct ConvertOptions {
   uint64_t max_sample_bytes = kDefaultMaxImageBytes;  // 2 GiB
   uint64_t max_memory = 0;             // 0: half the physical memory, at least 1 GiB
   const std::atomic<bool>* cancel = nullptr;  // polled; when set, Convert returns Cancelled
-  std::string options_text;            // the command line, recorded in the provenance
   Shape patch_size;                    // spatial training patch ({D, H, W} or {H, W}); when
                                        // set, image and mask are stored chunked (format
                                        // version 2) and masks get "mask.fg_locations"
@@ -66,6 +66,11 @@ struct ConvertOptions {
                                        // (0: no mask.fg_locations field)
   bool shuffle = true;                 // byte-shuffle image and mask fields of 2-, 4- or
                                        // 8-byte elements (format version 3; smaller)
+  // Conversion in parts (convert/parts.h): with parts > 0, write only part `part` (1..parts),
+  // a contiguous slice of the sample order, into dest/parts/; Merge() then makes dest the
+  // dataset. A part that is complete already is not converted again (unless overwrite).
+  uint32_t part = 0;
+  uint32_t parts = 0;
 };
 
 // Bytes held while one sample is decoded and compressed, per decoded byte (the pixels,
@@ -100,6 +105,11 @@ struct ConvertSummary {
   double seconds = 0;
   bool dry_run = false;
   bool dictionary = false;            // a dictionary was trained and used
+  // With ConvertOptions::parts: the part (its planned slice of the sample order), the
+  // samples of the whole dataset, and whether this run converted it.
+  PartInfo part;
+  uint64_t part_of = 0;
+  enum class PartState { kConverted, kComplete, kMerged } part_state = PartState::kConverted;
 };
 
 // What the pipeline is doing; reported from the calling thread.

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "convert/convert.h"
+#include "convert/parts_internal.h"
 #include "convert/schema_internal.h"
 #include "convert/source_internal.h"
 #include "convert/work_internal.h"
@@ -33,8 +34,6 @@ using Clock = std::chrono::steady_clock;
 constexpr uint64_t kSmallFileBudget = 256ull << 20;
 // Decoded bytes the reorder window aims to hold at most (large volumes shrink it).
 constexpr uint64_t kWindowBudget = 1ull << 30;
-
-constexpr char kSkippedFile[] = "skipped.tsv";  // companion of the dataset (see WriterOptions)
 
 bool IsCancelled(const ConvertOptions& o) { return o.cancel != nullptr && o.cancel->load(); }
 
@@ -83,7 +82,7 @@ WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan,
   w.target_shard_bytes = o.shard_bytes;
   w.zstd_level = o.zstd_level;
   w.overwrite = o.overwrite;
-  w.companions = {kSkippedFile};
+  w.companions = {detail::kSkippedFile};
   w.fsync = o.fsync;
   w.classes = plan.classes;
   w.provenance.converter = "shardify";
@@ -123,7 +122,7 @@ Status WriteSkipped(DatasetWriter& writer, const std::vector<SkippedInput>& skip
     return s;
   };
   for (const auto& s : skipped) text += clean(s.input) + "\t" + clean(s.reason) + "\n";
-  return writer.WriteCompanion(kSkippedFile, text.data(), text.size());
+  return writer.WriteCompanion(detail::kSkippedFile, text.data(), text.size());
 }
 
 struct Prepared {
@@ -269,26 +268,38 @@ Result<ConvertSummary> ConvertImpl(const ConvertOptions& options, ProgressSink* 
   RETURN_IF_ERROR(Prepare(options, threads, progress, &p, &sum));
   const ConvertOptions o = ResolveAuto(options, p.max_sample_bytes, p.order.size());
   ASSIGN_OR_RETURN(const size_t window, WindowFor(o, threads, p.max_sample_bytes, p.largest));
-  if (o.dry_run) {
-    CountSplits(p, p.order, &sum);
+  WriterOptions wo = MakeWriterOptions(o, p.plan, p.schema);
+  std::vector<size_t> order = p.order;  // what this run writes: every sample, or one part's slice
+  std::string dest = o.dest;
+  if (o.parts > 0) {
+    ASSIGN_OR_RETURN(dest, detail::StartPart(o, p.plan, p.schema.fields, order.size(), &wo, &sum));
+    order.assign(p.order.begin() + wo.part.first_sample, p.order.begin() + wo.part.first_sample + wo.part.samples);
+    std::vector<char> mine(p.small_files.size(), 0);  // small files read by inspection: this part's only
+    for (size_t i : order) mine[i] = 1;
+    for (size_t i = 0; i < mine.size(); ++i) if (!mine[i]) std::vector<uint8_t>().swap(p.small_files[i]);
+  }
+  if (o.dry_run || sum.part_state != ConvertSummary::PartState::kConverted) {  // complete parts: described already
+    if (sum.part_state == ConvertSummary::PartState::kConverted) CountSplits(p, order, &sum);
     sum.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return sum;
   }
-  ASSIGN_OR_RETURN(auto writer, DatasetWriter::Create(o.dest, p.schema.fields, MakeWriterOptions(o, p.plan, p.schema)));
+  ASSIGN_OR_RETURN(auto writer, DatasetWriter::Create(dest, p.schema.fields, wo));
+  // Dictionaries learn from the whole order, so that every part trains the same one.
   detail::EncodeJob job{&p.plan, &p.schema, &p.order, writer.get(), threads, window, o.cancel, progress,
                         &p.small_files, o.max_sample_bytes};
   if (o.dict) RETURN_IF_ERROR(detail::TrainDictionaries(job, p.max_sample_bytes, &sum));
+  job.order = &order;
   std::vector<size_t> written;
   ASSIGN_OR_RETURN(std::vector<detail::CaseFailure> failures, detail::EncodeAll(job, o.skip_errors, &written, &sum.bytes_in));
   for (const auto& f : failures) sum.skipped.push_back({f.input, f.status.ToString()});
-  if (written.empty()) return InvalidArgument(o.source + ": every input failed; nothing to write");
+  if (written.empty() && o.parts == 0) return InvalidArgument(o.source + ": every input failed; nothing to write");
   RETURN_IF_ERROR(WriteSkipped(*writer, sum.skipped));
   RETURN_IF_ERROR(writer->Finish());
   for (const auto& set : p.plan.idx) sum.bytes_in += detail::PathBytes(set->images_path) + detail::PathBytes(set->labels_path);
   CountSplits(p, written, &sum);
   sum.shards = writer->manifest().shards.size();
   for (const auto& s : writer->manifest().shards) sum.bytes_out += s.size_bytes;
-  sum.bytes_out += detail::PathBytes(o.dest + "/manifest.sfm");
+  sum.bytes_out += detail::PathBytes(JoinPath(dest, o.parts > 0 ? kPartManifestFileName : kManifestFileName));
   sum.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return sum;
 }

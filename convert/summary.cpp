@@ -65,6 +65,15 @@ std::string HumanBytes(uint64_t b) {
 
 std::string FormatSummary(const ConvertSummary& s) {
   std::ostringstream o;
+  if (s.part.count > 0) {
+    using State = ConvertSummary::PartState;
+    o << "part " << PartName(s.part) << ": samples [" << s.part.first_sample << ", "
+      << s.part.first_sample + s.part.samples << ") of " << s.part_of
+      << (s.part_state == State::kComplete ? ", complete already: nothing converted (--overwrite converts it again)"
+          : s.part_state == State::kMerged ? ", merged already: nothing converted; the dataset is:"
+                                           : "")
+      << "\n";
+  }
   o << (s.dry_run ? "dry run (nothing written): " : "") << s.samples << " samples, layout " << s.layout << "\n";
   o << "  splits:";
   for (const auto& sp : s.splits) o << " " << sp.name << "=" << sp.samples;
@@ -78,7 +87,11 @@ std::string FormatSummary(const ConvertSummary& s) {
   o << "  fields:";
   for (size_t i = 0; i < s.fields.size(); ++i) o << (i ? "; " : " ") << s.fields[i];
   o << "\n";
-  if (!s.dry_run) {
+  const bool converted = s.part_state == ConvertSummary::PartState::kConverted;
+  if (!s.dry_run && !converted) {
+    o << "  bytes out " << detail::HumanBytes(s.bytes_out) << " (" << s.shards << " shard" << (s.shards == 1 ? "" : "s")
+      << ")" << (s.dictionary ? ", zstd dictionary" : "") << "\n";
+  } else if (!s.dry_run) {
     char line[256];
     double ratio = s.bytes_in > 0 ? static_cast<double>(s.bytes_out) / static_cast<double>(s.bytes_in) : 0.0;
     std::snprintf(line, sizeof line, "  bytes in %s, out %s (%zu shard%s), ratio %.3f%s\n", detail::HumanBytes(s.bytes_in).c_str(),
@@ -89,7 +102,7 @@ std::string FormatSummary(const ConvertSummary& s) {
   char t[128];
   std::snprintf(t, sizeof t, "  %.2f s, %.0f files/s\n", s.seconds,
                 s.seconds > 0 ? static_cast<double>(s.samples) / s.seconds : 0.0);
-  o << t;
+  if (converted) o << t;
   if (s.ignored_files > 0) o << "  ignored " << s.ignored_files << " file(s) that are not inputs of this layout\n";
   if (!s.skipped.empty()) {
     o << "  skipped " << s.skipped.size() << " input(s)" << (s.dry_run ? "" : ", listed in skipped.tsv") << ":\n";

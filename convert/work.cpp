@@ -2,6 +2,7 @@
 #include "convert/work_internal.h"
 
 #include "format/file.h"
+#include "format/parallel.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -46,36 +47,12 @@ uint64_t PathBytes(const std::string& path) {
 
 Status ParallelFor(size_t n, int threads, const std::atomic<bool>* cancel, const char* phase,
                    ProgressSink* progress, const std::function<void(size_t)>& fn) {
-  std::atomic<size_t> next{0}, done{0};
-  std::atomic<bool> stop{false};
-  std::mutex mu;
-  std::condition_variable cv;
-  int finished = 0;
-  const int workers = std::max(1, std::min<int>(threads, static_cast<int>(std::max<size_t>(n, 1))));
-  ThreadGroup group;
-  for (int t = 0; t < workers; ++t) {
-    group.Add([&] {
-      for (size_t i; !stop.load() && (i = next.fetch_add(1)) < n;) {
-        fn(i);
-        done.fetch_add(1);
-      }
-      std::lock_guard<std::mutex> l(mu);
-      ++finished;
-      cv.notify_all();
-    });
-  }
-  std::unique_lock<std::mutex> l(mu);
-  while (finished < workers) {
-    cv.wait_for(l, std::chrono::milliseconds(100));
-    if (IsSet(cancel)) stop = true;
-    if (progress != nullptr) {
-      l.unlock();
-      progress->OnProgress(Progress{phase, done.load(), n, 0});
-      l.lock();
-    }
-  }
-  l.unlock();
-  group.Join();
+  shardify::ParallelFor(
+      n, static_cast<size_t>(std::max(1, threads)), [&](size_t i, size_t) { fn(i); },
+      [&](size_t done) {
+        if (progress != nullptr) progress->OnProgress(Progress{phase, done, n, 0});
+        return !IsSet(cancel);
+      });
   if (IsSet(cancel)) return Cancelled("conversion cancelled");
   return Status::Ok();
 }

@@ -31,18 +31,12 @@ bool SameFileSystem(const std::string& staging, const std::string& dir) {
   return ::chmod(staging.c_str(), b.st_mode & 07777) == 0;
 }
 
-Status RemoveDir(const std::string& path) {
-  if (::rmdir(path.c_str()) != 0 && errno != ENOENT) {
-    return IOError("cannot remove directory " + path + ": " + std::strerror(errno));
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 bool IsDatasetFile(const std::string& name) {
   const std::string tmp_manifest = std::string(kManifestFileName) + kTempSuffix;
-  return name == kManifestFileName || name == tmp_manifest ||
+  const std::string tmp_part = std::string(kPartManifestFileName) + kTempSuffix;
+  return name == kManifestFileName || name == tmp_manifest || name == kPartManifestFileName || name == tmp_part ||
          (name.rfind("shard-", 0) == 0 &&
           (EndsWith(name, kShardFileSuffix) || EndsWith(name, std::string(kShardFileSuffix) + kTempSuffix)));
 }
@@ -108,7 +102,7 @@ Status Destination::ChooseStaging(bool foreign) {
       staging_ = sibling_;
       return Status::Ok();
     }
-    RemoveDir(sibling_).IgnoreError();  // another file system: dir_ is a mount point
+    RemoveEmptyDir(sibling_).IgnoreError();  // another file system: dir_ is a mount point
   }
   staging_ = JoinPath(dir_, std::string(kStagingSuffix));
   if (::mkdir(staging_.c_str(), 0755) != 0) {
@@ -172,7 +166,7 @@ Status Destination::RemoveDatasetDir(const std::string& path) const {
   for (const std::string& name : names) {
     if (Belongs(name) || name == kLockFileName) RETURN_IF_ERROR(RemoveFile(JoinPath(path, name)));
   }
-  return RemoveDir(path);
+  return RemoveEmptyDir(path);
 }
 
 Destination::~Destination() {

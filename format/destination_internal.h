@@ -33,7 +33,7 @@ namespace shardify::detail {
 inline constexpr char kLockFileName[] = ".shardify.lock";
 inline constexpr char kStagingSuffix[] = ".shardify-new";
 
-// Names the writer makes: the manifest, shards and their temporary files.
+// Names the writer makes: the manifest (or a part manifest), shards and their temporary files.
 bool IsDatasetFile(const std::string& name);
 
 class Destination {

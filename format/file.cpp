@@ -249,6 +249,11 @@ Status RemoveFile(const std::string& path) {
   return Status::Ok();
 }
 
+Status RemoveEmptyDir(const std::string& path) {
+  if (::rmdir(path.c_str()) != 0 && errno != ENOENT) return Errno("cannot remove directory", path);
+  return Status::Ok();
+}
+
 Result<uint64_t> FileSize(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {

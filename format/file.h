@@ -94,6 +94,8 @@ Status FsyncDir(const std::string& dir);
 Status RenameFile(const std::string& from, const std::string& to);
 // Removes a file; a file that does not exist is not an error.
 Status RemoveFile(const std::string& path);
+// Removes an empty directory; one that does not exist is not an error.
+Status RemoveEmptyDir(const std::string& path);
 Result<uint64_t> FileSize(const std::string& path);
 bool PathExists(const std::string& path);
 bool IsDirectory(const std::string& path);

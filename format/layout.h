@@ -20,11 +20,16 @@ inline constexpr uint32_t kFormatVersion = 3;
 inline constexpr uint32_t kFormatVersionChunks = 2;   // first version with chunked fields
 inline constexpr uint32_t kFormatVersionFilters = 3;  // first version with field filters
 
-// PNG-style magics: a high-bit byte, the name, CR LF, ^Z, LF (FORMAT.md, "Magic").
+// PNG-style magics: a high-bit byte, the name, CR LF, ^Z, LF (FORMAT.md 2).
 inline constexpr std::array<uint8_t, 8> kShardMagic = {0x89, 'S', 'F', 'S', 0x0D, 0x0A, 0x1A, 0x0A};
 inline constexpr std::array<uint8_t, 8> kManifestMagic = {0x89, 'S', 'F', 'M', 0x0D, 0x0A, 0x1A, 0x0A};
 
 inline constexpr char kManifestFileName[] = "manifest.sfm";
+// A dataset converted in parts (FORMAT.md section 6): part K of N is written to
+// parts/KKKKK-of-NNNNN/ inside the dataset directory, its manifest named part.sfm.
+inline constexpr char kPartManifestFileName[] = "part.sfm";
+inline constexpr char kPartsDirName[] = "parts";
+inline constexpr uint32_t kMaxParts = 99999;  // part directory names have five digits
 inline constexpr char kShardFileSuffix[] = ".sfs";
 inline constexpr char kTempSuffix[] = ".tmp";
 
@@ -36,13 +41,13 @@ inline constexpr uint64_t kBlobAlignment = 64;  // every raw blob starts at a mu
 inline constexpr uint64_t kIndexAlignment = 8;  // the index starts at a multiple of this
 // Every sample takes at least this many bytes per field in its shard's index (an int, a
 // float, a data offset or chunk start; a blob reference takes more), so a shard of S
-// bytes holds at most (S - 64) / (8 x fields) samples (FORMAT.md, "Shard index").
+// bytes holds at most (S - 64) / (8 x fields) samples (FORMAT.md 3.3).
 inline constexpr uint64_t kMinIndexBytesPerField = 8;
 
-// Flag bits: none are defined in version 1; every bit is reserved and must be zero.
+// Flag bits (FORMAT.md 3.4): none is defined yet; every bit is reserved and must be zero.
 inline constexpr uint32_t kKnownShardFlags = 0;
 
-// Codec of one stored blob (FORMAT.md, "Codec").
+// Codec of one stored blob (FORMAT.md 3.2, 3.3).
 enum class Codec : uint8_t {
   kRaw = 0,       // the stored bytes are the array
   kZstd = 1,      // one zstd frame

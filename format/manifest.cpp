@@ -1,5 +1,6 @@
 #include "format/manifest.h"
 
+#include <cstdint>
 #include <cstring>
 #include <set>
 
@@ -87,11 +88,23 @@ Status ValidateField(const FieldSpec& f, size_t i) {
 
 bool PlainFileName(const std::string& name) {
   return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
-         name.find('\0') == std::string::npos && name != kManifestFileName;
+         name.find('\0') == std::string::npos && name != kManifestFileName && name != kPartManifestFileName;
 }
 
-Status ValidateRanges(const Manifest& m) {
-  uint64_t next = 0;
+// Where a manifest's sample numbers start (see ManifestKind).
+uint64_t FirstSample(const Manifest& m, ManifestKind kind) {
+  if (kind == ManifestKind::kDataset) return 0;
+  if (!m.shards.empty()) return m.shards.front().first_sample;
+  return m.splits.empty() ? 0 : m.splits.front().first_sample;
+}
+
+Status ValidateRanges(const Manifest& m, ManifestKind kind) {
+  const uint64_t first = FirstSample(m, kind);
+  if (m.num_samples > UINT64_MAX - first)
+    return InvalidArgument("samples [" + std::to_string(first) + ", +" + std::to_string(m.num_samples) +
+                           ") run past the largest sample number");
+  const uint64_t end = first + m.num_samples;
+  uint64_t next = first;
   std::set<std::string> files;
   for (size_t i = 0; i < m.shards.size(); ++i) {
     const ShardInfo& s = m.shards[i];
@@ -101,32 +114,32 @@ Status ValidateRanges(const Manifest& m) {
     if (s.first_sample != next)
       return InvalidArgument(where + ": starts at sample " + std::to_string(s.first_sample) + ", expected " +
                              std::to_string(next));
-    if (s.num_samples > m.num_samples - next)
+    if (s.num_samples > end - next)
       return InvalidArgument(where + ": sample count runs past the dataset's " + std::to_string(m.num_samples));
     next += s.num_samples;
   }
-  if (next != m.num_samples)
-    return InvalidArgument("shards cover " + std::to_string(next) + " samples, manifest says " +
+  if (next != end)
+    return InvalidArgument("shards cover " + std::to_string(next - first) + " samples, manifest says " +
                            std::to_string(m.num_samples));
-  next = 0;
+  next = first;
   std::set<std::string> names;
   for (const SplitInfo& s : m.splits) {
     if (s.name.empty() || !names.insert(s.name).second)
       return InvalidArgument("split '" + s.name + "' is empty-named or named twice");
-    if (s.first_sample != next || s.num_samples > m.num_samples - next)
+    if (s.first_sample != next || s.num_samples > end - next)
       return InvalidArgument("split '" + s.name + "' [" + std::to_string(s.first_sample) + ", +" +
                              std::to_string(s.num_samples) + ") does not continue at sample " + std::to_string(next));
     next += s.num_samples;
   }
-  if (next != m.num_samples)
-    return InvalidArgument("splits cover " + std::to_string(next) + " samples, manifest says " +
+  if (next != end)
+    return InvalidArgument("splits cover " + std::to_string(next - first) + " samples, manifest says " +
                            std::to_string(m.num_samples));
   return Status::Ok();
 }
 
 }  // namespace
 
-Status ValidateManifest(const Manifest& m) {
+Status ValidateManifest(const Manifest& m, ManifestKind kind) {
   std::set<std::string> names;
   for (size_t i = 0; i < m.fields.size(); ++i) {
     RETURN_IF_ERROR(ValidateField(m.fields[i], i));
@@ -137,7 +150,7 @@ Status ValidateManifest(const Manifest& m) {
     if (!names.insert(m.fields[i].name).second)
       return InvalidArgument("field name '" + m.fields[i].name + "' appears twice");
   }
-  return ValidateRanges(m);
+  return ValidateRanges(m, kind);
 }
 
 namespace {
@@ -257,7 +270,7 @@ std::vector<uint8_t> EncodeManifestFile(const Manifest& m) {
   return out;
 }
 
-Result<Manifest> DecodeManifestFile(const uint8_t* data, size_t size, const std::string& path) {
+Result<Manifest> DecodeManifestFile(const uint8_t* data, size_t size, const std::string& path, ManifestKind kind) {
   if (size < kManifestHeaderSize + kManifestTrailerSize)
     return Corruption(path + ": " + std::to_string(size) + " bytes is too small for a manifest");
   const FileHeader h = DecodeFileHeader(data);
@@ -283,7 +296,7 @@ Result<Manifest> DecodeManifestFile(const uint8_t* data, size_t size, const std:
   if (m.format_version != h.version)
     return Corruption(path + ": body version " + std::to_string(m.format_version) + " differs from header version " +
                       std::to_string(h.version));
-  const Status valid = ValidateManifest(m);
+  const Status valid = ValidateManifest(m, kind);
   if (!valid.ok()) return Corruption(path + ": " + valid.message());
   return m;
 }

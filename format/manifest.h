@@ -97,15 +97,21 @@ struct Manifest {
   const SplitInfo* FindSplit(const std::string& name) const;
 };
 
+// A dataset's manifest numbers its samples from 0. A part manifest (`part.sfm`, one part
+// of a dataset converted in parts, FORMAT.md section 6) numbers them from the part's first
+// sample in the whole dataset: its first shard's (or, without shards, first split's).
+enum class ManifestKind { kDataset, kPart };
+
 // Checks the invariants a reader relies on: unique non-empty field names, valid kinds,
-// dtypes and ranks, shards contiguous from 0 and covering num_samples, splits contiguous
-// and covering num_samples, plain shard file names. Messages name the offending entry.
-Status ValidateManifest(const Manifest& m);
+// dtypes and ranks, shards contiguous from 0 (a part: from its first sample) and covering
+// num_samples, splits likewise, plain shard file names. Messages name the offending entry.
+Status ValidateManifest(const Manifest& m, ManifestKind kind = ManifestKind::kDataset);
 
 // The whole manifest file: head magic, FlatBuffers body, trailer with length and XXH3.
 std::vector<uint8_t> EncodeManifestFile(const Manifest& m);
 // Inverse of EncodeManifestFile. `path` only names the file in error messages.
 // Verifies magic, length, checksum, the FlatBuffers verifier, version and ValidateManifest.
-Result<Manifest> DecodeManifestFile(const uint8_t* data, size_t size, const std::string& path);
+Result<Manifest> DecodeManifestFile(const uint8_t* data, size_t size, const std::string& path,
+                                    ManifestKind kind = ManifestKind::kDataset);
 
 }  // namespace shardify

@@ -87,6 +87,16 @@ std::vector<uint8_t> ShardIndexBuilder::Finish() const {
   return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
 }
 
+Status SetIndexFirstSample(std::vector<uint8_t>* index, uint64_t first_sample, const std::string& where) {
+  flatbuffers::Verifier verifier(index->data(), index->size(), /*max_depth=*/16, /*max_tables=*/1u << 20);
+  if (!fb::ShardIndexBufferHasIdentifier(index->data()) || !fb::VerifyShardIndexBuffer(verifier))
+    return Corruption(where + ": shard index fails the FlatBuffers verifier");
+  auto* table = flatbuffers::GetMutableRoot<flatbuffers::Table>(index->data());
+  if (!table->SetField<uint64_t>(fb::ShardIndex::VT_FIRST_SAMPLE, first_sample, 0))
+    return Internal(where + ": the shard index stores no first_sample to set to " + std::to_string(first_sample));
+  return Status::Ok();
+}
+
 BlobEntry ReadBlobRef(const fb::BlobRef* base, uint64_t i) {
   const fb::BlobRef* ref = base + i;
   return {ref->offset(), ref->stored_size(), ref->raw_size(), ref->checksum(), static_cast<Codec>(ref->codec())};

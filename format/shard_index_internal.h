@@ -73,6 +73,12 @@ Status CheckShardIndex(const uint8_t* index, uint64_t length, const std::vector<
                        uint64_t first_sample, uint64_t num_samples, uint64_t blob_end,
                        uint64_t max_sample_bytes, const std::string& where, std::vector<ColumnView>* columns);
 
+// Sets the first_sample of a shard index in place (the length stays, so the shard's blobs
+// and alignment stay): after running the FlatBuffers verifier, which is all this needs of
+// it. An index that does not store the field (a first sample of 0 is left out) can only
+// keep 0. `where` names the shard in errors.
+Status SetIndexFirstSample(std::vector<uint8_t>* index, uint64_t first_sample, const std::string& where);
+
 // Accessors for one BlobRef (keeps the generated header out of other files).
 BlobEntry ReadBlobRef(const fb::BlobRef* base, uint64_t i);
 

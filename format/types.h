@@ -12,7 +12,7 @@
 
 namespace shardify {
 
-// Element type of an ndarray field. Values are the on-disk codes (FORMAT.md, "DType").
+// Element type of an ndarray field. Values are the on-disk codes (FORMAT.md 4, "FieldKind and DType codes").
 enum class DType : uint8_t {
   kU8 = 1,
   kI8 = 2,
@@ -26,7 +26,7 @@ enum class DType : uint8_t {
   kI64 = 10,
 };
 
-// What a field holds. Values are the on-disk codes (FORMAT.md, "FieldKind").
+// What a field holds. Values are the on-disk codes (FORMAT.md 4, "FieldKind and DType codes").
 enum class FieldKind : uint8_t {
   kNdarray = 0,  // an n-d array stored as a blob (zstd frame or raw)
   kInt = 1,      // one int64 per sample, inline in the shard index

@@ -11,6 +11,7 @@
 #include "format/codec_internal.h"
 #include "format/destination_internal.h"
 #include "format/file.h"
+#include "format/moments_internal.h"
 #include "format/shard_index_internal.h"
 
 namespace shardify {
@@ -47,23 +48,7 @@ FieldValue FieldValue::Bytes(std::vector<uint8_t> b) {
   return v;
 }
 
-// Running moments of one field, merged in sample order (Chan et al.).
-struct Moments {
-  uint64_t n = 0;
-  double mean = 0, m2 = 0;
-  double min = std::numeric_limits<double>::infinity();
-  double max = -std::numeric_limits<double>::infinity();
-  void Merge(const Moments& o) {
-    if (o.n == 0) return;
-    const double total = static_cast<double>(n + o.n);
-    const double delta = o.mean - mean;
-    mean += delta * static_cast<double>(o.n) / total;
-    m2 += o.m2 + delta * delta * static_cast<double>(n) * static_cast<double>(o.n) / total;
-    n += o.n;
-    min = std::min(min, o.min);
-    max = std::max(max, o.max);
-  }
-};
+using detail::Moments;
 
 struct EncodedChunk {
   Codec codec = Codec::kRaw;
@@ -308,12 +293,14 @@ class WriterImpl final : public DatasetWriter {
   const Manifest& manifest() const override { return manifest_; }
 
  private:
+  bool part() const { return options_.part.count > 0; }
+
   Status StartSplit(const std::string& name) {
     if (!manifest_.splits.empty() && manifest_.splits.back().name == name) return Status::Ok();
     if (manifest_.FindSplit(name) != nullptr)
       return InvalidArgument("split '" + name + "' must be appended as one contiguous run, but it resumes at sample " +
-                             std::to_string(manifest_.num_samples));
-    manifest_.splits.push_back({name, manifest_.num_samples, 0});
+                             std::to_string(first_ + manifest_.num_samples));
+    manifest_.splits.push_back({name, first_ + manifest_.num_samples, 0});
     return Status::Ok();
   }
 
@@ -324,7 +311,7 @@ class WriterImpl final : public DatasetWriter {
     ASSIGN_OR_RETURN(shard_, WritableFile::Create(tmp));
     EncodeFileHeader({kShardMagic, version_, 0}, header_);
     RETURN_IF_ERROR(shard_->Append(header_, sizeof header_));
-    builder_.Reset(manifest_.num_samples);
+    builder_.Reset(first_ + manifest_.num_samples);
     return Status::Ok();
   }
 
@@ -397,7 +384,7 @@ class WriterImpl final : public DatasetWriter {
     const std::string path = JoinPath(dir_, name);
     created_.push_back(path);
     RETURN_IF_ERROR(RenameFile(path + kTempSuffix, path));
-    manifest_.shards.push_back({name, shard_->size(), manifest_.num_samples - builder_.num_samples(),
+    manifest_.shards.push_back({name, shard_->size(), first_ + manifest_.num_samples - builder_.num_samples(),
                                 builder_.num_samples(), footer.index_checksum});
     bytes_done_ += shard_->size();
     shard_.reset();
@@ -409,17 +396,19 @@ class WriterImpl final : public DatasetWriter {
     manifest_.format_version = version_;
     manifest_.classes = options_.classes;
     manifest_.provenance = options_.provenance;
+    if (part()) AddPartKeys(options_.part, &manifest_.provenance);
     for (size_t f = 0; f < manifest_.fields.size(); ++f) {
       const Moments& m = moments_[f];
       if (!options_.compute_stats || manifest_.fields[f].kind != FieldKind::kNdarray || m.n == 0) continue;
       manifest_.stats.push_back({manifest_.fields[f].name, m.n, m.min, m.max, m.mean,
                                  std::sqrt(m.m2 / static_cast<double>(m.n))});
     }
-    RETURN_IF_ERROR(ValidateManifest(manifest_));
+    RETURN_IF_ERROR(ValidateManifest(manifest_, part() ? ManifestKind::kPart : ManifestKind::kDataset));
     if (options_.fsync) RETURN_IF_ERROR(FsyncDir(dir_));
     const std::vector<uint8_t> bytes = EncodeManifestFile(manifest_);
-    created_.push_back(JoinPath(dir_, kManifestFileName) + kTempSuffix);
-    RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir_, kManifestFileName), bytes.data(), bytes.size(), options_.fsync));
+    const std::string path = JoinPath(dir_, part() ? kPartManifestFileName : kManifestFileName);
+    created_.push_back(path + kTempSuffix);
+    RETURN_IF_ERROR(WriteFileAtomic(path, bytes.data(), bytes.size(), options_.fsync));
     RETURN_IF_ERROR(dest_->Commit());
     finished_ = true;
     return Status::Ok();
@@ -437,6 +426,7 @@ class WriterImpl final : public DatasetWriter {
   uint8_t header_[kShardHeaderSize] = {};
   std::vector<std::string> created_;
   uint64_t bytes_done_ = 0;
+  uint64_t first_ = part() ? options_.part.first_sample : 0;  // number of the first sample
   uint32_t version_ = 1;  // the oldest version that can hold the schema
   bool encoders_made_ = false;
   bool finished_ = false;
@@ -451,6 +441,7 @@ Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& 
   if (options.zstd_level < 1 || options.zstd_level > 19)
     return InvalidArgument("zstd level " + std::to_string(options.zstd_level) + " is outside 1..19");
   if (options.target_shard_bytes == 0) return InvalidArgument("target shard size must be positive");
+  if (options.part.count > 0) RETURN_IF_ERROR(ValidatePart(options.part));
   Manifest probe;
   probe.format_version = kFormatVersion;
   probe.fields = fields;

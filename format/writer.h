@@ -25,6 +25,7 @@
 
 #include "format/layout.h"
 #include "format/manifest.h"
+#include "format/parts.h"
 #include "format/status.h"
 #include "format/types.h"
 
@@ -65,6 +66,11 @@ struct WriterOptions {
   bool fsync = true;           // fsync shards, manifest and directory
   std::vector<std::string> classes;
   Provenance provenance;
+  // Set (count > 0) to write one part of a dataset written in parts (format/parts.h):
+  // samples are numbered from part.first_sample (splits, shard indices and manifest
+  // entries), the part keys join the provenance, and Finish() writes `part.sfm` instead of
+  // `manifest.sfm`. The destination is then the part's directory (PartDir).
+  PartInfo part;
 };
 
 // Opaque result of encoding one sample; hand it to DatasetWriter::Append in order.

@@ -5,10 +5,10 @@
 #include <chrono>
 #include <cstdio>
 #include <numeric>
-#include <thread>
 #include <vector>
 
 #include "format/dataset.h"
+#include "format/parallel.h"
 #include "tools/tool_internal.h"
 
 #ifdef SHARDIFY_TOOLS_WITH_READER
@@ -63,18 +63,14 @@ Result<BenchResult> BenchDirect(const std::string& dir, const BenchOptions& o, c
   ASSIGN_OR_RETURN(auto ds, detail::OpenDataset(dir, true));
   ASSIGN_OR_RETURN(detail::Range range, detail::SplitRange(ds->manifest(), split));
   RETURN_IF_ERROR(ds->CheckSampleCounts(range.first, range.end - range.first));
-  const size_t threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
+  const size_t threads = WorkerCount(o.threads, SIZE_MAX);
   BenchResult r;
   r.mode = "direct";
   for (uint64_t e = 0; e < o.epochs; ++e) {
     const std::vector<uint64_t> order = Permutation(range.first, range.end, o.seed + e);
     std::atomic<size_t> next{0};
     std::vector<Result<uint64_t>> out(threads, Result<uint64_t>(uint64_t{0}));
-    std::vector<std::thread> pool;
-    for (size_t t = 0; t < threads; ++t) {
-      pool.emplace_back([&, t] { out[t] = DecodeRange(*ds, order, next, o.batch); });
-    }
-    for (std::thread& t : pool) t.join();
+    ParallelFor(threads, threads, [&](size_t t, size_t) { out[t] = DecodeRange(*ds, order, next, o.batch); });
     for (const auto& b : out) {
       RETURN_IF_ERROR(b.status());
       r.bytes += *b;
@@ -174,9 +170,7 @@ Result<PatchSetup> SetUpPatches(const std::string& dir, const BenchOptions& o, c
 template <typename Body>
 Result<PhaseTotals> OnThreads(size_t threads, Body body) {
   std::vector<Result<PhaseTotals>> out(threads, Result<PhaseTotals>(PhaseTotals{}));
-  std::vector<std::thread> pool;
-  for (size_t t = 0; t < threads; ++t) pool.emplace_back([&, t] { out[t] = body(t); });
-  for (std::thread& t : pool) t.join();
+  ParallelFor(threads, threads, [&](size_t t, size_t) { out[t] = body(t); });
   PhaseTotals sum;
   for (const auto& r : out) {
     RETURN_IF_ERROR(r.status());
@@ -221,7 +215,7 @@ Result<BenchResult> BenchPatches(const std::string& dir, const BenchOptions& o, 
                                  const Shape& patch) {
   const Clock::time_point t0 = Clock::now();
   ASSIGN_OR_RETURN(const PatchSetup s, SetUpPatches(dir, o, split, patch));
-  const size_t threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
+  const size_t threads = WorkerCount(o.threads, SIZE_MAX);
   const uint64_t n = s.range.end - s.range.first;
   const uint64_t count = o.patches ? o.patches : std::max<uint64_t>(32, 8 * n);
   BenchResult r;

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "format/dataset.h"
-#include "format/png.h"
+#include "media/png.h"
 #include "tools/nifti.h"
 #include "tools/tool_internal.h"
 
@@ -42,7 +42,7 @@ Status ExportPng(const Array& a, const std::string& path) {
       std::memcpy(&pixels[(k * c + ch) * es], &a.bytes[(ch * h * w + k) * es], es);
     }
   }
-  return WritePngFile(path, pixels.data(), static_cast<uint32_t>(w), static_cast<uint32_t>(h), static_cast<int>(c),
+  return media::WritePngFile(path, pixels.data(), static_cast<uint32_t>(w), static_cast<uint32_t>(h), static_cast<int>(c),
                       static_cast<int>(es * 8));
 }
 

@@ -5,8 +5,7 @@
 #include <unordered_set>
 
 #include "format/dataset.h"
-#include "format/png.h"
-#include "tools/font_internal.h"
+#include "media/canvas.h"
 #include "tools/plane_internal.h"
 #include "tools/tool_internal.h"
 
@@ -59,11 +58,6 @@ namespace {
 const uint8_t kPalette[][3] = {{230, 25, 75},  {60, 180, 75},  {255, 225, 25}, {0, 130, 200},
                                {245, 130, 48}, {145, 30, 180}, {70, 240, 240}, {240, 50, 230}};
 
-struct Canvas {
-  std::vector<uint8_t> rgb;
-  uint32_t width = 0, height = 0;
-};
-
 // The mask label at (x, y) of a mask plane: the value of a one-channel label map, or
 // 1 + the first non-zero channel of a one-channel-per-class mask; 0 = background.
 int MaskLabel(const detail::Plane& m, uint32_t x, uint32_t y) {
@@ -78,7 +72,7 @@ int MaskLabel(const detail::Plane& m, uint32_t x, uint32_t y) {
   return 0;
 }
 
-void DrawTile(Canvas& cv, uint32_t x0, uint32_t y0, uint32_t tile, const detail::Plane& p, DType dtype,
+void DrawTile(media::Canvas& cv, uint32_t x0, uint32_t y0, uint32_t tile, const detail::Plane& p, DType dtype,
               const detail::Plane* mask) {
   const std::vector<uint8_t> rgb = detail::ToRgb8(p, dtype);
   const double s = std::min(double(tile) / p.width, double(tile) / p.height);
@@ -91,11 +85,12 @@ void DrawTile(Canvas& cv, uint32_t x0, uint32_t y0, uint32_t tile, const detail:
     for (uint32_t x = 0; x < dw; ++x) {
       const uint32_t sx = uint64_t(x) * p.width / dw;
       const uint8_t* src = &rgb[(size_t(sy) * p.width + sx) * 3];
-      uint8_t* dst = &cv.rgb[(size_t(oy + y) * cv.width + ox + x) * 3];
       const int label = use_mask ? MaskLabel(*mask, sx, sy) : 0;
+      uint8_t px[3];
       for (int k = 0; k < 3; ++k) {
-        dst[k] = label > 0 ? static_cast<uint8_t>((src[k] + kPalette[(label - 1) % 8][k]) / 2) : src[k];
+        px[k] = label > 0 ? static_cast<uint8_t>((src[k] + kPalette[(label - 1) % 8][k]) / 2) : src[k];
       }
+      cv.Dot(static_cast<int>(ox + x), static_cast<int>(oy + y), {px[0], px[1], px[2]});
     }
   }
 }
@@ -107,7 +102,7 @@ Result<detail::Plane> PlaneOf(const Dataset& ds, const SampleView& s, size_t f, 
 }
 
 Status DrawSample(const Dataset& ds, uint64_t index, size_t field, uint32_t x0, uint32_t y0, uint32_t tile, Decoder& d,
-                  Canvas& cv, std::string* caption) {
+                  media::Canvas& cv, std::string* caption) {
   const Manifest& m = ds.manifest();
   ASSIGN_OR_RETURN(SampleView s, ds.Sample(index));
   ASSIGN_OR_RETURN(detail::Plane p, PlaneOf(ds, s, field, d));
@@ -124,8 +119,8 @@ Status DrawSample(const Dataset& ds, uint64_t index, size_t field, uint32_t x0, 
     ASSIGN_OR_RETURN(int64_t label, s.int_value(lf));
     if (label >= 0) *caption = detail::ClassName(m, label);
   }
-  static const uint8_t kInk[3] = {235, 235, 235};
-  detail::DrawText(cv.rgb, cv.width, cv.height, x0 + 1, y0 + tile + 2, *caption, kInk, tile / detail::kGlyphAdvance);
+  cv.Text(static_cast<int>(x0) + 1, static_cast<int>(y0 + tile) + 2, *caption, {235, 235, 235},
+          tile / media::kGlyphAdvance);
   return Status::Ok();
 }
 
@@ -145,7 +140,7 @@ Status RunGrid(const std::string& dir, const std::string& path, const GridOption
     return InvalidArgument("a sheet of " + std::to_string(g.width) + "x" + std::to_string(g.height) +
                            " pixels is too large; lower --count or --tile");
   }
-  Canvas cv{std::vector<uint8_t>(size_t(g.width) * g.height * 3, 24), g.width, g.height};
+  media::Canvas cv(g.width, g.height, {24, 24, 24});
   Decoder d;
   std::vector<std::string> captions(picks.size());
   for (size_t k = 0; k < picks.size(); ++k) {
@@ -154,7 +149,7 @@ Status RunGrid(const std::string& dir, const std::string& path, const GridOption
     Status st = DrawSample(*ds, picks[k], field, x0, y0, options.tile, d, cv, &captions[k]);
     if (!st.ok()) return st.WithContext("grid: sample " + std::to_string(picks[k]));
   }
-  RETURN_IF_ERROR(WritePngFile(path, cv.rgb.data(), g.width, g.height, 3, 8));
+  RETURN_IF_ERROR(cv.WritePng(path));
   if (options.json) {
     out << detail::Dump({{"file", path},
                          {"width", g.width},

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <thread>
 
 #include "format/dataset.h"
+#include "format/parallel.h"
 #include "tools/tool_internal.h"
 
 namespace shardify::tools {
@@ -110,21 +110,17 @@ Result<StatsReport> ComputeStats(const std::string& dir, const StatsOptions& opt
   ASSIGN_OR_RETURN(detail::Range range, detail::SplitRange(m, options.split));
   if (options.limit > 0 && range.end - range.first > options.limit) range.end = range.first + options.limit;
   const int label = detail::FindLabelField(m);
-  size_t threads = options.threads ? options.threads : std::thread::hardware_concurrency();
-  threads = std::max<size_t>(1, std::min<uint64_t>(threads, range.end - range.first));
+  const uint64_t n = range.end - range.first;
+  const size_t threads = WorkerCount(options.threads, n);
   std::vector<StatsReport> parts(threads, EmptyReport(m));
   std::vector<Status> errors(threads);
-  std::vector<std::thread> pool;
-  const uint64_t n = range.end - range.first;
-  for (size_t t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      Decoder d;
-      std::vector<uint8_t> buf;
-      const uint64_t lo = range.first + n * t / threads, hi = range.first + n * (t + 1) / threads;
-      for (uint64_t i = lo; i < hi && errors[t].ok(); ++i) errors[t] = AddSample(*ds, i, label, d, buf, parts[t]);
-    });
-  }
-  for (std::thread& t : pool) t.join();
+  // Fixed contiguous parts, summed in order: the same figures for the same thread count.
+  ParallelFor(threads, threads, [&](size_t t, size_t) {
+    Decoder d;
+    std::vector<uint8_t> buf;
+    const uint64_t lo = range.first + n * t / threads, hi = range.first + n * (t + 1) / threads;
+    for (uint64_t i = lo; i < hi && errors[t].ok(); ++i) errors[t] = AddSample(*ds, i, label, d, buf, parts[t]);
+  });
   StatsReport report = EmptyReport(m);
   for (size_t t = 0; t < threads; ++t) {
     RETURN_IF_ERROR(errors[t]);

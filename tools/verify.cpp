@@ -3,13 +3,11 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
 #include <mutex>
-#include <thread>
 
 #include "format/dataset.h"
 #include "format/layout.h"
+#include "format/parallel.h"
 #include "tools/tool_internal.h"
 
 namespace shardify::tools {
@@ -93,34 +91,30 @@ void CheckOneShard(const Dataset& ds, size_t n, bool quick, Decoder& d, std::vec
 // Checks shards on `threads` workers; hands results to `emit` in shard order.
 void CheckAllShards(const Dataset& ds, const VerifyOptions& options, const std::function<void(ShardResult&)>& emit) {
   const size_t count = ds.manifest().shards.size();
-  size_t threads = options.threads ? options.threads : std::thread::hardware_concurrency();
-  threads = std::max<size_t>(1, std::min(threads, count));
+  const size_t threads = WorkerCount(options.threads, count);
   std::vector<ShardResult> results(count);
-  std::atomic<size_t> next{0};
+  std::vector<Decoder> decoders(threads);
+  std::vector<std::vector<uint8_t>> buffers(threads);
   std::mutex mu;
-  std::condition_variable cv;
-  auto work = [&] {
-    Decoder d;
-    std::vector<uint8_t> buf;
-    for (size_t n; (n = next.fetch_add(1)) < count;) {
-      ShardResult r;
-      CheckOneShard(ds, n, options.quick, d, buf, r);
-      std::lock_guard<std::mutex> lock(mu);
-      results[n] = std::move(r);
-      results[n].done = true;
-      cv.notify_all();
-    }
-  };
-  std::vector<std::thread> pool;
-  for (size_t t = 0; t < threads; ++t) pool.emplace_back(work);
-  for (size_t n = 0; n < count; ++n) {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return results[n].done; });
-    ShardResult r = std::move(results[n]);
-    lock.unlock();
-    emit(r);
-  }
-  for (std::thread& t : pool) t.join();
+  size_t emitted = 0;
+  ParallelFor(
+      count, threads,
+      [&](size_t n, size_t w) {
+        ShardResult r;
+        CheckOneShard(ds, n, options.quick, decoders[w], buffers[w], r);
+        std::lock_guard<std::mutex> lock(mu);
+        results[n] = std::move(r);
+        results[n].done = true;
+      },
+      [&](size_t) {  // on this thread, in shard order, as soon as each is checked
+        for (;;) {
+          std::unique_lock<std::mutex> lock(mu);
+          if (emitted == count || !results[emitted].done) return true;
+          ShardResult r = std::move(results[emitted++]);
+          lock.unlock();
+          emit(r);
+        }
+      });
 }
 
 }  // namespace

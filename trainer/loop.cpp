@@ -4,8 +4,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <thread>
 #include <nlohmann/json.hpp>
 
+#include "trainer/distributed_internal.h"
 #include "trainer/loop_internal.h"
 #include "trainer/metrics.h"
 #include "trainer/train.h"
@@ -30,6 +32,7 @@ struct Setup {
   std::string best_name, curve_metric;
   CheckpointMeta resumed;
   std::shared_ptr<const NnUnetAugment> nnunet;  // null: --aug none
+  int rank = 0, world_size = 1;                 // distributed: this process's place
 };
 
 // Label of patch voxels outside the volume: outside [0, K), so the loss ignores it.
@@ -55,7 +58,7 @@ Result<int64_t> NumClasses(const Manifest& m, const TrainOptions& o, bool seg) {
       if (st.field == o.mask_field && st.count > 0) return static_cast<int64_t>(st.max) + 1;
     }
   }
-  return InvalidArgument("cannot tell the number of classes: the manifest lists none; pass it");
+  return InvalidArgument("cannot tell the number of classes: the manifest lists none; pass --classes N");
 }
 
 // Volumes: image [C, D, H, W] with a patch of rank 3 (checked by CheckTrainOptions).
@@ -110,8 +113,9 @@ Status DescribeData(const TrainOptions& o, Setup& s) {
     s.model.width = o.augment.resize_w > 0 ? o.augment.resize_w : o.augment.crop_w > 0 ? o.augment.crop_w : shape.back();
   }
   if (s.model.in_channels < 1) return InvalidArgument(s.ds->dir() + ": image channel count varies; not supported");
-  if (s.model.name == "mlp" && (s.model.height < 1 || s.model.width < 1)) {
-    return InvalidArgument(s.ds->dir() + ": image size varies; the MLP needs --resize");
+  const ModelInfo* info = FindModel(s.model.name);
+  if (info != nullptr && info->fixed_input_size && (s.model.height < 1 || s.model.width < 1)) {
+    return InvalidArgument(s.ds->dir() + ": image size varies; model '" + s.model.name + "' needs --resize");
   }
   s.model.height = std::max<int64_t>(s.model.height, 1);
   s.model.width = std::max<int64_t>(s.model.width, 1);
@@ -226,6 +230,7 @@ namespace {
 // Timings and loss of the epoch in progress.
 struct EpochClock {
   double wait = 0, busy = 0;  // seconds blocked in Next(), seconds of whole steps
+  double comm = 0;            // seconds blocked on the gradient all-reduce
   uint64_t samples = 0, steps = 0;
   torch::Tensor loss_sum;     // on the device, read at progress points only
   double Loss() const { return steps && loss_sum.defined() ? loss_sum.item<double>() / double(steps) : kNaN; }
@@ -234,8 +239,9 @@ struct EpochClock {
 class Trainer {
  public:
   Trainer(const TrainOptions& o, Setup& s, std::shared_ptr<Model> model,
-          std::unique_ptr<torch::optim::Optimizer> opt, std::unique_ptr<Loader> loader, Clock::time_point start)
-      : o_(o), s_(s), model_(std::move(model)), opt_(std::move(opt)), loader_(std::move(loader)),
+          std::unique_ptr<torch::optim::Optimizer> opt, std::unique_ptr<Loader> loader, detail::RankGroup* group,
+          Clock::time_point start)
+      : o_(o), s_(s), model_(std::move(model)), opt_(std::move(opt)), loader_(std::move(loader)), group_(group),
         start_(start), last_progress_(start) {
     sched_ = o.schedule;
     const int64_t per_epoch = (int64_t(loader_->batches_per_epoch()) + o.accumulate - 1) / o.accumulate;
@@ -243,15 +249,19 @@ class Trainer {
     aug_ = o.augment;
     aug_.seed = o.seed;
     opt_step_ = s.resumed.optimizer_step;
+    if (!o.resume.empty() && s.resumed.world_size != s.world_size) opt_step_ = per_epoch * int64_t(s.resumed.epochs_done);
+    if (group_) sync_ = std::make_unique<detail::GradSync>(*group_, model_->parameters(), size_t(o.dist.bucket_mb * (1 << 20)));
     best_ = s.resumed.has_best ? s.resumed.best_metric : kNaN;
     summary_.epochs = s.resumed.epochs_done;
     summary_.best_metric_name = s.best_name;
     summary_.device = s.device.str();
+    summary_.rank = s.rank;
+    summary_.world_size = s.world_size;
   }
 
   Result<TrainSummary> Run() {
     model_->train();
-    while (!StopRequested()) {
+    while (!Stopping()) {
       inflight_.Release(2);
       const auto t0 = Clock::now();
       Result<std::shared_ptr<Batch>> next = loader_->Next();
@@ -266,12 +276,19 @@ class Trainer {
       at_ = {batch->epoch, batch->step};
       const bool last = batch->step + 1 == loader_->batches_per_epoch();
       const bool due = last || (batch->step + 1) % std::max<uint64_t>(o_.progress_every, 1) == 0;
-      if (o_.on_step && (due || Seconds(Clock::now() - last_progress_) >= o_.progress_seconds)) Progress(*batch);
+      // Every rank takes the same branches (SyncClock is a collective): `due` follows the
+      // step count, and a report between those points follows rank 0's clock, which the
+      // other ranks learn with the step's gradients, never from their own clocks.
+      if (due || (group_ ? agreed_.report : ClockDue())) {
+        RETURN_IF_ERROR(SyncClock());
+        if (o_.on_step && Leader()) Progress(*batch);
+      }
       if (due) RETURN_IF_ERROR(CheckFinite());
       if (last) RETURN_IF_ERROR(EndEpoch(batch->epoch, false));
     }
     inflight_.Release(0);
     if (clock_.steps > 0) {  // stopped within an epoch: report on the model as it is now
+      RETURN_IF_ERROR(SyncClock());
       RETURN_IF_ERROR(CheckFinite());
       RETURN_IF_ERROR(EndEpoch(at_.epoch, true));
     }
@@ -280,25 +297,36 @@ class Trainer {
 
  private:
   Status Step(const std::shared_ptr<Batch>& batch) {
-    torch::manual_seed(StepSeed(o_.seed, batch->epoch, batch->step));
+    // Each rank's part of a step draws its own dropout and augmentation (one rank: the step).
+    const uint64_t draw = batch->step * uint64_t(s_.world_size) + uint64_t(s_.rank);
+    torch::manual_seed(StepSeed(o_.seed, batch->epoch, draw));
     ASSIGN_OR_RETURN(detail::Inputs in, detail::BatchInputs(batch, s_.spec, s_.device, Where(o_.train_split)));
     inflight_.Add(batch, s_.device);
     ImageMask io = !s_.spec.patch.empty() ? ImageMask{in.image, in.target}
                    : Augment({in.image, s_.spec.segmentation ? in.target : torch::Tensor()}, aug_,
-                             batch->epoch, batch->step);
-    if (s_.nnunet) io = (*s_.nnunet)(std::move(io), batch->epoch, batch->step);
+                             batch->epoch, draw);
+    if (s_.nnunet) io = (*s_.nnunet)(std::move(io), batch->epoch, draw);
     torch::Tensor target = s_.spec.segmentation ? io.mask : in.target;
     torch::Tensor loss;
     {
       detail::AutocastScope amp(o_.amp && s_.device.is_cuda());
       loss = detail::TaskLoss(model_->forward(io.image), target, s_.spec);
     }
+    const bool epoch_end = batch->step + 1 == loader_->batches_per_epoch();
+    // A stop request and rank 0's progress clock travel with the gradients (no collective
+    // of their own), so every rank learns them after the same step.
+    if (sync_) sync_->Arm(micro_ + 1 == o_.accumulate || epoch_end, {LocalStop(), ClockDue()});
     (loss / double(o_.accumulate)).backward();
+    if (sync_) {
+      const auto c0 = Clock::now();
+      RETURN_IF_ERROR(sync_->Finish(&agreed_));
+      clock_.comm += Seconds(Clock::now() - c0);
+      stop_agreed_ = stop_agreed_ || agreed_.stop;
+    }
     last_loss_ = loss.detach();
     clock_.loss_sum = clock_.loss_sum.defined() ? clock_.loss_sum + last_loss_ : last_loss_.clone();
     clock_.samples += batch->size();
     ++clock_.steps;
-    const bool epoch_end = batch->step + 1 == loader_->batches_per_epoch();
     if (++micro_ == o_.accumulate || epoch_end) {
       SetLr(*opt_, ScheduledLr(sched_, o_.optimizer.lr, opt_step_));
       opt_->step();
@@ -314,21 +342,32 @@ class Trainer {
     info.epoch = batch.epoch;
     info.step = batch.step;
     info.steps_per_epoch = loader_->batches_per_epoch();
-    info.loss = clock_.Loss();
+    info.loss = shown_.Loss();
     info.last_step_loss = last_loss_.item<double>();
-    info.samples_per_s = clock_.busy > 0 ? double(clock_.samples) / clock_.busy : 0;
-    info.data_wait_fraction = clock_.busy > 0 ? clock_.wait / clock_.busy : 0;
+    info.samples_per_s = shown_.busy > 0 ? double(shown_.samples) / shown_.busy : 0;
+    info.data_wait_fraction = shown_.busy > 0 ? shown_.wait / shown_.busy : 0;
     o_.on_step(info);
     last_progress_ = Clock::now();
   }
 
-  bool StopRequested() const {
-    return (o_.max_steps > 0 && summary_.steps >= o_.max_steps) || (o_.stop != nullptr && o_.stop->load());
+  // Whether the run ends before the next batch: max_steps (the same on every rank) is
+  // reached, or a stop was asked (distributed: on some rank, and every rank knows).
+  bool Stopping() {
+    if (o_.max_steps > 0 && summary_.steps >= o_.max_steps) return true;
+    summary_.stopped = group_ ? stop_agreed_ : LocalStop();
+    return summary_.stopped;
+  }
+  bool LocalStop() const { return o_.stop != nullptr && o_.stop->load(); }
+
+  // Whether this rank's clock asks for a progress report between the every-N-batches
+  // points: only rank 0 reports.
+  bool ClockDue() const {
+    return o_.on_step && Leader() && Seconds(Clock::now() - last_progress_) >= o_.progress_seconds;
   }
 
   // Reports evaluation progress every progress_seconds, and at the end when it did before.
   detail::EvalProgress EvalCallback(const std::string& split) const {
-    if (!o_.on_eval) return {};
+    if (!o_.on_eval || !Leader()) return {};
     auto last = std::make_shared<std::pair<Clock::time_point, bool>>(Clock::now(), false);
     return [this, split, last](uint64_t done, uint64_t total) {
       const bool due = Seconds(Clock::now() - last->first) >= o_.progress_seconds;
@@ -341,7 +380,7 @@ class Trainer {
   Result<detail::EvalResult> Evaluate(const std::string& split, const std::string& prefix) {
     const auto t0 = Clock::now();
     Result<detail::EvalResult> r = detail::Evaluate(*model_, s_.ds, split, s_.spec, s_.model.num_classes, s_.device,
-                                                    o_.batch_size, o_.threads, prefix, EvalCallback(split));
+                                                    o_.batch_size, o_.threads, prefix, EvalCallback(split), group_);
     summary_.validation_seconds += Seconds(Clock::now() - t0);
     return r;
   }
@@ -350,7 +389,7 @@ class Trainer {
   // carries it) means the run diverged: it stops before anything is saved from it.
   Status CheckFinite() const {
     const Position& batch = at_;
-    const double loss = clock_.Loss();
+    const double loss = shown_.Loss();
     if (std::isfinite(loss)) return Status::Ok();
     char lr[32];
     std::snprintf(lr, sizeof lr, "%g", o_.optimizer.lr);
@@ -359,6 +398,26 @@ class Trainer {
                            std::to_string(batch.epoch + 1) + ", step " + std::to_string(batch.step + 1) +
                            "; stopped (last.pt and best.pt keep the last finished epoch). Try a lower --lr than " +
                            lr + ", or a warm-up (--schedule onecycle)");
+  }
+
+  bool Leader() const { return s_.rank == 0; }
+
+  // The epoch so far over all ranks (shown_): loss and samples summed, times averaged.
+  Status SyncClock() {
+    shown_ = clock_;
+    if (!group_) return Status::Ok();
+    const double loss_sum = clock_.steps ? clock_.loss_sum.item<double>() : 0;
+    ASSIGN_OR_RETURN(const std::vector<double> v,
+                     group_->Sum({loss_sum, double(clock_.steps), double(clock_.samples), clock_.wait, clock_.busy,
+                                  clock_.comm}, "summing the training loss"));
+    const double world = double(s_.world_size);
+    shown_.loss_sum = torch::tensor(v[0], torch::kDouble);
+    shown_.steps = uint64_t(v[1]);
+    shown_.samples = uint64_t(v[2]);
+    shown_.wait = v[3] / world;
+    shown_.busy = v[4] / world;
+    shown_.comm = v[5] / world;
+    return Status::Ok();
   }
 
   std::string Where(const std::string& split) const {
@@ -389,8 +448,14 @@ class Trainer {
   detail::InFlightBatches inflight_;
   torch::Tensor last_loss_;
   TrainSummary summary_;
+  detail::RankGroup* group_;              // null: one process
+  std::unique_ptr<detail::GradSync> sync_;
+  EpochClock shown_;                      // clock_ over all ranks at the last progress point
+  double total_comm_ = 0;
   Clock::time_point start_, last_progress_;
-  Position at_;  // the last batch trained
+  Position at_;                           // the last batch trained
+  detail::StepFlags agreed_;              // what some rank flagged at the last step (group)
+  bool stop_agreed_ = false;              // some rank asked to stop, and every rank knows
 };
 
 // An epoch's end, or with `partial` the end of a run stopped within epoch `epoch`.
@@ -398,13 +463,14 @@ Status Trainer::EndEpoch(uint64_t epoch, bool partial) {
   EpochRecord r;
   r.epoch = epoch + 1;
   r.partial = partial;
-  r.steps = clock_.steps;
-  r.train_loss = clock_.Loss();
-  r.seconds = clock_.busy;
-  r.samples_per_s = clock_.busy > 0 ? double(clock_.samples) / clock_.busy : 0;
-  r.data_wait_fraction = clock_.busy > 0 ? clock_.wait / clock_.busy : 0;
+  r.steps = clock_.steps;  // this rank's: the same on every rank
+  r.train_loss = shown_.Loss();
+  r.seconds = shown_.busy;
+  r.samples_per_s = shown_.busy > 0 ? double(shown_.samples) / shown_.busy : 0;
+  r.data_wait_fraction = shown_.busy > 0 ? shown_.wait / shown_.busy : 0;
   r.lr = ScheduledLr(sched_, o_.optimizer.lr, std::max<int64_t>(opt_step_ - 1, 0));
   r.val_loss = kNaN;
+  if (group_) RETURN_IF_ERROR(detail::AverageBuffers(*group_, *model_));
   if (s_.has_val) {
     ASSIGN_OR_RETURN(detail::EvalResult ev, Evaluate(o_.val_split, "val"));
     r.val_loss = ev.loss;
@@ -414,12 +480,14 @@ Status Trainer::EndEpoch(uint64_t epoch, bool partial) {
   const bool improved = !std::isnan(value) &&
                         (std::isnan(best_) || (HigherIsBetter(s_.best_name) ? value > best_ : value < best_));
   if (improved) best_ = value;
-  total_wait_ += clock_.wait;
-  total_busy_ += clock_.busy;
-  total_samples_ += clock_.samples;
-  clock_ = EpochClock();
+  total_wait_ += shown_.wait;
+  total_busy_ += shown_.busy;
+  total_comm_ += shown_.comm;
+  total_samples_ += shown_.samples;
+  clock_ = shown_ = EpochClock();
   if (!partial) summary_.epochs = epoch + 1;
   summary_.history.push_back(r);
+  if (!Leader()) return Status::Ok();  // rank 0 writes and reports
   RETURN_IF_ERROR(SaveCheckpoints(improved));
   RETURN_IF_ERROR(AppendMetricsLine(o_.out_dir + "/metrics.jsonl", r));
   RETURN_IF_ERROR(WriteCurvePng(o_.out_dir + "/curve.png", summary_.history, s_.curve_metric));
@@ -441,6 +509,7 @@ Status Trainer::SaveCheckpoints(bool improved) {
   meta.mask_classes = s_.spec.class_names;
   meta.optimizer_step = opt_step_;
   meta.sampler = loader_->State();
+  meta.world_size = s_.world_size;
   meta.has_best = !std::isnan(best_);
   meta.best_metric = meta.has_best ? best_ : 0;
   meta.best_metric_name = s_.best_name;
@@ -457,6 +526,7 @@ Result<TrainSummary> Trainer::Finish() {
   summary_.seconds = total_busy_;
   summary_.samples_per_s = total_busy_ > 0 ? double(total_samples_) / total_busy_ : 0;
   summary_.data_wait_fraction = total_busy_ > 0 ? total_wait_ / total_busy_ : 0;
+  summary_.allreduce_fraction = total_busy_ > 0 ? total_comm_ / total_busy_ : 0;
   summary_.best_metric = best_;
   if (!summary_.history.empty()) summary_.metrics = summary_.history.back().metrics;
   if (!summary_.history.empty()) summary_.metrics.emplace_back("train_loss", summary_.history.back().train_loss);
@@ -483,7 +553,13 @@ Result<std::unique_ptr<Loader>> TrainLoader(const TrainOptions& o, const Setup& 
   lo.sampler.epochs = o.epochs;
   lo.sampler.repeats = o.repeats;
   lo.sampler.drop_last = o.drop_last;
-  if (!o.resume.empty()) lo.sampler.resume = s.resumed.sampler;
+  lo.sampler.rank = size_t(s.rank);
+  lo.sampler.world_size = size_t(s.world_size);
+  if (!o.resume.empty()) {
+    std::string note;
+    lo.sampler.resume = detail::ResumePoint(s.resumed, s.world_size, &note);
+    if (!note.empty() && s.rank == 0 && o.on_note) o.on_note(note);
+  }
   if (!s.spec.patch.empty()) {
     PatchOptions po;
     po.image_field = s.spec.image_field;
@@ -493,7 +569,7 @@ Result<std::unique_ptr<Loader>> TrainLoader(const TrainOptions& o, const Setup& 
     po.foreground_fraction = o.foreground_fraction;
     po.label_pad = kLabelPad;
     if (s.nnunet) po.margin = Shape(s.nnunet->margin().begin(), s.nnunet->margin().end());
-    po.seed = o.seed;
+    po.seed = s.rank == 0 ? o.seed : StepSeed(o.seed, ~uint64_t(0), uint64_t(s.rank));  // each rank its own draws
     lo.patch = po;
   }
   return Loader::Open(s.ds, lo);
@@ -507,18 +583,48 @@ void ConfigureTorch(const TrainOptions& o) {
   torch::manual_seed(o.seed);
 }
 
-Result<TrainSummary> TrainImpl(const TrainOptions& o) {
-  const auto start = Clock::now();
+// Everything after joining the process group (null: one process); the run began at `start`.
+Result<TrainSummary> TrainJoined(const TrainOptions& o, detail::RankGroup* group, Clock::time_point start) {
   Setup s;
   RETURN_IF_ERROR(Prepare(o, s));
   ConfigureTorch(o);
+  if (group) {
+    RETURN_IF_ERROR(detail::RankDevice(o.dist, &s.device));
+    s.rank = group->rank();
+    s.world_size = group->world_size();
+  }
   ASSIGN_OR_RETURN(std::shared_ptr<Model> model, MakeModel(s.model));
   model->to(s.device);
   ASSIGN_OR_RETURN(std::unique_ptr<torch::optim::Optimizer> opt, MakeOptimizer(model->parameters(), o.optimizer));
   if (!o.resume.empty()) RETURN_IF_ERROR(LoadCheckpoint(o.resume, *model, opt.get()));
+  if (group) RETURN_IF_ERROR(detail::BroadcastModel(*group, *model));
   ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, TrainLoader(o, s));
-  Trainer trainer(o, s, std::move(model), std::move(opt), std::move(loader), start);
+  Trainer trainer(o, s, std::move(model), std::move(opt), std::move(loader), group, start);
   return trainer.Run();
+}
+
+// A distributed run joins first, so that its ranks hear of each other's errors.
+Result<TrainSummary> TrainImpl(const TrainOptions& o) {
+  const auto start = Clock::now();
+  if (o.dist.world_size <= 1) return TrainJoined(o, nullptr, start);
+  RETURN_IF_ERROR(CheckTrainOptions(o));
+  ASSIGN_OR_RETURN(torch::Device device, detail::PickDevice(o.device));
+  RETURN_IF_ERROR(detail::RankDevice(o.dist, &device));
+  ASSIGN_OR_RETURN(std::unique_ptr<detail::RankGroup> group, detail::RankGroup::Join(o.dist, device));
+  Result<TrainSummary> r = Internal("not run");
+  try {
+    r = TrainJoined(o, group.get(), start);
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    group->Leave(Internal(what.substr(0, what.find('\n'))));
+    throw;
+  }
+  if (!r.ok()) {
+    group->Leave(r.status());
+    return r;
+  }
+  RETURN_IF_ERROR(group->Finish());
+  return r;
 }
 
 nlohmann::json JsonNumber(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
@@ -540,11 +646,19 @@ std::string SummaryJson(const TrainSummary& s) {
   for (const auto& [k, v] : s.metrics) m[k] = JsonNumber(v);
   j["metrics"] = m;
   j["device"] = s.device;
+  j["rank"] = s.rank;
+  j["world_size"] = s.world_size;
+  j["allreduce_fraction"] = JsonNumber(s.allreduce_fraction);
   return j.dump();
 }
 
 Result<TrainSummary> Train(const TrainOptions& options) {
   try {
+    if (options.threads == 0 && options.dist.local_world_size > 1) {  // the ranks of a machine share its cores
+      TrainOptions o = options;
+      o.threads = std::max<size_t>(1, std::thread::hardware_concurrency() / size_t(options.dist.local_world_size));
+      return TrainImpl(o);
+    }
     return TrainImpl(options);
   } catch (const std::bad_alloc&) {
     return ResourceExhausted(std::string("training on ") + options.data_dir + ": out of memory");

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "trainer/distributed_internal.h"
 #include "trainer/metrics.h"
 #include "trainer/sliding_window.h"
 #include "trainer/transforms.h"
@@ -121,7 +122,7 @@ torch::Tensor TaskLoss(const torch::Tensor& logits, const torch::Tensor& target,
 
 Result<std::unique_ptr<Loader>> SplitLoader(const std::shared_ptr<const Dataset>& ds,
                                             const std::string& split, const DataSpec& spec,
-                                            size_t batch_size, size_t threads) {
+                                            size_t batch_size, size_t threads, const RankGroup* group) {
   LoaderOptions lo;
   lo.split = split;
   lo.fields = {spec.image_field, spec.segmentation ? spec.mask_field : spec.label_field};
@@ -129,6 +130,10 @@ Result<std::unique_ptr<Loader>> SplitLoader(const std::shared_ptr<const Dataset>
   lo.threads = threads;
   lo.sampler.order = SampleOrder::kSequential;
   lo.sampler.epochs = 1;
+  if (group != nullptr) {
+    lo.sampler.rank = static_cast<size_t>(group->rank());
+    lo.sampler.world_size = static_cast<size_t>(group->world_size());
+  }
   if (!spec.patch.empty()) lo.prefetch = 1;  // whole volumes: keep few in memory
   return Loader::Open(ds, lo);
 }
@@ -174,6 +179,14 @@ MaskClasses DescribeMask(const FieldSpec& mask) {
 
 namespace {
 
+// How many samples of `split` this rank evaluates (all without a group): the Loader pads
+// each rank's part by wrapping around, and what lies past that is read twice.
+uint64_t OwnedOf(const Dataset& ds, const std::string& split, const RankGroup* group) {
+  const SplitInfo* info = ds.manifest().FindSplit(split);
+  const uint64_t count = info != nullptr ? info->num_samples : 0;
+  return group != nullptr ? OwnedSamples(count, group->rank(), group->world_size()) : count;
+}
+
 void AddDiceMetrics(const std::string& prefix, double mean_foreground, const std::vector<double>& per_class,
                     const DataSpec& spec, EvalResult* r) {
   r->metrics.emplace_back(prefix + "_dice", mean_foreground);
@@ -183,26 +196,24 @@ void AddDiceMetrics(const std::string& prefix, double mean_foreground, const std
   }
 }
 
-uint64_t SplitSize(const Dataset& ds, const std::string& split) {
-  const SplitInfo* s = ds.manifest().FindSplit(split);
-  return s ? s->num_samples : 0;
-}
-
 // Whole volumes one at a time (batch 1), each covered by sliding windows.
 Result<EvalResult> EvaluateVolumes(Model& model, const std::shared_ptr<const Dataset>& ds,
                                    const std::string& split, const DataSpec& spec, int64_t num_classes,
                                    const torch::Device& device, size_t batch_size, size_t threads,
-                                   const std::string& prefix, const EvalProgress& progress) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, SplitLoader(ds, split, spec, 1, threads));
+                                   const std::string& prefix, const EvalProgress& progress, RankGroup* group) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, SplitLoader(ds, split, spec, 1, threads, group));
   torch::NoGradGuard no_grad;
   model.eval();
   CaseDiceMetrics dice(num_classes, spec.multi_label);
   double loss_sum = 0;
   const std::string where = ds->dir() + ", split '" + split + "'";
-  const uint64_t total = SplitSize(*ds, split);
+  uint64_t owned = OwnedOf(*ds, split, group);
+  const uint64_t total = owned;
   while (true) {
     ASSIGN_OR_RETURN(std::shared_ptr<Batch> batch, loader->Next());
     if (!batch) break;
+    if (owned == 0) continue;
+    --owned;
     ASSIGN_OR_RETURN(Inputs in, BatchInputs(batch, spec, device, where));
     // A batch of one case has the case's own shape (the Loader pads only to the batch's largest).
     const torch::Tensor image = in.image[0], target = in.target.narrow(0, 0, 1);
@@ -213,6 +224,11 @@ Result<EvalResult> EvaluateVolumes(Model& model, const std::shared_ptr<const Dat
     if (progress) progress(dice.cases(), total);
   }
   model.train();
+  if (group != nullptr) {
+    ASSIGN_OR_RETURN(const std::vector<double> sum, group->Sum({loss_sum}, "summing the " + prefix + " loss"));
+    loss_sum = sum[0];
+    RETURN_IF_ERROR(SumMetrics(*group, &dice));
+  }
   EvalResult r;
   const uint64_t n = dice.cases();
   r.loss = n ? loss_sum / double(n) : std::numeric_limits<double>::quiet_NaN();
@@ -226,11 +242,12 @@ Result<EvalResult> EvaluateVolumes(Model& model, const std::shared_ptr<const Dat
 Result<EvalResult> Evaluate(Model& model, const std::shared_ptr<const Dataset>& ds,
                             const std::string& split, const DataSpec& spec, int64_t num_classes,
                             const torch::Device& device, size_t batch_size, size_t threads,
-                            const std::string& prefix, const EvalProgress& progress) {
+                            const std::string& prefix, const EvalProgress& progress, RankGroup* group) {
   if (!spec.patch.empty()) {
-    return EvaluateVolumes(model, ds, split, spec, num_classes, device, batch_size, threads, prefix, progress);
+    return EvaluateVolumes(model, ds, split, spec, num_classes, device, batch_size, threads, prefix, progress,
+                           group);
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, SplitLoader(ds, split, spec, batch_size, threads));
+  ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, SplitLoader(ds, split, spec, batch_size, threads, group));
   torch::NoGradGuard no_grad;
   model.eval();
   ClassMetrics cls(num_classes);
@@ -238,19 +255,31 @@ Result<EvalResult> Evaluate(Model& model, const std::shared_ptr<const Dataset>& 
   double loss_sum = 0;
   uint64_t n = 0;
   const std::string where = ds->dir() + ", split '" + split + "'";
-  const uint64_t total = SplitSize(*ds, split);
+  uint64_t owned = OwnedOf(*ds, split, group);
+  const uint64_t total = owned;
   while (true) {
     ASSIGN_OR_RETURN(std::shared_ptr<Batch> batch, loader->Next());
     if (!batch) break;
+    const int64_t keep = static_cast<int64_t>(std::min<uint64_t>(batch->size(), owned));
+    if (keep == 0) continue;
+    owned -= static_cast<uint64_t>(keep);
     ASSIGN_OR_RETURN(Inputs in, BatchInputs(batch, spec, device, where));  // resized as in training
+    in.image = in.image.narrow(0, 0, keep);
+    in.target = in.target.narrow(0, 0, keep);
     torch::Tensor logits = model.forward(in.image).to(torch::kFloat);
-    loss_sum += TaskLoss(logits, in.target, spec).item<double>() * double(batch->size());
-    n += batch->size();
+    loss_sum += TaskLoss(logits, in.target, spec).item<double>() * double(keep);
+    n += static_cast<uint64_t>(keep);
     if (spec.segmentation) dice.Add(Predictions(logits, spec, false), in.target);
     else cls.Add(logits, in.target);
     if (progress) progress(n, total);
   }
   model.train();
+  if (group != nullptr) {
+    ASSIGN_OR_RETURN(const std::vector<double> sum, group->Sum({loss_sum, double(n)}, "summing the " + prefix + " loss"));
+    loss_sum = sum[0];
+    n = static_cast<uint64_t>(sum[1]);
+    RETURN_IF_ERROR(spec.segmentation ? SumMetrics(*group, &dice) : SumMetrics(*group, &cls));
+  }
   EvalResult r;
   r.loss = n ? loss_sum / double(n) : std::numeric_limits<double>::quiet_NaN();
   r.metrics.emplace_back(prefix + "_loss", r.loss);

@@ -19,6 +19,8 @@
 
 namespace shardify::trainer::detail {
 
+class RankGroup;  // distributed_internal.h
+
 // "auto" -> cuda when a device answers, else cpu. "cuda" without a device is an error.
 Result<torch::Device> PickDevice(const std::string& name);
 // InvalidArgument unless `name` is auto, cpu, cuda or cuda:N (whether a device answers is
@@ -94,26 +96,30 @@ Result<Inputs> BatchInputs(const std::shared_ptr<Batch>& batch, const DataSpec& 
 // Loss of a batch for the task.
 torch::Tensor TaskLoss(const torch::Tensor& logits, const torch::Tensor& target, const DataSpec& spec);
 
-// Opens a sequential single-epoch loader over `split`.
+// Opens a sequential single-epoch loader over `split` (with `group`: over this rank's part).
 Result<std::unique_ptr<Loader>> SplitLoader(const std::shared_ptr<const Dataset>& ds,
                                             const std::string& split, const DataSpec& spec,
-                                            size_t batch_size, size_t threads);
+                                            size_t batch_size, size_t threads, const RankGroup* group = nullptr);
 
 struct EvalResult {
   double loss = 0;
   std::vector<std::pair<std::string, double>> metrics;  // "<prefix>_accuracy", ...
 };
 
-// Called after each batch (case) evaluated with the samples done and the split's total.
+// Called after each batch (case) evaluated with the samples done and the split's total
+// (with a group: this rank's samples done and its share of the split).
 using EvalProgress = std::function<void(uint64_t done, uint64_t total)>;
 
 // Runs the model in eval mode over `split`; metric names start with `prefix` + "_".
 // Volumes: one sliding-window pass per case, Dice per class averaged over the cases.
 // Multi-label: per-class sigmoids thresholded at 0.5, "<prefix>_dice_<class name>".
+// With `group`, each rank evaluates its part and every rank returns the whole split's
+// figures; `progress` then counts this rank's part.
 Result<EvalResult> Evaluate(Model& model, const std::shared_ptr<const Dataset>& ds,
                             const std::string& split, const DataSpec& spec, int64_t num_classes,
                             const torch::Device& device, size_t batch_size, size_t threads,
-                            const std::string& prefix, const EvalProgress& progress = {});
+                            const std::string& prefix, const EvalProgress& progress = {},
+                            RankGroup* group = nullptr);
 
 // Sliding-window class probabilities [K, spatial...] of one normalized volume [C, spatial...].
 torch::Tensor VolumeProbs(Model& model, const torch::Tensor& image, const DataSpec& spec, size_t batch_size);

@@ -1,17 +1,22 @@
 // shardtrain: train a model on a shard dataset, or predict with a checkpoint.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <optional>
 #include <string>
 
+#include <time.h>
 #include <unistd.h>
 
 #include "format/types.h"
+#include "trainer/models.h"
 #include "trainer/train.h"
 
 namespace st = shardify::trainer;
@@ -23,11 +28,23 @@ namespace {
 const bool kStderrIsTerminal = isatty(STDERR_FILENO) != 0;
 
 // Ctrl-C or SIGTERM ends training as --max-steps does (validation, last.pt, metrics); a
-// second one ends the process at once.
+// second one ends the process at once. A repeat within a second is the same request: a
+// launcher (torchrun, tools/launch.py) passes on the terminal's Ctrl-C to ranks that the
+// terminal has signalled already.
 std::atomic<bool> g_stop{false};
+std::atomic<int64_t> g_stop_ns{0};  // CLOCK_MONOTONIC of the first stop signal; 0: none yet
+constexpr int64_t kRepeatNs = 1000000000;
 
 extern "C" void OnStopSignal(int) {
-  if (g_stop.exchange(true)) _exit(130);
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
+  const int64_t ns = std::max<int64_t>(int64_t(now.tv_sec) * 1000000000 + now.tv_nsec, 1);
+  int64_t first = 0;
+  if (g_stop_ns.compare_exchange_strong(first, ns)) {
+    g_stop = true;
+    return;
+  }
+  if (ns - first >= kRepeatNs) _exit(130);
 }
 
 void PrintProgress(const st::StepInfo& s, uint64_t epochs) {
@@ -73,6 +90,9 @@ void PrintSummary(const st::TrainSummary& s) {
               static_cast<unsigned long long>(s.epochs), static_cast<unsigned long long>(s.steps), s.seconds,
               s.wall_seconds, s.validation_seconds, s.samples_per_s, 100.0 * s.data_wait_fraction,
               s.best_metric_name.c_str(), s.best_metric);
+  if (s.world_size > 1) {
+    std::printf("%d ranks; gradient all-reduce %.2f%% of step time\n", s.world_size, 100.0 * s.allreduce_fraction);
+  }
   for (const auto& [k, v] : s.metrics) {
     if (k.rfind("test_", 0) == 0 && Shown(k, "test_")) std::printf("%s %.4f\n", k.c_str(), v);
   }
@@ -85,16 +105,58 @@ struct Cli {
   bool json = false, quiet = false;
   std::vector<int64_t> resize, crop;
   std::string patch, aug, aug_p;
+  std::optional<int> rank, world_size, local_rank, master_port;  // given: override the environment
+  std::optional<std::string> master_addr;
 };
+
+// The --model help: one line per entry of the model table.
+std::string ModelHelp() {
+  std::string help = st::ModelNameList(" | ");
+  for (const st::ModelInfo& m : st::Models()) help += std::string("\n") + m.name + ": " + m.help;
+  return help;
+}
+
+// Distributed runs: a launcher (torchrun, Slurm, a PyTorchJob, tools/launch.py) sets the
+// environment; these flags override it.
+void AddDistributed(CLI::App& app, Cli& c) {
+  st::DistributedOptions& d = c.train.dist;
+  const char* group = "Distributed (default: the launcher's RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT)";
+  app.add_option("--rank", c.rank, "This process's rank, 0..world-size-1 (env RANK)")->group(group);
+  app.add_option("--world-size", c.world_size, "Number of ranks (env WORLD_SIZE; default 1: no process group)")->group(group);
+  app.add_option("--local-rank", c.local_rank, "Rank on this machine: uses cuda:<local-rank> (env LOCAL_RANK)")->group(group);
+  app.add_option("--master-addr", c.master_addr, "Host of the rendezvous store (env MASTER_ADDR; default 127.0.0.1)")->group(group);
+  app.add_option("--master-port", c.master_port, "Port of the rendezvous store (env MASTER_PORT; default 29500)")->group(group);
+  app.add_option("--dist-backend", d.backend, "auto | gloo | nccl (auto: nccl on CUDA when built with it)")
+      ->capture_default_str()->group(group);
+  app.add_option("--dist-timeout", d.timeout_s,
+                 "Seconds before a rank that does not answer (dead or hung) stops the others")
+      ->capture_default_str()->group(group);
+  app.add_option("--bucket-mb", d.bucket_mb, "Gradient all-reduce bucket size in MiB")->capture_default_str()->group(group);
+}
+
+// The launcher's environment, then the flags given.
+bool ResolveDistributed(Cli& c) {
+  shardify::Result<st::DistributedOptions> d =
+      st::DistributedFromEnvironment(c.train.dist, [](const char* name) { return std::getenv(name); });
+  if (!d.ok()) {
+    std::fprintf(stderr, "shardtrain: %s\n", d.status().message().c_str());
+    return false;
+  }
+  if (c.rank) d->rank = *c.rank;
+  if (c.world_size) d->world_size = *c.world_size;
+  if (c.local_rank) d->local_rank = *c.local_rank;
+  if (c.master_addr) d->master_addr = *c.master_addr;
+  if (c.master_port) d->master_port = *c.master_port;
+  c.train.dist = *d;
+  return true;
+}
 
 void AddTrain(CLI::App& app, Cli& c) {
   st::TrainOptions& t = c.train;
   t.out_dir = "shardtrain-out";
   app.add_option("dataset", t.data_dir, "Shard dataset directory (made by shardify)")->required();
   app.add_option("-o,--out", t.out_dir, "Output directory: last.pt, best.pt, metrics.jsonl, curve.png")->capture_default_str();
-  app.add_option("-m,--model", t.model.name,
-                 "mlp | cnn | resnet18 | densenet121 | unet | unet3d (unet: 2D segmentation with field 'mask';\n"
-                 "unet3d: volumes [C, D, H, W] trained on --patch patches)")->capture_default_str();
+  app.add_option("-m,--model", t.model.name, ModelHelp())->capture_default_str();
   app.add_option("--patch", c.patch, "unet3d: patch size DxHxW, e.g. 64x64x64 (also the sliding window)");
   app.add_option("--fg-fraction", t.foreground_fraction,
                  "unet3d: share of each batch centred on foreground (nnU-Net's oversampling)")->capture_default_str();
@@ -115,7 +177,8 @@ void AddTrain(CLI::App& app, Cli& c) {
   app.add_option("--seed", t.seed, "Seed of order, initialization, dropout and augmentation")->capture_default_str();
   app.add_flag("--deterministic", t.deterministic, "Deterministic algorithms, no cuDNN benchmark");
   app.add_flag("!--no-amp", t.amp, "Disable bf16 mixed precision on CUDA (never used on CPU)");
-  app.add_option("--threads", t.threads, "Decode threads (0 = all cores)")->capture_default_str();
+  app.add_option("--threads", t.threads, "Decode threads (0 = all cores, shared by the ranks of a machine)")
+      ->capture_default_str();
   app.add_option("--prefetch", t.prefetch, "Batches decoded ahead")->capture_default_str();
   app.add_option("--order", c.order, "shuffle | sequential | windowed | balanced")->capture_default_str();
   app.add_option("--train-split", t.train_split, "Split to train on")->capture_default_str();
@@ -149,6 +212,7 @@ void AddTrain(CLI::App& app, Cli& c) {
                      st::AugTransformsText());
   app.add_flag("--json", c.json, "Print the final summary as JSON on stdout");
   app.add_flag("-q,--quiet", c.quiet, "No progress bar");
+  AddDistributed(app, c);
 }
 
 void AddPredict(CLI::App& app, Cli& c) {
@@ -192,6 +256,7 @@ int RunTrain(Cli& c) {
     const shardify::Status s = st::ParseAugProbabilities(c.aug_p, &t.nnunet);
     if (!s.ok()) { std::fprintf(stderr, "shardtrain: --aug-p: %s\n", s.message().c_str()); return 2; }
   }
+  if (!ResolveDistributed(c)) return 2;
   const shardify::Status usage = st::CheckTrainOptions(t);
   if (!usage.ok()) {
     std::fprintf(stderr, "shardtrain: %s\n", usage.message().c_str());
@@ -202,17 +267,23 @@ int RunTrain(Cli& c) {
     t.on_epoch = PrintEpoch;
     t.on_eval = PrintEval;
   }
+  t.on_note = [](const std::string& note) { std::fprintf(stderr, "shardtrain: %s\n", note.c_str()); };
   t.stop = &g_stop;
   std::signal(SIGINT, OnStopSignal);
   std::signal(SIGTERM, OnStopSignal);
   shardify::Result<st::TrainSummary> r = st::Train(t);
   if (!r.ok()) {
-    std::fprintf(stderr, "%sshardtrain: %s\n", kStderrIsTerminal ? "\n" : "", r.status().ToString().c_str());
+    const std::string who = t.dist.world_size > 1 ? " (rank " + std::to_string(t.dist.rank) + ")" : "";
+    std::fprintf(stderr, "%sshardtrain%s: %s\n", kStderrIsTerminal ? "\n" : "", who.c_str(),
+                 r.status().ToString().c_str());
     return 1;
   }
+  // A stop asked on any rank stops every rank: each then exits as stopped.
+  const int code = g_stop.load() || r->stopped ? 130 : 0;
+  if (r->rank != 0) return code;  // rank 0 reports the run's figures
   if (c.json) std::printf("%s\n", st::SummaryJson(*r).c_str());
   else PrintSummary(*r);
-  return g_stop.load() ? 130 : 0;
+  return code;
 }
 
 int RunPredict(Cli& c) {
@@ -253,7 +324,7 @@ int main(int argc, char** argv) {
   app.footer("Outputs of train: <out>/last.pt (resume with --resume), best.pt, metrics.jsonl, curve.png.\n"
              "Data-wait is the share of step time spent waiting for the next batch.\n"
              "Ctrl-C stops training after the current step, validates and writes the outputs (a second\n"
-             "Ctrl-C ends at once).\n"
+             "Ctrl-C, a second or more later, ends at once). Distributed, a stop on any rank stops all.\n"
              "Exit codes: 0 done, 1 failed, 2 bad usage, 130 stopped by Ctrl-C (outputs written).");
   try {
     app.parse(argc, argv);

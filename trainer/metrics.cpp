@@ -119,6 +119,13 @@ void ClassMetrics::Add(const torch::Tensor& logits, const torch::Tensor& labels)
   }
 }
 
+void ClassMetrics::Append(const std::vector<int64_t>& labels, const std::vector<int64_t>& predicted,
+                          const std::vector<float>& probs) {
+  labels_.insert(labels_.end(), labels.begin(), labels.end());
+  predicted_.insert(predicted_.end(), predicted.begin(), predicted.end());
+  probs_.insert(probs_.end(), probs.begin(), probs.end());
+}
+
 double ClassMetrics::Accuracy() const {
   if (labels_.empty()) return kNaN;
   size_t hit = 0;
@@ -188,6 +195,20 @@ std::vector<double> DiceMetrics::PerClass() const {
 
 double DiceMetrics::MeanForeground() const { return MeanOfForeground(PerClass(), multi_label_); }
 
+std::vector<double> DiceMetrics::Sums() const {
+  std::vector<double> s = inter_;
+  s.insert(s.end(), pred_.begin(), pred_.end());
+  s.insert(s.end(), target_.begin(), target_.end());
+  return s;
+}
+
+void DiceMetrics::SetSums(const std::vector<double>& s) {
+  const size_t k = inter_.size();
+  inter_.assign(s.begin(), s.begin() + k);
+  pred_.assign(s.begin() + k, s.begin() + 2 * k);
+  target_.assign(s.begin() + 2 * k, s.begin() + 3 * k);
+}
+
 void CaseDiceMetrics::Add(const torch::Tensor& predicted, const torch::Tensor& target) {
   DiceMetrics one(static_cast<int64_t>(sum_.size()), multi_label_);
   one.Add(predicted, target);
@@ -209,5 +230,19 @@ std::vector<double> CaseDiceMetrics::PerClass() const {
 }
 
 double CaseDiceMetrics::MeanForeground() const { return MeanOfForeground(PerClass(), multi_label_); }
+
+std::vector<double> CaseDiceMetrics::Sums() const {
+  std::vector<double> s = sum_;
+  for (uint64_t c : count_) s.push_back(static_cast<double>(c));
+  s.push_back(static_cast<double>(cases_));
+  return s;
+}
+
+void CaseDiceMetrics::SetSums(const std::vector<double>& s) {
+  const size_t k = sum_.size();
+  sum_.assign(s.begin(), s.begin() + k);
+  for (size_t c = 0; c < k; ++c) count_[c] = static_cast<uint64_t>(s[k + c]);
+  cases_ = static_cast<uint64_t>(s[2 * k]);
+}
 
 }  // namespace shardify::trainer

@@ -47,10 +47,19 @@ class ClassMetrics {
   // ignored (unlabeled data uses -1).
   void Add(const torch::Tensor& logits, const torch::Tensor& labels);
   int64_t count() const { return static_cast<int64_t>(labels_.size()); }
+  int64_t num_classes() const { return k_; }
   double Accuracy() const;  // NaN when empty
   // Mean over classes that have both positives and negatives of the one-vs-rest AUC of the
   // softmax probability; NaN when no class qualifies.
   double MacroAuc() const;
+
+  // What Add kept (labels, predicted classes, probabilities row-major [count, K]), and
+  // Append to add results kept elsewhere with the same K: to combine several processes'.
+  const std::vector<int64_t>& labels() const { return labels_; }
+  const std::vector<int64_t>& predicted() const { return predicted_; }
+  const std::vector<float>& probs() const { return probs_; }
+  void Append(const std::vector<int64_t>& labels, const std::vector<int64_t>& predicted,
+              const std::vector<float>& probs);
 
  private:
   int64_t k_;
@@ -73,6 +82,11 @@ class DiceMetrics {
   // when K == 1), or every class when multi-label; NaN when none.
   double MeanForeground() const;
 
+  // The running sums (per class: intersections, then predicted sizes, then target sizes),
+  // to add several processes' together; SetSums takes that layout back.
+  std::vector<double> Sums() const;
+  void SetSums(const std::vector<double>& sums);
+
  private:
   void AddChannels(const torch::Tensor& predicted, const torch::Tensor& target);
   std::vector<double> inter_, pred_, target_;
@@ -90,6 +104,9 @@ class CaseDiceMetrics {
   uint64_t cases() const { return cases_; }
   std::vector<double> PerClass() const;  // NaN for a class absent from every case
   double MeanForeground() const;         // as DiceMetrics::MeanForeground
+  // As DiceMetrics: per-class Dice sums, then per-class case counts, then the case count.
+  std::vector<double> Sums() const;
+  void SetSums(const std::vector<double>& sums);
 
  private:
   std::vector<double> sum_;

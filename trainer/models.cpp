@@ -68,8 +68,7 @@ class BasicBlockImpl : public nn::Module {
         conv2_(register_module("conv2", Conv(out, out, 3))),
         bn2_(register_module("bn2", nn::BatchNorm2d(out))) {
     if (stride != 1 || in != out) {
-      down_ = register_module("downsample",
-                              nn::Sequential(Conv(in, out, 1, stride, 0), nn::BatchNorm2d(out)));
+      down_ = register_module("downsample", nn::Sequential(Conv(in, out, 1, stride, 0), nn::BatchNorm2d(out)));
     }
   }
   torch::Tensor forward(torch::Tensor x) {
@@ -91,9 +90,9 @@ TORCH_MODULE(BasicBlock);
 class ResNet18 : public Model {
  public:
   explicit ResNet18(const ModelSpec& s) {
-    stem_ = register_module("stem", nn::Sequential(Conv(s.in_channels, 64, 7, 2, 3),
-                                                   nn::BatchNorm2d(64), nn::ReLU(true),
-                                                   nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1))));
+    stem_ =
+        register_module("stem", nn::Sequential(Conv(s.in_channels, 64, 7, 2, 3), nn::BatchNorm2d(64), nn::ReLU(true),
+                                               nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1))));
     int64_t in = 64;
     for (int64_t out : {64, 128, 256, 512}) {
       int64_t stride = out == 64 ? 1 : 2;
@@ -120,10 +119,9 @@ class ResNet18 : public Model {
 class DenseLayerImpl : public nn::Module {
  public:
   DenseLayerImpl(int64_t in, int64_t growth)
-      : body_(register_module("body", nn::Sequential(nn::BatchNorm2d(in), nn::ReLU(true),
-                                                     Conv(in, 4 * growth, 1, 1, 0),
-                                                     nn::BatchNorm2d(4 * growth), nn::ReLU(true),
-                                                     Conv(4 * growth, growth, 3)))) {}
+      : body_(register_module(
+            "body", nn::Sequential(nn::BatchNorm2d(in), nn::ReLU(true), Conv(in, 4 * growth, 1, 1, 0),
+                                   nn::BatchNorm2d(4 * growth), nn::ReLU(true), Conv(4 * growth, growth, 3)))) {}
   torch::Tensor forward(torch::Tensor x) { return torch::cat({x, body_->forward(x)}, 1); }
 
  private:
@@ -167,8 +165,8 @@ class DenseNet121 : public Model {
 };
 
 nn::Sequential DoubleConv(int64_t in, int64_t out) {
-  return nn::Sequential(Conv(in, out, 3), nn::BatchNorm2d(out), nn::ReLU(true),
-                        Conv(out, out, 3), nn::BatchNorm2d(out), nn::ReLU(true));
+  return nn::Sequential(Conv(in, out, 3), nn::BatchNorm2d(out), nn::ReLU(true), Conv(out, out, 3), nn::BatchNorm2d(out),
+                        nn::ReLU(true));
 }
 
 // UNet-2D (Ronneberger et al. 2015), 4 levels. Decoder features are resized to the skip
@@ -199,9 +197,8 @@ class UNet2d : public Model {
     }
     for (size_t i = 0; i < up_->size(); ++i) {
       const torch::Tensor& skip = skips[skips.size() - 2 - i];
-      x = F::interpolate(x, F::InterpolateFuncOptions()
-                                .size(std::vector<int64_t>{skip.size(2), skip.size(3)})
-                                .mode(torch::kNearest));
+      x = F::interpolate(
+          x, F::InterpolateFuncOptions().size(std::vector<int64_t>{skip.size(2), skip.size(3)}).mode(torch::kNearest));
       x = up_[i]->as<nn::Sequential>()->forward(torch::cat({x, skip}, 1));
     }
     return head_->forward(x);
@@ -213,9 +210,7 @@ class UNet2d : public Model {
 };
 
 nn::Sequential DoubleConv3d(int64_t in, int64_t out) {
-  auto conv = [](int64_t i, int64_t o) {
-    return nn::Conv3d(nn::Conv3dOptions(i, o, 3).padding(1).bias(false));
-  };
+  auto conv = [](int64_t i, int64_t o) { return nn::Conv3d(nn::Conv3dOptions(i, o, 3).padding(1).bias(false)); };
   auto norm = [](int64_t c) { return nn::InstanceNorm3d(nn::InstanceNorm3dOptions(c).affine(true)); };
   auto act = [] { return nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.01).inplace(true)); };
   return nn::Sequential(conv(in, out), norm(out), act(), conv(out, out), norm(out), act());
@@ -263,32 +258,60 @@ class UNet3d : public Model {
   nn::Conv3d head_{nullptr};
 };
 
-}  // namespace
-
-const std::vector<std::string>& ModelNames() {
-  static const std::vector<std::string> names = {"mlp", "cnn", "resnet18", "densenet121", "unet", "unet3d"};
-  return names;
+template <typename M>
+std::shared_ptr<Model> Make(const ModelSpec& s) {
+  return std::make_shared<M>(s);
 }
 
-bool IsSegmentationModel(const std::string& name) { return name == "unet" || name == "unet3d"; }
+}  // namespace
 
-bool IsVolumeModel(const std::string& name) { return name == "unet3d"; }
+const std::vector<ModelInfo>& Models() {
+  static const std::vector<ModelInfo> table = {
+      {"mlp", ModelTask::kClassify, true, "784-128-64-10 style MLP on the flattened image (the seed benchmark)",
+       &Make<Mlp>},
+      {"cnn", ModelTask::kClassify, false, "a small 3-stage CNN", &Make<SmallCnn>},
+      {"resnet18", ModelTask::kClassify, false, "ResNet-18, any number of input channels", &Make<ResNet18>},
+      {"densenet121", ModelTask::kClassify, false, "DenseNet-121, any number of input channels", &Make<DenseNet121>},
+      {"unet", ModelTask::kSegment2d, false, "2D segmentation of field 'mask'", &Make<UNet2d>},
+      {"unet3d", ModelTask::kSegment3d, false, "volumes [C, D, H, W] trained on --patch patches", &Make<UNet3d>},
+  };
+  return table;
+}
+
+const ModelInfo* FindModel(const std::string& name) {
+  for (const ModelInfo& m : Models()) {
+    if (name == m.name) return &m;
+  }
+  return nullptr;
+}
+
+std::string ModelNameList(const std::string& separator) {
+  std::string out;
+  for (const ModelInfo& m : Models()) out += (out.empty() ? "" : separator) + m.name;
+  return out;
+}
+
+bool IsSegmentationModel(const std::string& name) {
+  const ModelInfo* m = FindModel(name);
+  return m != nullptr && m->task != ModelTask::kClassify;
+}
+
+bool IsVolumeModel(const std::string& name) {
+  const ModelInfo* m = FindModel(name);
+  return m != nullptr && m->task == ModelTask::kSegment3d;
+}
 
 Result<std::shared_ptr<Model>> MakeModel(const ModelSpec& s) {
+  const ModelInfo* info = FindModel(s.name);
+  if (info == nullptr) return InvalidArgument("unknown model '" + s.name + "' (" + ModelNameList(", ") + ")");
   if (s.in_channels < 1 || s.num_classes < 1 || s.height < 1 || s.width < 1) {
     return InvalidArgument("model '" + s.name + "': channels, classes and sizes must be >= 1");
   }
   try {
-    if (s.name == "mlp") return std::shared_ptr<Model>(std::make_shared<Mlp>(s));
-    if (s.name == "cnn") return std::shared_ptr<Model>(std::make_shared<SmallCnn>(s));
-    if (s.name == "resnet18") return std::shared_ptr<Model>(std::make_shared<ResNet18>(s));
-    if (s.name == "densenet121") return std::shared_ptr<Model>(std::make_shared<DenseNet121>(s));
-    if (s.name == "unet") return std::shared_ptr<Model>(std::make_shared<UNet2d>(s));
-    if (s.name == "unet3d") return std::shared_ptr<Model>(std::make_shared<UNet3d>(s));
+    return info->make(s);
   } catch (const std::exception& e) {
     return Internal("model '" + s.name + "': " + e.what());
   }
-  return InvalidArgument("unknown model '" + s.name + "' (mlp, cnn, resnet18, densenet121, unet, unet3d)");
 }
 
 }  // namespace shardify::trainer

@@ -19,7 +19,7 @@ namespace shardify::trainer {
 
 // What to build. `height`/`width` matter only to "mlp" (its input size is C*H*W).
 struct ModelSpec {
-  std::string name = "mlp";   // mlp | cnn | resnet18 | densenet121 | unet | unet3d
+  std::string name = "mlp";  // mlp | cnn | resnet18 | densenet121 | unet | unet3d
   int64_t in_channels = 1;
   int64_t num_classes = 10;
   int64_t height = 28;
@@ -32,8 +32,24 @@ class Model : public torch::nn::Module {
   virtual torch::Tensor forward(torch::Tensor x) = 0;
 };
 
-// Names accepted by MakeModel, in a stable order (for --help).
-const std::vector<std::string>& ModelNames();
+// What a model does with its input.
+enum class ModelTask { kClassify, kSegment2d, kSegment3d };
+
+// One entry of the model table: adding a model is one entry here plus its module.
+struct ModelInfo {
+  const char* name;
+  ModelTask task;
+  bool fixed_input_size;                             // needs every image at the size of ModelSpec::height x width
+  const char* help;                                  // one line for --help
+  std::shared_ptr<Model> (*make)(const ModelSpec&);  // may throw c10::Error
+};
+
+// The table, in a stable order (for --help and error messages).
+const std::vector<ModelInfo>& Models();
+// The entry named `name`, or nullptr.
+const ModelInfo* FindModel(const std::string& name);
+// "mlp | cnn | ..." or "mlp, cnn, ...": the names of the table joined by `separator`.
+std::string ModelNameList(const std::string& separator);
 // True for models that predict a class per pixel (or voxel).
 bool IsSegmentationModel(const std::string& name);
 // True for models of 3D volumes, trained on patches and validated by sliding window.

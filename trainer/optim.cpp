@@ -1,5 +1,6 @@
 #include "trainer/optim.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -22,7 +23,8 @@ json MetaToJson(const CheckpointMeta& m) {
               {"task", m.task}, {"classes", m.classes}, {"mean", m.mean}, {"stddev", m.stddev},
               {"resize", {m.resize_h, m.resize_w}}, {"epochs_done", m.epochs_done},
               {"optimizer_step", m.optimizer_step},
-              {"sampler", {m.sampler.epoch, m.sampler.step}}, {"best_metric", m.best_metric},
+              {"sampler", {m.sampler.epoch, m.sampler.step}}, {"world_size", m.world_size},
+              {"best_metric", m.best_metric},
               {"has_best", m.has_best}, {"best_metric_name", m.best_metric_name},
               {"patch", m.patch}, {"overlap", m.overlap},
               {"multi_label", m.multi_label}, {"mask_classes", m.mask_classes},
@@ -49,6 +51,7 @@ CheckpointMeta MetaFromJson(const json& j) {  // throws json::exception on a bad
   m.optimizer_step = j.at("optimizer_step").get<int64_t>();
   m.sampler.epoch = j.at("sampler").at(0).get<uint64_t>();
   m.sampler.step = j.at("sampler").at(1).get<uint64_t>();
+  if (j.contains("world_size")) m.world_size = std::max(1, j.at("world_size").get<int>());  // absent before distributed runs
   m.best_metric = j.at("best_metric").get<double>();
   m.has_best = j.at("has_best").get<bool>();
   m.best_metric_name = j.at("best_metric_name").get<std::string>();

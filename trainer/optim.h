@@ -53,6 +53,7 @@ struct CheckpointMeta {
   uint64_t epochs_done = 0;         // completed epochs
   int64_t optimizer_step = 0;       // optimizer steps taken (the schedule's state)
   SamplerState sampler;             // where the training loader resumes
+  int world_size = 1;               // ranks of the run that wrote it (1 before it was recorded)
   double best_metric = 0;
   bool has_best = false;
   std::string best_metric_name;

@@ -7,11 +7,8 @@
 namespace shardify::trainer {
 
 Status CheckTrainOptions(const TrainOptions& o) {
-  const std::vector<std::string>& models = ModelNames();
-  if (std::find(models.begin(), models.end(), o.model.name) == models.end()) {
-    std::string known;
-    for (const std::string& m : models) known += (known.empty() ? "" : ", ") + m;
-    return InvalidArgument("unknown model '" + o.model.name + "' (" + known + ")");
+  if (FindModel(o.model.name) == nullptr) {
+    return InvalidArgument("unknown model '" + o.model.name + "' (" + ModelNameList(", ") + ")");
   }
   if (o.batch_size < 1 || o.epochs < 1 || o.accumulate < 1 || o.repeats < 1) {
     return InvalidArgument("batch size, epochs, accumulation and repeats must be >= 1");
@@ -19,6 +16,7 @@ Status CheckTrainOptions(const TrainOptions& o) {
   RETURN_IF_ERROR(CheckOptimizer(o.optimizer));
   RETURN_IF_ERROR(CheckSchedule(o.schedule));
   RETURN_IF_ERROR(detail::CheckDeviceName(o.device));
+  RETURN_IF_ERROR(CheckDistributedOptions(o.dist));
   if (IsVolumeModel(o.model.name)) {
     if (o.patch.size() != 3 || std::any_of(o.patch.begin(), o.patch.end(), [](int64_t p) { return p < 1; })) {
       return InvalidArgument("model '" + o.model.name + "' needs a patch size D x H x W of positive sizes (--patch)");

@@ -8,15 +8,16 @@
 #include <vector>
 
 #include "format/status.h"
+#include "media/canvas.h"
 
 namespace shardify::trainer {
 
 struct EpochRecord {
-  uint64_t epoch = 0;             // 1-based
-  double train_loss = 0;          // mean over the epoch's steps
-  double val_loss = 0;            // NaN when there is no validation split
+  uint64_t epoch = 0;                                   // 1-based
+  double train_loss = 0;                                // mean over the epoch's steps
+  double val_loss = 0;                                  // NaN when there is no validation split
   std::vector<std::pair<std::string, double>> metrics;  // e.g. {"val_accuracy", 0.87}
-  double seconds = 0;             // wall time of the epoch's training steps
+  double seconds = 0;                                   // wall time of the epoch's training steps
   double samples_per_s = 0;
   double data_wait_fraction = 0;  // time blocked on the loader / step time
   double lr = 0;                  // learning rate at the end of the epoch
@@ -36,18 +37,12 @@ std::string EpochJson(const EpochRecord& r);
 // Appends EpochJson(r) and a newline to `path` (created if missing).
 Status AppendMetricsLine(const std::string& path, const EpochRecord& r);
 
-// An 8-bit RGB image, row-major, 3 bytes per pixel.
-struct RgbImage {
-  uint32_t width = 0, height = 0;
-  std::vector<uint8_t> pixels;
-};
-
-// Plots train loss (blue), validation loss (orange) and metric `metric` (green, on a 0..1
-// axis) per epoch on a white canvas with axes and a grid. Epochs with NaN are skipped.
-RgbImage RenderCurve(const std::vector<EpochRecord>& history, const std::string& metric,
-                     uint32_t width = 640, uint32_t height = 360);
+// The training curve: train loss (blue) and validation loss (orange) on the left axis, from
+// 0; metric `metric` (green) on a 0..1 right axis; epochs along x; a title, axis labels and
+// a legend. Epochs with NaN are skipped.
+media::RgbImage RenderCurve(const std::vector<EpochRecord>& history, const std::string& metric, uint32_t width = 640,
+                            uint32_t height = 360);
 // RenderCurve, written as a PNG file.
-Status WriteCurvePng(const std::string& path, const std::vector<EpochRecord>& history,
-                     const std::string& metric);
+Status WriteCurvePng(const std::string& path, const std::vector<EpochRecord>& history, const std::string& metric);
 
 }  // namespace shardify::trainer

@@ -9,6 +9,13 @@
 // last.pt continues exactly: same weights, optimizer state, schedule step, sample order
 // and augmentation as the uninterrupted run.
 //
+// Distributed (options.dist.world_size > 1, see distributed.h): every rank calls Train with
+// its own rank; each reads its part of every epoch, gradients are averaged over the ranks
+// (the batch size is per rank), validation and test are split and their metrics reduced.
+// Only rank 0 writes to out_dir and calls on_step, on_epoch, on_eval and on_note; every
+// rank returns the global figures. A rank that fails or stops answering makes the others
+// return an IOError naming it within dist.timeout_s.
+//
 // Errors: Status/Result, never exceptions (LibTorch exceptions are caught here). Library
 // code prints nothing; progress goes to the callbacks.
 #pragma once
@@ -26,6 +33,7 @@
 #include "trainer/optim.h"
 #include "trainer/report.h"
 #include "trainer/augment.h"
+#include "trainer/distributed.h"
 #include "trainer/transforms.h"
 
 namespace shardify::trainer {
@@ -50,7 +58,7 @@ struct TrainOptions {
   uint64_t epochs = 5;
   uint64_t repeats = 1;           // passes over the training split per epoch (few large volumes)
   SampleOrder order = SampleOrder::kShuffle;
-  size_t threads = 0, prefetch = 4;  // loader decode threads (0 = all cores), batches ahead
+  size_t threads = 0, prefetch = 4;  // loader decode threads (0 = all cores / dist.local_world_size), batches ahead
   bool drop_last = false;         // drop the last partial training batch of each epoch
   OptimizerOptions optimizer;
   ScheduleOptions schedule;       // total_steps is computed by Train
@@ -76,26 +84,31 @@ struct TrainOptions {
   std::vector<int64_t> patch;
   double foreground_fraction = 0.33;
   double overlap = 0.5;
-  std::string resume;             // a last.pt to continue from
+  std::string resume;             // a last.pt to continue from (readable by every rank)
+  DistributedOptions dist;        // world_size 1: this process alone
   // A run ends early after `max_steps` training batches (0 = no limit), or once `*stop` is
   // set (polled between batches; e.g. by a Ctrl-C handler). Ending within an epoch, it
   // validates the current model (when there is a validation split) and writes last.pt
   // (resumable from that step), best.pt when improved, a metrics line marked "partial"
-  // and the curve, as at an epoch's end.
+  // and the curve, as at an epoch's end. Distributed, `max_steps` must be the same on
+  // every rank; `*stop` set on any rank stops them all after the same step: the next one
+  // whose gradients are averaged (with `accumulate` > 1, the next optimizer step).
   uint64_t max_steps = 0;
   const std::atomic<bool>* stop = nullptr;
   uint64_t progress_every = 50;   // batches between on_step calls (and at each epoch end)
   double progress_seconds = 2;    // on_step also when this long has passed since the last
   std::function<void(const StepInfo&)> on_step;
   std::function<void(const EpochRecord&)> on_epoch;
-  // Validation and test progress: split, samples done, split size; at most every
-  // progress_seconds, and when the split is done.
+  // Validation and test progress: split, samples done, split size (distributed: rank 0's
+  // samples and share); at most every progress_seconds, and when the split is done.
   std::function<void(const std::string& split, uint64_t done, uint64_t total)> on_eval;
+  std::function<void(const std::string&)> on_note;  // what the user should know (e.g. an inexact resume)
 };
 
 struct TrainSummary {
   uint64_t epochs = 0;            // epochs completed (including those before a resume)
   uint64_t steps = 0;             // training batches of this run
+  bool stopped = false;           // ended early by options.stop (on any rank)
   double seconds = 0;             // wall time of this run's training steps
   double wall_seconds = 0;        // wall time of the whole run: steps, validation, test, files
   double validation_seconds = 0;  // of which validation and test
@@ -106,11 +119,13 @@ struct TrainSummary {
   std::vector<EpochRecord> history;                     // this run's epochs
   std::vector<std::pair<std::string, double>> metrics;  // last epoch's, plus test_* ones
   std::string device;
+  int rank = 0, world_size = 1;
+  double allreduce_fraction = 0;  // step time blocked on the gradient all-reduce (after backward)
 };
 
 // The summary as one JSON object (epochs, steps, seconds, wall_seconds,
 // validation_seconds, samples_per_s, data_wait_fraction, best_metric, best_metric_name,
-// metrics, device).
+// metrics, device, rank, world_size, allreduce_fraction).
 std::string SummaryJson(const TrainSummary& s);
 
 // Checks what can be checked without the data (names of model, optimizer, schedule and

@@ -11,8 +11,8 @@ torch is imported only when a Loader yields tensors; Dataset needs numpy alone.
 """
 
 from ._core import CorruptionError, __version__, cuda_available
-from ._convert import ConvertSummary, convert, convert_options
+from ._convert import ConvertSummary, MergeSummary, convert, convert_options, merge
 from ._dataset import Dataset
 from ._loader import Loader
 
-__all__ = ["Dataset", "Loader", "convert", "convert_options", "ConvertSummary", "CorruptionError", "cuda_available", "__version__"]
+__all__ = ["Dataset", "Loader", "convert", "convert_options", "merge", "ConvertSummary", "MergeSummary", "CorruptionError", "cuda_available", "__version__"]

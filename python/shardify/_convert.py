@@ -25,6 +25,25 @@ class ConvertSummary:
     ignored_files: int
     warnings: list = field(default_factory=list)
     skipped: list = field(default_factory=list)  # (input, reason) pairs
+    part: str = None             # "2/4" when one part was converted (part="2/4")
+    part_complete: bool = False  # that part was complete (or merged) already: nothing written
+    text: str = ""
+
+    def __str__(self):
+        return self.text
+
+
+@dataclass
+class MergeSummary:
+    """What merge() did. ``str(summary)`` is the summary ``shardify merge`` prints."""
+    parts: int
+    samples: int
+    shards: int
+    splits: dict
+    shards_rewritten: int  # copied with new sample numbers (inputs skipped in an earlier part)
+    bytes_rewritten: int
+    skipped: int           # inputs listed in skipped.tsv
+    already_merged: bool   # dst already was the dataset merged from its parts
     text: str = ""
 
     def __str__(self):
@@ -38,7 +57,8 @@ def convert(src, dst, *, progress=True, **options):
     ``_`` for ``-``: ``layout="folder"``, ``split="train=0.8,val=0.2"`` (or a dict),
     ``level=9``, ``shard_size="64M"``, ``classes=[...]``, ``patch_size=(128, 128, 128)``,
     ``overwrite=True``, ``dry_run=True``, ``dict=False`` (``--no-dict``), ``shuffle=False``
-    (``--no-shuffle``), ``fsync=False``, ``on_error="skip"``, ``threads=4``, ``seed=1``.
+    (``--no-shuffle``), ``fsync=False``, ``on_error="skip"``, ``threads=4``, ``seed=1``,
+    ``part="2/4"`` (or ``"auto"``; then ``merge(dst)`` once every part is done).
     The list with their help is in ``shardify.convert_options()``.
 
     ``progress``: True prints a line to sys.stderr about once a second, False nothing, or a
@@ -63,6 +83,25 @@ def convert(src, dst, *, progress=True, **options):
         if isinstance(callback, _ConsoleProgress):
             callback.done()
     return ConvertSummary(**result)
+
+
+def merge(dst, *, fsync=True):
+    """Makes ``dst`` the dataset from its parts, once every ``convert(src, dst, part="K/N")``
+    (K = 1..N) is done, like ``shardify merge DST``; returns a MergeSummary.
+
+    Checks that the parts are all there, once each, from one source with the same options;
+    moves their shards into ``dst`` (nothing is re-encoded); combines splits, statistics and
+    skipped.tsv; writes the manifest last and removes ``dst/parts``. Safe to run again after
+    an interruption; on a ``dst`` already merged it reports ``already_merged``.
+
+    Errors: a missing or incomplete part FileNotFoundError, a part being written
+    BlockingIOError, parts of different conversions ValueError, a ``dst`` holding a dataset
+    not converted in parts FileExistsError, a damaged part shardify.CorruptionError; each
+    names the part.
+    """
+    if not _core.HAVE_CONVERT:
+        raise RuntimeError("this shardify build has no converter (it was built without ITK)")
+    return MergeSummary(**_core.merge(os.fspath(dst), bool(fsync)))
 
 
 def convert_options():

@@ -11,6 +11,7 @@
 #ifdef SHARDIFY_PYTHON_CONVERT
 #include "convert/cli.h"
 #include "convert/convert.h"
+#include "convert/parts.h"
 #endif
 
 namespace shardify::python {
@@ -93,7 +94,27 @@ py::dict SummaryDict(const ConvertSummary& s) {
   out["seconds"] = s.seconds;
   out["dry_run"] = s.dry_run;
   out["dictionary"] = s.dictionary;
+  out["part"] = s.part.count > 0 ? py::object(py::str(PartName(s.part))) : py::object(py::none());
+  out["part_complete"] = s.part_state != ConvertSummary::PartState::kConverted;
   out["text"] = convert::FormatSummary(s);
+  return out;
+}
+
+py::dict Merge(const std::string& dest, bool fsync) {
+  Result<MergeSummary> r = WithoutGil([&] { return convert::Merge(dest, fsync); });
+  const MergeSummary s = Unwrap(std::move(r));
+  py::dict splits;
+  for (const auto& sp : s.splits) splits[py::str(sp.name)] = sp.num_samples;
+  py::dict out;
+  out["parts"] = s.parts;
+  out["samples"] = s.samples;
+  out["shards"] = s.shards;
+  out["splits"] = splits;
+  out["shards_rewritten"] = s.shards_rewritten;
+  out["bytes_rewritten"] = s.bytes_rewritten;
+  out["skipped"] = s.table_rows;
+  out["already_merged"] = s.already_merged;
+  out["text"] = convert::FormatMergeSummary(dest, s);
   return out;
 }
 
@@ -124,6 +145,7 @@ void RegisterConvert(py::module_& m) {
   m.def("convert", &Convert, py::arg("args"), py::arg("progress") = py::none());
   m.def("convert_flags", &Flags);
   m.def("convert_help", &convert::CommandLineHelp);
+  m.def("merge", &Merge, py::arg("dest"), py::arg("fsync") = true);
 #else
   m.attr("HAVE_CONVERT") = false;
 #endif

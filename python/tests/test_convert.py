@@ -79,3 +79,33 @@ def test_a_bad_input_names_the_file(tmp_path):
         shardify.convert(tmp_path / "src", tmp_path / "ds", progress=False)
     summary = shardify.convert(tmp_path / "src", tmp_path / "ds", on_error="skip", progress=False)
     assert summary.samples == 1 and summary.skipped[0][0].endswith("broken.png")
+
+
+def test_convert_in_parts_then_merge_equals_one_run(fmnist_png, tmp_path):
+    options = dict(split={"train": 0.8, "val": 0.2}, seed=2, shard_size="16K", fsync=False, progress=False)
+    shardify.convert(fmnist_png, tmp_path / "one", **options)
+    one = shardify.Dataset(tmp_path / "one")
+    parts = [shardify.convert(fmnist_png, tmp_path / "ds", part=f"{k}/3", **options) for k in (1, 2, 3)]
+    assert [p.part for p in parts] == ["1/3", "2/3", "3/3"] and not any(p.part_complete for p in parts)
+    assert sum(p.samples for p in parts) == 600 and "part 2/3: samples [200, 400) of 600" in str(parts[1])
+    assert shardify.convert(fmnist_png, tmp_path / "ds", part="2/3", **options).part_complete  # nothing to redo
+    merged = shardify.merge(tmp_path / "ds", fsync=False)
+    assert isinstance(merged, shardify.MergeSummary)
+    assert merged.parts == 3 and merged.samples == 600 and not merged.already_merged
+    assert merged.splits == one.splits and "600 samples from 3 parts" in str(merged)
+    ds = shardify.Dataset(tmp_path / "ds")
+    assert ds.splits == one.splits and ds.classes == one.classes
+    for i in range(0, 600, 7):
+        a, b = one[i], ds[i]
+        assert a["path"] == b["path"] and a["label"] == b["label"]
+        np.testing.assert_array_equal(a["image"], b["image"])
+    assert shardify.merge(tmp_path / "ds").already_merged
+
+
+def test_merge_refuses_a_missing_part_naming_it(fmnist_png, tmp_path):
+    shardify.convert(fmnist_png, tmp_path / "ds", part="1/2", progress=False, fsync=False)
+    with pytest.raises(FileNotFoundError, match="part 2/2"):
+        shardify.merge(tmp_path / "ds")
+    with pytest.raises(ValueError, match="--part"):
+        shardify.convert(fmnist_png, tmp_path / "ds", part="3/2", progress=False)
+    assert not (tmp_path / "ds" / "manifest.sfm").exists()

@@ -114,22 +114,6 @@ std::vector<int32_t> Rows(const std::vector<uint8_t>& bytes) {
   return r;
 }
 
-std::map<std::string, std::vector<uint8_t>> DirBytes(const std::string& dir) {
-  std::map<std::string, std::vector<uint8_t>> out;
-  for (const auto& e : fs::directory_iterator(dir)) out[e.path().filename().string()] = ReadBytes(e.path().string());
-  return out;
-}
-
-int Shell(const std::string& cmd, std::string* out) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out->append(buf, n);
-  const int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 ConvertOptions ChunkedOptions(Shape patch) {
   ConvertOptions o;
   o.patch_size = std::move(patch);

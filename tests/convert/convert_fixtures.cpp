@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
@@ -52,6 +53,18 @@ std::vector<uint8_t> WritePng(const std::string& path, int c, int h, int w, uint
   Status s = WriteImage2D(path, DType::kU8, {c, h, w}, px);
   REQUIRE(s.ok());
   return px;
+}
+
+void DamageImageData(const std::string& png_path) {
+  std::vector<uint8_t> png = ReadBytes(png_path);
+  const char* idat = "IDAT";
+  const auto at = std::search(png.begin(), png.end(), idat, idat + 4);
+  REQUIRE(at != png.end());
+  const size_t data = static_cast<size_t>(at - png.begin()) + 4;
+  const size_t length = (size_t{png[data - 8]} << 24) | (size_t{png[data - 7]} << 16) | (size_t{png[data - 6]} << 8) | png[data - 5];
+  REQUIRE(data + length <= png.size());
+  png[data + length / 2] ^= 0x5A;
+  WriteBytes(png_path, png);
 }
 
 void WriteRawPng(const std::string& path, int w, int h, int color_type, int bit_depth,
@@ -166,6 +179,29 @@ bool WaitForShard(const std::string& dir, pid_t pid) {
     std::this_thread::sleep_for(std::chrono::microseconds(500));
   }
   return false;
+}
+
+void CancelAt::OnProgress(const Progress& p) {
+  if (std::strcmp(p.phase, "convert") == 0 && p.done >= at_) flag_->store(true);
+  ++calls;
+}
+
+int Shell(const std::string& cmd, std::string* out) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out->append(buf, n);
+  const int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+std::map<std::string, std::vector<uint8_t>> DirBytes(const std::string& dir) {
+  std::map<std::string, std::vector<uint8_t>> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.is_regular_file()) out[e.path().filename().string()] = ReadBytes(e.path().string());
+  }
+  return out;
 }
 
 Result<ConvertSummary> RunConvert(const std::string& src, const std::string& dst, ConvertOptions o) {

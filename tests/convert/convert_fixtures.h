@@ -5,7 +5,9 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,10 @@ std::vector<uint8_t> WritePng(const std::string& path, int c, int h, int w, uint
 void WriteRawPng(const std::string& path, int w, int h, int color_type, int bit_depth,
                  const std::vector<uint16_t>& values, bool trns = false);
 
+// Flips a byte in the middle of a PNG's first IDAT chunk: the header stays intact (the
+// file passes inspection), decoding fails.
+void DamageImageData(const std::string& png_path);
+
 // A 3D NIfTI-1 volume [1, d, h, w] of `dtype` with a non-trivial geometry.
 Geometry TestGeometry(double shift = 0);
 void WriteVolume(const std::string& path, DType dtype, int d, int h, int w, uint32_t seed,
@@ -50,6 +56,22 @@ bool HasDatasetFiles(const std::string& dir);
 pid_t Spawn(const std::vector<std::string>& args, const std::string& log = "/dev/null");
 // Waits until `dir` holds a shard file (or the child exits); true if one appeared.
 bool WaitForShard(const std::string& dir, pid_t pid);
+// Runs `cmd` through the shell; returns its exit code and stdout+stderr.
+int Shell(const std::string& cmd, std::string* out);
+// The files of `dir` (not recursive): name -> bytes.
+std::map<std::string, std::vector<uint8_t>> DirBytes(const std::string& dir);
+
+// Sets `flag` once `at` samples are converted; counts its calls.
+class CancelAt final : public ProgressSink {
+ public:
+  CancelAt(std::atomic<bool>* flag, uint64_t at) : flag_(flag), at_(at) {}
+  void OnProgress(const Progress& p) override;
+  int calls = 0;
+
+ private:
+  std::atomic<bool>* flag_;
+  uint64_t at_;
+};
 
 // Converts with test-friendly defaults (no fsync, 2 threads) and returns the result.
 Result<ConvertSummary> RunConvert(const std::string& src, const std::string& dst,

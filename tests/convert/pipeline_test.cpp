@@ -20,30 +20,6 @@ using namespace shardify::convert;
 using namespace shardify::convert::testing;
 namespace fs = std::filesystem;
 
-namespace {
-
-std::map<std::string, std::vector<uint8_t>> DirBytes(const std::string& dir) {
-  std::map<std::string, std::vector<uint8_t>> out;
-  for (const auto& e : fs::directory_iterator(dir)) out[e.path().filename().string()] = ReadBytes(e.path().string());
-  return out;
-}
-
-class CancelAt final : public ProgressSink {
- public:
-  CancelAt(std::atomic<bool>* flag, uint64_t at) : flag_(flag), at_(at) {}
-  void OnProgress(const Progress& p) override {
-    if (std::strcmp(p.phase, "convert") == 0 && p.done >= at_) flag_->store(true);
-    ++calls;
-  }
-  int calls = 0;
-
- private:
-  std::atomic<bool>* flag_;
-  uint64_t at_;
-};
-
-}  // namespace
-
 TEST_CASE("convert: output is byte-identical for 1, 2 and 4 threads and any window") {
   TempDir dir;
   std::string src = ManyPngs(dir, 60);
@@ -163,21 +139,6 @@ TEST_CASE("convert: split and byte-size option parsing") {
   CHECK_FALSE(ParseByteSize("-5").ok());
   CHECK_FALSE(ParseByteSize("12Q").ok());
 }
-
-namespace {
-
-// Runs `cmd` through the shell; returns its exit code and stdout+stderr.
-int Shell(const std::string& cmd, std::string* out) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out->append(buf, n);
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-}  // namespace
 
 TEST_CASE("convert: the shardify CLI prints a summary, explains --help and refuses bad usage") {
   TempDir dir;

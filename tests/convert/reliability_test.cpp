@@ -179,15 +179,7 @@ TEST_CASE("convert: a decode error half-way through --overwrite keeps the previo
   const std::vector<std::string> before = Names(out);
   TempDir next;
   const std::string src = ManyPngs(next, 40);
-  std::vector<uint8_t> png = ReadBytes(src + "/c2/0020.png");  // header intact, image data damaged
-  const char* idat = "IDAT";
-  const auto at = std::search(png.begin(), png.end(), idat, idat + 4);
-  REQUIRE(at != png.end());
-  const size_t data = static_cast<size_t>(at - png.begin()) + 4;
-  const size_t length = (size_t{png[data - 8]} << 24) | (size_t{png[data - 7]} << 16) | (size_t{png[data - 6]} << 8) | png[data - 5];
-  REQUIRE(data + length <= png.size());
-  png[data + length / 2] ^= 0x5A;
-  WriteBytes(src + "/c2/0020.png", png);
+  DamageImageData(src + "/c2/0020.png");
   ConvertOptions o;
   o.overwrite = true;
   auto r = RunConvert(src, out, o);

@@ -218,7 +218,8 @@ TEST_CASE("trainer: Dice per class matches hand-computed values") {
 
 TEST_CASE("trainer: every model maps images to logits of the right shape") {
   torch::NoGradGuard no_grad;
-  for (const std::string& name : st::ModelNames()) {
+  for (const st::ModelInfo& info : st::Models()) {
+    const std::string name = info.name;
     st::ModelSpec spec;
     spec.name = name;
     spec.in_channels = 1;
@@ -390,7 +391,7 @@ TEST_CASE("trainer: metrics lines and the training curve") {
   CHECK_THAT(line, Catch::Contains("\"epoch\":2"));
   CHECK_THAT(line, Catch::Contains("\"val_loss\":null"));
   CHECK_THAT(line, Catch::Contains("\"val_accuracy\":0.6"));
-  st::RgbImage img = st::RenderCurve(h, "val_accuracy", 200, 120);
+  shardify::media::RgbImage img = st::RenderCurve(h, "val_accuracy", 200, 120);
   REQUIRE(img.pixels.size() == 200u * 120u * 3u);
   size_t blue = 0, green = 0;
   for (size_t p = 0; p < img.pixels.size(); p += 3) {

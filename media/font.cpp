@@ -1,9 +1,9 @@
 #include <algorithm>
 #include <cctype>
 
-#include "tools/font_internal.h"
+#include "media/canvas.h"
 
-namespace shardify::tools::detail {
+namespace shardify::media {
 namespace {
 
 struct GlyphEntry {
@@ -54,22 +54,4 @@ const uint8_t* Glyph(char c) {
   return Glyph('?');
 }
 
-void DrawText(std::vector<uint8_t>& image, uint32_t width, uint32_t height, int x, int y, const std::string& text,
-              const uint8_t rgb[3], size_t max_chars) {
-  const size_t n = std::min(text.size(), max_chars);
-  for (size_t i = 0; i < n; ++i) {
-    const uint8_t* rows = Glyph(text[i]);
-    const int gx = x + static_cast<int>(i) * kGlyphAdvance;
-    for (int r = 0; r < kGlyphHeight; ++r) {
-      for (int c = 0; c < kGlyphWidth; ++c) {
-        if (!(rows[r] & (0x10 >> c))) continue;
-        const int px = gx + c, py = y + r;
-        if (px < 0 || py < 0 || px >= static_cast<int>(width) || py >= static_cast<int>(height)) continue;
-        uint8_t* p = &image[(size_t(py) * width + px) * 3];
-        p[0] = rgb[0], p[1] = rgb[1], p[2] = rgb[2];
-      }
-    }
-  }
-}
-
-}  // namespace shardify::tools::detail
+}  // namespace shardify::media

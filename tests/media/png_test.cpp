@@ -1,17 +1,17 @@
-#include <catch2/catch.hpp>
+#include "media/png.h"
 
 #include <zlib.h>
 
-#include "format/layout.h"
-#include "format/png.h"
+#include <catch2/catch.hpp>
 
 using namespace shardify;
+using namespace shardify::media;
 
 namespace {
 uint32_t BE32(const uint8_t* p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; }
 }  // namespace
 
-TEST_CASE("format: PNG encoder writes a valid 16-bit gray image") {
+TEST_CASE("media: PNG encoder writes a valid 16-bit gray image") {
   std::vector<uint16_t> px = {0, 1, 256, 65535, 4095, 7};
   auto png = EncodePng(px.data(), 3, 2, 1, 16);
   REQUIRE(png.ok());

@@ -1,13 +1,12 @@
-#include "format/png.h"
+#include "media/png.h"
 
 #include <zlib.h>
 
 #include <cstring>
 
 #include "format/file.h"
-#include "format/layout.h"
 
-namespace shardify {
+namespace shardify::media {
 
 namespace {
 
@@ -72,4 +71,4 @@ Status WritePngFile(const std::string& path, const void* pixels, uint32_t width,
   return WriteFileAtomic(path, png.data(), png.size(), /*fsync=*/false).WithContext("writing " + path);
 }
 
-}  // namespace shardify
+}  // namespace shardify::media

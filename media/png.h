@@ -8,7 +8,7 @@
 
 #include "format/status.h"
 
-namespace shardify {
+namespace shardify::media {
 
 // `pixels`: height rows of width * channels samples, interleaved; uint8 for bit_depth 8,
 // native-endian uint16 for bit_depth 16. channels: 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA.
@@ -18,4 +18,4 @@ Result<std::vector<uint8_t>> EncodePng(const void* pixels, uint32_t width, uint3
 Status WritePngFile(const std::string& path, const void* pixels, uint32_t width, uint32_t height, int channels,
                     int bit_depth);
 
-}  // namespace shardify
+}  // namespace shardify::media

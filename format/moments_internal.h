@@ -1,0 +1,31 @@
+// Running moments of an ndarray field (internal): what the writer accumulates per field
+// and what merging parts combines, so both use one formula.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+namespace shardify::detail {
+
+// Count, mean, sum of squared deviations (m2), min and max of a set of values. Merge()
+// combines two disjoint sets exactly (Chan, Golub and LeVeque's pairwise update), so
+// moments computed in pieces and merged in order equal one pass up to rounding.
+struct Moments {
+  uint64_t n = 0;
+  double mean = 0, m2 = 0;
+  double min = std::numeric_limits<double>::infinity();
+  double max = -std::numeric_limits<double>::infinity();
+  void Merge(const Moments& o) {
+    if (o.n == 0) return;
+    const double total = static_cast<double>(n + o.n);
+    const double delta = o.mean - mean;
+    mean += delta * static_cast<double>(o.n) / total;
+    m2 += o.m2 + delta * delta * static_cast<double>(n) * static_cast<double>(o.n) / total;
+    n += o.n;
+    min = std::min(min, o.min);
+    max = std::max(max, o.max);
+  }
+};
+
+}  // namespace shardify::detail

@@ -1,0 +1,441 @@
+// RankGroup: c10d's TCPStore and backend (Gloo, NCCL) behind the few calls Train makes.
+//
+// Compiles against LibTorch 1.13 (where the backends derive from c10d::ProcessGroup) and
+// 2.x (c10d::Backend). Uses only calls both have: TCPStore(host, TCPStoreOptions),
+// PrefixStore, Store::{set, get, add, check}, ProcessGroupGloo(store, rank, size, options)
+// with Options::create(timeout) and createDeviceFor{Interface,Hostname}/createDefaultDevice,
+// ProcessGroupNCCL(store, rank, size, options), and {allreduce, broadcast, barrier} -> Work::wait.
+#include "trainer/distributed_internal.h"
+
+#include <torch/version.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <thread>
+
+#ifndef SHARDIFY_NO_C10D
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#ifdef SHARDIFY_HAVE_GLOO
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
+#ifdef SHARDIFY_HAVE_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
+#endif
+
+namespace shardify::trainer::detail {
+
+#ifdef SHARDIFY_NO_C10D
+
+struct RankGroup::Impl {};
+RankGroup::RankGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RankGroup::~RankGroup() = default;
+Result<std::unique_ptr<RankGroup>> RankGroup::Join(const DistributedOptions&, const torch::Device&) {
+  return Unsupported("this shardtrain was built against a LibTorch without c10d (torch.distributed); "
+                     "it trains in one process only");
+}
+int RankGroup::rank() const { return 0; }
+int RankGroup::world_size() const { return 1; }
+std::string RankGroup::backend_name() const { return ""; }
+Status RankGroup::SumInPlace(std::vector<torch::Tensor>&, const std::string&) { return Status::Ok(); }
+Result<std::vector<double>> RankGroup::Sum(const std::vector<double>& v, const std::string&) { return v; }
+Status RankGroup::Broadcast(std::vector<torch::Tensor>&, const std::string&) { return Status::Ok(); }
+Status RankGroup::Barrier(const std::string&) { return Status::Ok(); }
+void RankGroup::StartSum(const torch::Tensor&, const std::string&) {}
+Status RankGroup::WaitAll() { return Status::Ok(); }
+void RankGroup::Leave(const Status&) {}
+Status RankGroup::Finish() { return Status::Ok(); }
+
+#else
+
+namespace {
+
+using Ms = std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+Ms Millis(double seconds) { return Ms(static_cast<int64_t>(seconds * 1000.0)); }
+
+std::string FirstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+std::string RankList(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
+}
+
+#if TORCH_VERSION_MAJOR >= 2
+using BackendBase = c10d::Backend;
+#else
+using BackendBase = c10d::ProcessGroup;
+#endif
+
+using StorePtr = c10::intrusive_ptr<c10d::Store>;
+using WorkPtr = c10::intrusive_ptr<c10d::Work>;
+
+std::vector<uint8_t> Bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
+std::string Text(const std::vector<uint8_t>& b) { return std::string(b.begin(), b.end()); }
+
+std::string Key(const char* what, int rank) { return std::string("shardtrain/") + what + "/" + std::to_string(rank); }
+
+// A connection to the store; `server`: host it here (rank 0 without an agent store).
+// Under a launcher's agent store, keys live under "/worker/attempt_<restart>" as torchrun's
+// workers use them.
+StorePtr OpenStore(const DistributedOptions& o, bool server) {
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<uint16_t>(o.master_port);
+  so.isServer = server;
+  so.waitWorkers = false;
+  so.timeout = Millis(o.timeout_s);
+  StorePtr tcp = c10::make_intrusive<c10d::TCPStore>(o.master_addr, so);
+  if (!o.agent_store) return tcp;
+  return c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(o.restart_count), tcp);
+}
+
+#ifdef SHARDIFY_HAVE_GLOO
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+#endif
+
+Result<c10::intrusive_ptr<BackendBase>> MakeBackend(const DistributedOptions& o, const torch::Device& device,
+                                                    const StorePtr& store, std::string* name) {
+  const StorePtr pg_store = c10::make_intrusive<c10d::PrefixStore>("shardtrain/pg", store);
+  const bool nccl = o.backend == "nccl" || (o.backend == "auto" && device.is_cuda());
+#ifdef SHARDIFY_HAVE_NCCL
+  if (nccl) {
+    if (!device.is_cuda()) return InvalidArgument("backend nccl needs a CUDA device (--device cuda)");
+    auto opts = c10d::ProcessGroupNCCL::Options::create();
+    opts->timeout = Millis(o.timeout_s);
+    *name = "nccl";
+    return c10::intrusive_ptr<BackendBase>(
+        c10::make_intrusive<c10d::ProcessGroupNCCL>(pg_store, o.rank, o.world_size, opts));
+  }
+#else
+  if (nccl && o.backend == "nccl") {
+    return Unsupported("this shardtrain was built without c10d's NCCL backend (needs a CUDA LibTorch 2.x and "
+                       "nccl.h at build time); use --dist-backend gloo");
+  }
+#endif
+#ifdef SHARDIFY_HAVE_GLOO
+  auto opts = c10d::ProcessGroupGloo::Options::create(Millis(o.timeout_s));
+  if (!o.interface.empty()) {
+    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(o.interface));
+  } else if (IsLoopback(o.master_addr)) {
+    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  } else {
+    opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  }
+  *name = "gloo";
+  return c10::intrusive_ptr<BackendBase>(
+      c10::make_intrusive<c10d::ProcessGroupGloo>(pg_store, o.rank, o.world_size, opts));
+#else
+  (void)pg_store;
+  (void)name;
+  return Unsupported("this shardtrain was built without c10d's Gloo backend (gloo/*.h was not found at build "
+                     "time; Debian: libgloo-dev)");
+#endif
+}
+
+}  // namespace
+
+struct RankGroup::Impl {
+  DistributedOptions o;
+  torch::Device backend_device{torch::kCPU};  // where the backend wants its tensors
+  std::string backend_name;
+  StorePtr store;    // this thread's connection
+  StorePtr monitor_store;  // the monitor thread's own
+  c10::intrusive_ptr<BackendBase> backend;
+  std::atomic<uint64_t> collectives{0};  // started by this rank (published as its progress)
+
+  struct Pending {
+    WorkPtr work;
+    torch::Tensor target, staged;
+    std::string what;
+  };
+  std::mutex mu;  // pending, async_error
+  std::vector<Pending> pending;
+  std::string async_error, async_what;
+
+  std::thread monitor;
+  std::mutex monitor_mu;
+  std::condition_variable monitor_cv;
+  bool stop = false;
+  bool done = false;  // Finish or Leave ran
+  bool left = false;  // Leave ran
+
+  // Heartbeat period, and how long a silent rank must stay silent to be named.
+  double interval() const { return std::clamp(o.timeout_s / 30.0, 0.05, 1.0); }
+  double window() const { return 3 * interval(); }
+  std::string where() const { return o.master_addr + ":" + std::to_string(o.master_port); }
+
+  void Beat();
+  void StopMonitor();
+  Status Announce();
+  std::string Culprit();
+  Status Failed(const std::string& what, const std::string& error);
+  // Runs `collective` on each tensor in turn (staged on the backend's device and back),
+  // waiting for each; an error names the rank at fault.
+  Status Each(std::vector<torch::Tensor>& tensors, const std::string& what,
+              const std::function<WorkPtr(std::vector<at::Tensor>&)>& collective);
+};
+
+// The monitor thread: this rank's heartbeat and progress, for the others to read when a
+// collective fails. It stops quietly when the store goes away (rank 0 leaving at the end).
+void RankGroup::Impl::Beat() {
+  std::unique_lock<std::mutex> lock(monitor_mu);
+  while (!stop) {
+    lock.unlock();
+    try {
+      monitor_store->add(Key("beat", o.rank), 1);
+      monitor_store->set(Key("progress", o.rank), Bytes(std::to_string(collectives.load())));
+    } catch (const std::exception&) {
+      return;
+    }
+    lock.lock();
+    monitor_cv.wait_for(lock, Millis(interval()), [this] { return stop; });
+  }
+}
+
+void RankGroup::Impl::StopMonitor() {
+  {
+    std::lock_guard<std::mutex> lock(monitor_mu);
+    stop = true;
+  }
+  monitor_cv.notify_all();
+  if (monitor.joinable()) monitor.join();
+}
+
+// Every rank claims its rank and announces itself; then each waits for all the others.
+Status RankGroup::Impl::Announce() {
+  const int r = o.rank, n = o.world_size;
+  if (store->add(Key("claim", r), 1) > 1) {
+    return InvalidArgument("rank " + std::to_string(r) + " is claimed by two processes (RANK set the same twice?)");
+  }
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  store->set(Key("rank", r), Bytes(std::to_string(n) + " " + host + " pid " + std::to_string(getpid())));
+  const auto deadline = Clock::now() + Millis(o.timeout_s);
+  std::vector<int> missing;
+  while (true) {
+    missing.clear();
+    for (int q = 0; q < n; ++q) {
+      if (!store->check({Key("rank", q)})) missing.push_back(q);
+    }
+    if (missing.empty()) break;
+    if (Clock::now() > deadline) {
+      return IOError("rank(s) " + RankList(missing) + " of " + std::to_string(n) + " did not join within " +
+                     std::to_string(int(o.timeout_s)) + " s (store at " + where() + ")");
+    }
+    std::this_thread::sleep_for(Ms(20));
+  }
+  for (int q = 0; q < n; ++q) {
+    const std::string v = Text(store->get(Key("rank", q)));
+    if (v.substr(0, v.find(' ')) != std::to_string(n)) {
+      return InvalidArgument("rank " + std::to_string(q) + " (" + v.substr(v.find(' ') + 1) + ") was started with WORLD_SIZE " +
+                             v.substr(0, v.find(' ')) + ", this rank with " + std::to_string(n));
+    }
+  }
+  return Status::Ok();
+}
+
+// Which rank is at fault, read from the store: one that said why it left, one whose
+// heartbeat stopped, or one that never started the collective that failed.
+std::string RankGroup::Impl::Culprit() {
+  const int n = o.world_size;
+  try {
+    auto reported = [&]() -> std::string {
+      for (int q = 0; q < n; ++q) {
+        if (q != o.rank && store->check({Key("failed", q)})) {
+          return "rank " + std::to_string(q) + " stopped: " + Text(store->get(Key("failed", q)));
+        }
+      }
+      return "";
+    };
+    std::string why = reported();
+    if (!why.empty()) return why;
+    std::vector<int64_t> before(n), after(n);
+    for (int q = 0; q < n; ++q) before[q] = store->add(Key("beat", q), 0);
+    std::this_thread::sleep_for(Millis(window()));
+    if (!(why = reported()).empty()) return why;
+    std::vector<int> silent;
+    for (int q = 0; q < n; ++q) {
+      after[q] = store->add(Key("beat", q), 0);
+      if (q != o.rank && after[q] == before[q]) silent.push_back(q);
+    }
+    if (!silent.empty()) {
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%.1f", window());
+      return "rank " + RankList(silent) + " gave no sign of life for " + secs +
+             " s (killed, stopped, or its machine is unreachable)";
+    }
+    const uint64_t mine = collectives.load();
+    for (int q = 0; q < n; ++q) {
+      if (q == o.rank || !store->check({Key("progress", q)})) continue;
+      const uint64_t theirs = std::strtoull(Text(store->get(Key("progress", q))).c_str(), nullptr, 10);
+      if (theirs < mine) {
+        return "rank " + std::to_string(q) + " is alive but has not reached this collective (it started " +
+               std::to_string(theirs) + " collectives, this rank " + std::to_string(mine) +
+               "): it hangs, or is slower than --dist-timeout";
+      }
+    }
+    return "every rank is alive and reached this collective";
+  } catch (const std::exception&) {
+    return o.agent_store ? "the launcher's store at " + where() + " does not answer"
+                         : "rank 0 is gone: the store it hosts at " + where() + " does not answer";
+  }
+}
+
+Status RankGroup::Impl::Failed(const std::string& what, const std::string& error) {
+  return IOError(what + " across " + std::to_string(o.world_size) + " ranks failed on rank " + std::to_string(o.rank) +
+                 ": " + Culprit() + " [" + backend_name + ": " + FirstLine(error) + "]");
+}
+
+Status RankGroup::Impl::Each(std::vector<torch::Tensor>& tensors, const std::string& what,
+                             const std::function<WorkPtr(std::vector<at::Tensor>&)>& collective) {
+  try {
+    for (torch::Tensor& t : tensors) {
+      std::vector<at::Tensor> one = {t.to(backend_device).contiguous()};
+      ++collectives;
+      collective(one)->wait();
+      if (!one[0].is_same(t)) t.copy_(one[0]);
+    }
+    return Status::Ok();
+  } catch (const std::exception& e) {
+    return Failed(what, e.what());
+  }
+}
+
+RankGroup::RankGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+RankGroup::~RankGroup() {
+  if (!impl_->done) Leave(Internal("it stopped without finishing the run"));
+  impl_->StopMonitor();
+  impl_->backend.reset();  // the others' collectives fail now
+  if (impl_->left && impl_->o.rank == 0 && !impl_->o.agent_store) {
+    // This process hosts the store: keep it a moment, for the others to read why it left.
+    std::this_thread::sleep_for(Millis(std::clamp(2 * impl_->window(), 1.0, 5.0)));
+  }
+}
+
+Result<std::unique_ptr<RankGroup>> RankGroup::Join(const DistributedOptions& o, const torch::Device& device) {
+  auto impl = std::make_unique<Impl>();
+  impl->o = o;
+  const bool server = o.rank == 0 && !o.agent_store;
+  try {
+    impl->store = OpenStore(o, server);
+  } catch (const std::exception& e) {
+    return IOError(std::string(server ? "cannot host" : "cannot reach") + " the rendezvous store at " + impl->where() +
+                   " (MASTER_ADDR:MASTER_PORT) as rank " + std::to_string(o.rank) + ": " + FirstLine(e.what()));
+  }
+  try {
+    RETURN_IF_ERROR(impl->Announce());
+    impl->monitor_store = OpenStore(o, false);
+    ASSIGN_OR_RETURN(impl->backend, MakeBackend(o, device, impl->store, &impl->backend_name));
+  } catch (const std::exception& e) {
+    return IOError("joining the process group as rank " + std::to_string(o.rank) + " of " +
+                   std::to_string(o.world_size) + " (store at " + impl->where() + "): " + FirstLine(e.what()));
+  }
+  impl->backend_device = impl->backend_name == "nccl" ? device : torch::Device(torch::kCPU);
+  Impl* p = impl.get();
+  impl->monitor = std::thread([p] { p->Beat(); });
+  return std::unique_ptr<RankGroup>(new RankGroup(std::move(impl)));
+}
+
+int RankGroup::rank() const { return impl_->o.rank; }
+int RankGroup::world_size() const { return impl_->o.world_size; }
+std::string RankGroup::backend_name() const { return impl_->backend_name; }
+
+Status RankGroup::SumInPlace(std::vector<torch::Tensor>& tensors, const std::string& what) {
+  return impl_->Each(tensors, what, [this](std::vector<at::Tensor>& one) { return impl_->backend->allreduce(one); });
+}
+
+Result<std::vector<double>> RankGroup::Sum(const std::vector<double>& values, const std::string& what) {
+  std::vector<torch::Tensor> t = {torch::tensor(values, torch::kDouble)};
+  RETURN_IF_ERROR(SumInPlace(t, what));
+  const torch::Tensor c = t[0].contiguous();
+  return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+}
+
+Status RankGroup::Broadcast(std::vector<torch::Tensor>& tensors, const std::string& what) {
+  return impl_->Each(tensors, what, [this](std::vector<at::Tensor>& one) { return impl_->backend->broadcast(one); });
+}
+
+Status RankGroup::Barrier(const std::string& what) {
+  // A barrier is an all-reduce of one element on the backend's device (NCCL's own barrier
+  // guesses the device from the rank).
+  std::vector<torch::Tensor> one = {torch::zeros({1}, torch::TensorOptions().device(impl_->backend_device))};
+  return SumInPlace(one, what);
+}
+
+void RankGroup::StartSum(const torch::Tensor& flat, const std::string& what) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (!impl_->async_error.empty()) return;
+  try {
+    Impl::Pending p;
+    p.target = flat;
+    p.staged = flat.to(impl_->backend_device);
+    p.what = what;
+    std::vector<at::Tensor> one = {p.staged};
+    ++impl_->collectives;
+    p.work = impl_->backend->allreduce(one);
+    impl_->pending.push_back(std::move(p));
+  } catch (const std::exception& e) {
+    impl_->async_error = e.what();
+    impl_->async_what = what;
+  }
+}
+
+Status RankGroup::WaitAll() {
+  std::vector<Impl::Pending> pending;
+  std::string error, what;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    pending.swap(impl_->pending);
+    error.swap(impl_->async_error);
+    what.swap(impl_->async_what);
+  }
+  for (Impl::Pending& p : pending) {
+    if (!error.empty()) break;
+    try {
+      p.work->wait();
+      if (!p.staged.is_same(p.target)) p.target.copy_(p.staged);
+    } catch (const std::exception& e) {
+      error = e.what();
+      what = p.what;
+    }
+  }
+  return error.empty() ? Status::Ok() : impl_->Failed(what, error);
+}
+
+void RankGroup::Leave(const Status& why) {
+  if (impl_->done) return;
+  impl_->done = impl_->left = true;
+  try {
+    impl_->store->set(Key("failed", impl_->o.rank), Bytes(FirstLine(why.ToString())));
+  } catch (const std::exception&) {
+    // The store is gone too; the others find out from their heartbeat check.
+  }
+}
+
+Status RankGroup::Finish() {
+  Status s = Barrier("the final barrier");
+  impl_->done = true;
+  impl_->StopMonitor();
+  return s;
+}
+
+#endif  // SHARDIFY_NO_C10D
+
+}  // namespace shardify::trainer::detail
