@@ -6,6 +6,8 @@
 #include <sstream>
 #include <string>
 
+#include "format/elements.h"
+
 namespace shardify::convert {
 namespace {
 
@@ -43,18 +45,18 @@ Status SameSpace(const ImageInfo& a, const ImageInfo& b, const std::string& wher
   return Status::Ok();
 }
 
-// Combines per-channel infos into the stacked image info.
+// Combines per-channel infos into the stacked image info. Channels of different dtypes
+// stack in the smallest dtype that holds them all (PromoteDTypes).
 Status StackInfo(const std::vector<ImageInfo>& ch, const CaseInput& in, ImageInfo* out) {
   *out = ch[0];
+  std::vector<DType> dtypes = {ch[0].dtype};
   for (size_t k = 1; k < ch.size(); ++k) {
     std::string name = "channel " + std::to_string(k);
-    if (ch[k].dtype != ch[0].dtype) {
-      return InvalidArgument(in.name + ": " + name + " (" + in.images[k] + ") has dtype " + DTypeName(ch[k].dtype) +
-                             " but channel 0 has " + DTypeName(ch[0].dtype));
-    }
     RETURN_IF_ERROR(SameSpace(ch[0], ch[k], in.name, name, in.images[k]));
     out->shape[0] += ch[k].shape[0];
+    dtypes.push_back(ch[k].dtype);
   }
+  out->dtype = PromoteDTypes(dtypes);
   return Status::Ok();
 }
 
@@ -160,17 +162,26 @@ Result<CaseData> DecodeCase(const SourcePlan& plan, const CaseInput& in, const s
     return out;
   }
   std::vector<ImageInfo> infos;
+  std::vector<DecodedImage> channels;
   for (size_t k = 0; k < in.images.size(); ++k) {
     ASSIGN_OR_RETURN(DecodedImage d, ReadImage(in.images[k], in.images.size() == 1 ? small_file : nullptr, max_bytes));
     infos.push_back(d.info);
+    channels.push_back(std::move(d));
+  }
+  if (infos.empty()) return Internal(in.name + ": case has no image files");
+  ImageInfo stacked;
+  RETURN_IF_ERROR(StackInfo(infos, in, &stacked));
+  for (size_t k = 0; k < channels.size(); ++k) {
+    DecodedImage& d = channels[k];
+    if (d.info.dtype != stacked.dtype) d.pixels = ConvertArray(d.pixels, d.info.dtype, stacked.dtype);
     if (k == 0) {
       out.image = std::move(d);
     } else {
       out.image.pixels.insert(out.image.pixels.end(), d.pixels.begin(), d.pixels.end());
+      std::vector<uint8_t>().swap(d.pixels);
     }
   }
-  if (infos.empty()) return Internal(in.name + ": case has no image files");
-  RETURN_IF_ERROR(StackInfo(infos, in, &out.image.info));
+  out.image.info = stacked;
   if (!in.rle.empty()) {
     AddRleGeometry(in, &out.image.info);
     out.has_mask = true;

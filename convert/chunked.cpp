@@ -10,6 +10,7 @@
 #include "convert/convert.h"
 #include "convert/schema_internal.h"
 #include "format/chunking.h"
+#include "format/elements.h"
 
 namespace shardify::convert {
 
@@ -78,15 +79,6 @@ Status ApplyPatchSize(Schema& s, const std::vector<CaseInfo>& infos, const std::
 }
 
 namespace {
-
-float HalfToFloat(uint16_t h) {
-  const int exp = (h >> 10) & 0x1f;
-  const int mant = h & 0x3ff;
-  const float sign = (h & 0x8000) ? -1.0f : 1.0f;
-  if (exp == 0) return sign * std::ldexp(static_cast<float>(mant), -24);
-  if (exp == 31) return mant ? std::numeric_limits<float>::quiet_NaN() : sign * std::numeric_limits<float>::infinity();
-  return sign * std::ldexp(static_cast<float>(mant | 0x400), exp - 25);
-}
 
 // Label value of element i; floating values are rounded, non-finite ones count as 0.
 template <typename T>

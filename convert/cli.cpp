@@ -47,7 +47,56 @@ struct Flags {
   bool no_shuffle = false;
   std::string max_sample_memory = "2G", max_memory;
   std::string part;
+  std::string dtype, spacing, resample_image = "cubic", resample_mask = "linear", crop = "none", normalize = "none";
 };
+
+// The preprocessing flags (preprocess.h).
+void DefinePreprocess(CLI::App& app, Flags& f) {
+  app.add_option("--dtype", f.dtype,
+                 "Store the image field in this dtype: u8, i8, u16, i16, u32, i32, i64, f16, f32 or f64.\n"
+                 "Default: the smallest dtype that holds every input's values exactly (u8 + u16 -> u16,\n"
+                 "i16 + u16 -> i32, u8 + f32 -> f32), f32 when normalized; each sample records its own");
+  app.add_option("--spacing", f.spacing,
+                 "Resample volumes to this spacing, Z,Y,X in mm (e.g. 1.5,0.8,0.8), or auto: nnU-Net's rule\n"
+                 "(the median spacing; a finer one on the coarse axis of anisotropic data)");
+  app.add_option("--resample-image", f.resample_image, "With --spacing: images by cubic B-spline or linear interpolation")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cubic", "linear"}));
+  app.add_option("--resample-mask", f.resample_mask,
+                 "With --spacing: masks by nnU-Net's per-label linear interpolation, or nearest neighbour")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"linear", "nearest"}));
+  app.add_option("--crop", f.crop, "nonzero: crop each case to the box of its voxels nonzero in any channel")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "nonzero"}));
+  app.add_option("--normalize", f.normalize,
+                 "Per channel: zscore (per case), ct (clip to the 0.5/99.5 percentiles of the training\n"
+                 "split's foreground, then z-score with its mean and std; needs masks), none; or one per\n"
+                 "channel, e.g. ct,zscore. Stored as f32 (or --dtype f16 / f64)")
+      ->capture_default_str();
+}
+
+// Checks the preprocessing flags and fills `o`.
+Status ToPreprocessOptions(const CLI::App& app, const Flags& f, PreprocessOptions& o) {
+  if (!f.spacing.empty()) {
+    RETURN_IF_ERROR(ParseSpacing(f.spacing, &o));
+  } else if (app.count("--resample-image") > 0 || app.count("--resample-mask") > 0) {
+    return InvalidArgument("--resample-image and --resample-mask need --spacing");
+  }
+  o.image_interp = f.resample_image == "linear" ? ImageInterp::kLinear : ImageInterp::kCubic;
+  o.mask_interp = f.resample_mask == "nearest" ? MaskInterp::kNearest : MaskInterp::kLinear;
+  o.crop_nonzero = f.crop == "nonzero";
+  ASSIGN_OR_RETURN(o.normalize, ParseNormalize(f.normalize));
+  if (!f.dtype.empty()) {
+    o.dtype = ParseDType(f.dtype);
+    if (!o.dtype) return InvalidArgument("--dtype '" + f.dtype + "' is not one of u8, i8, u16, i16, u32, i32, i64, f16, f32, f64");
+    const bool is_float = *o.dtype == DType::kF16 || *o.dtype == DType::kF32 || *o.dtype == DType::kF64;
+    if (o.normalizes() && !is_float) {
+      return InvalidArgument("--normalize stores floats: --dtype must be f16, f32 or f64, not " + f.dtype);
+    }
+  }
+  return Status::Ok();
+}
 
 void Define(CLI::App& app, Flags& f) {
   app.add_option("SRC", f.src, "Source directory, or a .csv file for the csv layout")->required();
@@ -58,7 +107,7 @@ void Define(CLI::App& app, Flags& f) {
       ->check(CLI::Range(1, 1024));
   app.add_option("--level", f.level,
                  "zstd compression level 1..19, or auto: 9 when samples are at most 64 KiB\n"
-                 "(small images gain from it at no cost in speed), else 3")
+                 "(small images gain from it at no cost in speed), else 3 with masks at 9")
       ->capture_default_str();
   app.add_option("--shard-size", f.shard_size, "Target shard size: bytes, or with K/M/G suffix")->capture_default_str();
   app.add_flag("--dict", f.dict,
@@ -96,7 +145,8 @@ void Define(CLI::App& app, Flags& f) {
   app.add_flag("--no-shuffle", f.no_shuffle,
                "Store 16/32/64-bit images and masks as they are. By default their bytes are shuffled\n"
                "(byte 0 of every element, then byte 1, ...; format version 3), which zstd compresses\n"
-               "about 10-20% smaller on 16-bit and float volumes");
+               "about 10-20% smaller on 16-bit and float volumes, and mask.fg_locations is stored as\n"
+               "differences of its sorted rows (format version 4), about half as large");
   app.add_option("--max-sample-memory", f.max_sample_memory,
                  "Largest sample (image channels + mask) as decoded, in bytes or with K/M/G/T; a larger\n"
                  "one is an error for that input (skippable), found from its header before decoding")
@@ -109,6 +159,7 @@ void Define(CLI::App& app, Flags& f) {
                  "order, into DST/parts/; once all N are done, `shardify merge DST` makes DST the\n"
                  "dataset. auto: K/N from RANK/WORLD_SIZE, a Slurm array or SLURM_PROCID/SLURM_NTASKS.\n"
                  "A part already complete is not converted again (--overwrite does)");
+  DefinePreprocess(app, f);
   app.add_flag("-q,--quiet", f.quiet, "No progress output");
 }
 
@@ -186,7 +237,7 @@ Status ToOptions(const CLI::App& app, const Flags& f, ConvertOptions& o) {
     o.part = part.first;
     o.parts = part.second;
   }
-  return Status::Ok();
+  return ToPreprocessOptions(app, f, o.preprocess);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "convert/image_io.h"
+#include "convert/preprocess.h"
 #include "convert/source.h"
 #include "format/parts.h"
 #include "format/status.h"
@@ -71,6 +72,7 @@ struct ConvertOptions {
   // dataset. A part that is complete already is not converted again (unless overwrite).
   uint32_t part = 0;
   uint32_t parts = 0;
+  PreprocessOptions preprocess;        // dtype, crop, normalization, spacing (preprocess.h)
 };
 
 // Bytes held while one sample is decoded and compressed, per decoded byte (the pixels,
@@ -95,6 +97,7 @@ struct ConvertSummary {
   std::vector<std::string> classes;
   std::vector<std::string> fields;    // "image u8 [1, 28, 28]", ...
   std::vector<std::string> warnings;
+  std::vector<std::string> preprocessing;  // what was promoted, cropped, normalized, resampled, and why
   std::vector<SkippedInput> skipped;
   uint64_t samples = 0;
   uint64_t ignored_files = 0;         // files that are not inputs of the layout (e.g. .txt)

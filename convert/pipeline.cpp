@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <condition_variable>
 #include <filesystem>
 #include <functional>
@@ -74,10 +75,17 @@ std::string FieldLine(const FieldSpec& f) {
   if (f.kind == FieldKind::kNdarray) s += std::string(" ") + DTypeName(f.dtype) + " " + ShapeToString(f.shape);
   if (f.chunked()) s += " chunks " + ShapeToString(f.chunk_shape);
   if (f.filter == Filter::kByteShuffle) s += " shuffled";
+  if (f.filter == Filter::kDeltaColumns) s += " delta-coded";
   return s;
 }
 
-WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan, const detail::Schema& schema) {
+// With --level auto, label maps and foreground locations of volumes are compressed at this
+// level instead of 3: on ITK's brain MRI segmentation 13% smaller (chunked, 74 vs 85 KB),
+// its foreground locations 6% smaller, at a few milliseconds per case.
+constexpr int kLabelLevel = 9;
+
+WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan, const detail::Schema& schema,
+                                const detail::PreprocessPlan& preprocess, bool auto_level) {
   WriterOptions w;
   w.target_shard_bytes = o.shard_bytes;
   w.zstd_level = o.zstd_level;
@@ -110,6 +118,13 @@ WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan,
     if (schema.mask >= 0) w.provenance.options.push_back({"mask_chunk_shape", ShapeToString(schema.fields[schema.mask].chunk_shape)});
     if (schema.fg_locations >= 0) w.provenance.options.push_back({"fg_locations", std::to_string(o.fg_locations)});
   }
+  for (KeyValue& kv : detail::PreprocessProvenance(preprocess)) w.provenance.options.push_back(std::move(kv));
+  if (auto_level && o.zstd_level < kLabelLevel && schema.mask >= 0) {
+    for (int f : {schema.mask, schema.fg_locations}) {
+      if (f >= 0) w.field_levels.push_back({schema.fields[f].name, kLabelLevel});
+    }
+    w.provenance.options.push_back({"mask_level", std::to_string(kLabelLevel)});
+  }
   return w;
 }
 
@@ -128,6 +143,7 @@ Status WriteSkipped(DatasetWriter& writer, const std::vector<SkippedInput>& skip
 struct Prepared {
   SourcePlan plan;
   detail::Schema schema;
+  detail::PreprocessPlan preprocess;
   std::vector<size_t> order;
   std::vector<std::vector<uint8_t>> small_files;  // per case, see CaseInfo::small_file
   uint64_t max_sample_bytes = 0;                  // largest decoded image + mask
@@ -142,11 +158,12 @@ uint64_t CaseBytes(const CaseInfo& c) {
 }
 
 // Cases whose image and mask together decode to more than the per-sample limit become
-// per-input errors (each file alone was checked by InspectCase).
+// per-input errors (each file alone was checked by InspectCase); `extra`, when given, is
+// what preprocessing adds per case.
 void ApplySampleLimit(const ConvertOptions& o, const SourcePlan& plan, const std::vector<CaseInfo>& infos,
-                      std::vector<bool>* ok, std::vector<Status>* errors) {
+                      std::vector<bool>* ok, std::vector<Status>* errors, const std::vector<uint64_t>* extra = nullptr) {
   for (size_t i = 0; i < infos.size(); ++i) {
-    const uint64_t bytes = CaseBytes(infos[i]);
+    const uint64_t bytes = CaseBytes(infos[i]) + (extra != nullptr ? (*extra)[i] : 0);
     if (!(*ok)[i] || bytes <= o.max_sample_bytes) continue;
     (*ok)[i] = false;
     (*errors)[i] = ResourceExhausted(plan.cases[i].name + ": decodes to " + detail::HumanBytes(bytes) +
@@ -187,8 +204,15 @@ Status Prepare(const ConvertOptions& o, int threads, ProgressSink* progress, Pre
   RETURN_IF_ERROR(InspectAll(plan, o, threads, progress, &infos, &ok, &errors));
   if (IsCancelled(o)) return Cancelled("conversion cancelled");
   ApplySampleLimit(o, plan, infos, &ok, &errors);
+  std::vector<uint64_t> work_bytes;  // preprocessing's own memory per case
+  RETURN_IF_ERROR(detail::PlanPreprocessing(o.preprocess, plan, infos, ok, errors, &p->preprocess, &work_bytes,
+                                            &sum->preprocessing));
+  if (o.preprocess.transforms()) ApplySampleLimit(o, plan, infos, &ok, &errors, &work_bytes);  // resampled sizes
   p->schema = detail::BuildSchema(plan, infos, ok, errors);
   if (!p->schema.fields.empty()) {
+    detail::Schema& s = p->schema;
+    RETURN_IF_ERROR(detail::FinishSchema(infos, ok, plan.has_mask, s.geometry_dims, s.image, s.mask, s.fields,
+                                         &s.record, &p->preprocess, &sum->preprocessing));
     RETURN_IF_ERROR(detail::ApplyPatchSize(p->schema, infos, ok, o.patch_size, o.fg_locations, o.seed)
                         .WithContext(o.source));
     for (int f : {p->schema.image, p->schema.mask}) {
@@ -196,12 +220,15 @@ Status Prepare(const ConvertOptions& o, int threads, ProgressSink* progress, Pre
         p->schema.fields[f].filter = Filter::kByteShuffle;
       }
     }
+    // Sorted coordinates: their differences compress to about half (format version 4).
+    if (o.shuffle && s.fg_locations >= 0) s.fields[s.fg_locations].filter = Filter::kDeltaColumns;
   }
   p->small_files.resize(infos.size());
   for (size_t i = 0; i < infos.size(); ++i) {
     p->small_files[i] = std::move(infos[i].small_file);
-    if (!ok[i] || CaseBytes(infos[i]) <= p->max_sample_bytes) continue;
-    p->max_sample_bytes = CaseBytes(infos[i]);
+    const uint64_t bytes = CaseBytes(infos[i]) + work_bytes[i];
+    if (!ok[i] || bytes <= p->max_sample_bytes) continue;
+    p->max_sample_bytes = bytes;
     p->largest = plan.cases[i].name;
   }
   for (size_t i = 0; i < plan.cases.size(); ++i) {
@@ -251,6 +278,28 @@ ConvertOptions ResolveAuto(ConvertOptions o, uint64_t max_sample_bytes, size_t s
 
 }  // namespace
 
+namespace {
+
+// --normalize ct: the statistics of the training cases with a mask, before anything is written.
+Status RunCtPass(const ConvertOptions& o, int threads, ProgressSink* progress, Prepared* p, ConvertSummary* sum) {
+  detail::CtPass pass{&p->plan, {}, &p->preprocess, threads, o.max_sample_bytes, o.cancel, progress};
+  for (size_t i : p->order) {
+    const CaseInput& c = p->plan.cases[i];
+    if (c.split == "train" && (!c.mask.empty() || !c.rle.empty())) pass.cases.push_back(i);
+  }
+  ASSIGN_OR_RETURN(p->preprocess.ct, detail::CtStatistics(pass));
+  for (size_t c = 0; c < p->preprocess.ct.size(); ++c) {
+    const detail::ChannelNorm& n = p->preprocess.ct[c];
+    char line[256];
+    std::snprintf(line, sizeof line, "ct statistics of channel %zu over %zu training case(s): clip [%g, %g], mean %g, std %g",
+                  c, pass.cases.size(), n.clip_low, n.clip_high, n.mean, n.stddev);
+    sum->preprocessing.push_back(line);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 uint64_t DefaultMaxMemory() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   const uint64_t physical = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
@@ -268,7 +317,9 @@ Result<ConvertSummary> ConvertImpl(const ConvertOptions& options, ProgressSink* 
   RETURN_IF_ERROR(Prepare(options, threads, progress, &p, &sum));
   const ConvertOptions o = ResolveAuto(options, p.max_sample_bytes, p.order.size());
   ASSIGN_OR_RETURN(const size_t window, WindowFor(o, threads, p.max_sample_bytes, p.largest));
-  WriterOptions wo = MakeWriterOptions(o, p.plan, p.schema);
+  // Every part computes the same statistics over the whole training split, so parts agree.
+  if (!o.dry_run && p.preprocess.needs_ct_statistics()) RETURN_IF_ERROR(RunCtPass(o, threads, progress, &p, &sum));
+  WriterOptions wo = MakeWriterOptions(o, p.plan, p.schema, p.preprocess, options.zstd_level == 0);
   std::vector<size_t> order = p.order;  // what this run writes: every sample, or one part's slice
   std::string dest = o.dest;
   if (o.parts > 0) {
@@ -286,7 +337,7 @@ Result<ConvertSummary> ConvertImpl(const ConvertOptions& options, ProgressSink* 
   ASSIGN_OR_RETURN(auto writer, DatasetWriter::Create(dest, p.schema.fields, wo));
   // Dictionaries learn from the whole order, so that every part trains the same one.
   detail::EncodeJob job{&p.plan, &p.schema, &p.order, writer.get(), threads, window, o.cancel, progress,
-                        &p.small_files, o.max_sample_bytes};
+                        &p.small_files, o.max_sample_bytes, &p.preprocess};
   if (o.dict) RETURN_IF_ERROR(detail::TrainDictionaries(job, p.max_sample_bytes, &sum));
   job.order = &order;
   std::vector<size_t> written;

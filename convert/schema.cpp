@@ -7,11 +7,11 @@
 
 #include "convert/schema_internal.h"
 #include "convert/source_internal.h"
+#include "format/elements.h"
 
 namespace shardify::convert::detail {
-namespace {
 
-FieldSpec Array(const std::string& name, DType t, Shape shape, const std::string& role) {
+FieldSpec NdarrayField(const std::string& name, DType t, Shape shape, const std::string& role) {
   FieldSpec f;
   f.name = name;
   f.kind = FieldKind::kNdarray;
@@ -21,13 +21,15 @@ FieldSpec Array(const std::string& name, DType t, Shape shape, const std::string
   return f;
 }
 
-FieldSpec Scalar(const std::string& name, FieldKind k, const std::string& role) {
+FieldSpec ScalarField(const std::string& name, FieldKind k, const std::string& role) {
   FieldSpec f;
   f.name = name;
   f.kind = k;
   if (!role.empty()) f.meta.push_back({"role", role});
   return f;
 }
+
+namespace {
 
 // Merges `s` into the running field shape: differing dimensions become -1.
 void MergeShape(Shape& field, const Shape& s) {
@@ -36,11 +38,9 @@ void MergeShape(Shape& field, const Shape& s) {
   }
 }
 
-// Checks `got` against the first case's info `ref`; returns what differs, or "".
+// Checks `got` against the first case's info `ref`; returns what differs, or "". Dtypes
+// may differ: the field takes one that holds them all.
 std::string Mismatch(const ImageInfo& ref, const ImageInfo& got, const char* what) {
-  if (got.dtype != ref.dtype) {
-    return std::string(what) + " dtype " + DTypeName(got.dtype) + " differs from the dataset's " + DTypeName(ref.dtype) + " (set by the first input)";
-  }
   if (got.shape.size() != ref.shape.size()) {
     return std::string(what) + " rank " + std::to_string(got.shape.size()) + " (" + ShapeToString(got.shape) +
            ") differs from the dataset's " + ShapeToString(ref.shape);
@@ -59,13 +59,13 @@ void AddGeometryFields(Schema& s, const std::string& f, size_t dims, bool nifti,
   if (dims > 0) {
     *geo = static_cast<int>(s.fields.size());
     Shape sd = {static_cast<int64_t>(dims)}, dd = {static_cast<int64_t>(dims * dims)};
-    s.fields.push_back(Array(f + ".spacing", DType::kF64, sd, "geometry"));
-    s.fields.push_back(Array(f + ".origin", DType::kF64, sd, "geometry"));
-    s.fields.push_back(Array(f + ".direction", DType::kF64, dd, "geometry"));
+    s.fields.push_back(NdarrayField(f + ".spacing", DType::kF64, sd, "geometry"));
+    s.fields.push_back(NdarrayField(f + ".origin", DType::kF64, sd, "geometry"));
+    s.fields.push_back(NdarrayField(f + ".direction", DType::kF64, dd, "geometry"));
   }
   if (nifti) {
     *header = static_cast<int>(s.fields.size());
-    s.fields.push_back(Scalar(f + ".nifti_header", FieldKind::kBytes, "nifti_header"));
+    s.fields.push_back(ScalarField(f + ".nifti_header", FieldKind::kBytes, "nifti_header"));
   }
 }
 
@@ -92,6 +92,7 @@ Schema BuildSchema(const SourcePlan& plan, const std::vector<CaseInfo>& infos, s
   if (first == infos.size()) return s;
   const CaseInfo& ref = infos[first];
   Shape image_shape = ref.image.shape, mask_shape = ref.mask.shape;
+  std::vector<DType> image_dtypes, mask_dtypes;
   for (size_t i = first; i < infos.size(); ++i) {
     if (!ok[i]) continue;
     const CaseInput& c = plan.cases[i];
@@ -108,26 +109,28 @@ Schema BuildSchema(const SourcePlan& plan, const std::vector<CaseInfo>& infos, s
       continue;
     }
     MergeShape(image_shape, infos[i].image.shape);
+    image_dtypes.push_back(infos[i].image.dtype);
     if (infos[i].has_mask) MergeShape(mask_shape, infos[i].mask.shape);
+    if (infos[i].has_mask) mask_dtypes.push_back(infos[i].mask.dtype);
   }
   s.image = static_cast<int>(s.fields.size());
-  s.fields.push_back(Array("image", ref.image.dtype, image_shape, "image"));
+  s.fields.push_back(NdarrayField("image", PromoteDTypes(image_dtypes), image_shape, "image"));
   if (!plan.channel_names_json.empty()) s.fields.back().meta.push_back({"channel_names", plan.channel_names_json});
   if (plan.has_mask) {
     if (plan.unlabeled_masks) mask_shape[0] = -1;  // cases without a label store 0 channels
     s.mask = static_cast<int>(s.fields.size());
-    s.fields.push_back(Array("mask", ref.mask.dtype, mask_shape, "mask"));
+    s.fields.push_back(NdarrayField("mask", mask_dtypes.empty() ? ref.mask.dtype : PromoteDTypes(mask_dtypes), mask_shape, "mask"));
     if (!plan.mask_labels_json.empty()) s.fields.back().meta.push_back({"labels", plan.mask_labels_json});
     if (plan.multi_label_mask) s.fields.back().meta.push_back({"multi_label", "true"});
   }
   s.label = static_cast<int>(s.fields.size());
-  s.fields.push_back(Scalar("label", FieldKind::kInt, "label"));
+  s.fields.push_back(ScalarField("label", FieldKind::kInt, "label"));
   s.path = static_cast<int>(s.fields.size());
-  s.fields.push_back(Scalar("path", FieldKind::kString, "path"));
+  s.fields.push_back(ScalarField("path", FieldKind::kString, "path"));
   s.first_scalar = static_cast<int>(s.fields.size());
   for (size_t c = 0; c < plan.scalar_columns.size(); ++c) {
     s.scalar_kinds.push_back(ScalarKind(plan.cases, ok, c));
-    s.fields.push_back(Scalar(plan.scalar_columns[c], s.scalar_kinds.back(), ""));
+    s.fields.push_back(ScalarField(plan.scalar_columns[c], s.scalar_kinds.back(), ""));
   }
   s.geometry_dims = ref.image.geometry.spacing.size();
   AddGeometryFields(s, "image", s.geometry_dims, ref.image.kind == ImageKind::kNifti, &s.image_geometry, &s.image_header);
@@ -213,17 +216,18 @@ std::vector<size_t> AssignSplits(std::vector<CaseInput>& cases, const std::vecto
   return result;
 }
 
-namespace {
-
-FieldValue Doubles(const std::vector<double>& v) {
+FieldValue Doubles(const std::vector<double>& v, Shape shape) {
   std::vector<uint8_t> b(v.size() * 8);
   for (size_t i = 0; i < v.size(); ++i) {
     uint64_t u;
     std::memcpy(&u, &v[i], 8);
     for (int k = 0; k < 8; ++k) b[i * 8 + k] = static_cast<uint8_t>(u >> (8 * k));
   }
-  return FieldValue::Array(std::move(b), {static_cast<int64_t>(v.size())});
+  if (shape.empty()) shape = {static_cast<int64_t>(v.size())};
+  return FieldValue::Array(std::move(b), std::move(shape));
 }
+
+namespace {
 
 void PutGeometry(std::vector<FieldValue>& v, int at, const Geometry& g) {
   v[at] = Doubles(g.spacing);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "convert/case.h"
+#include "convert/preprocess_internal.h"
 #include "convert/source.h"
 #include "format/manifest.h"
 #include "format/writer.h"
@@ -26,11 +27,19 @@ struct Schema {
   int fg_locations = -1;                       // "mask.fg_locations" (with --patch-size)
   uint64_t fg_cap = 0;                         // at most this many rows per class
   uint64_t fg_seed = 0;
+  RecordFields record;                         // preprocessing record (FinishSchema)
 };
 
+// Field specs with a "role" meta (none for an empty role).
+FieldSpec NdarrayField(const std::string& name, DType t, Shape shape, const std::string& role);
+FieldSpec ScalarField(const std::string& name, FieldKind k, const std::string& role);
+// f64 values, little-endian, as an array of `shape` (empty: [v.size()]).
+FieldValue Doubles(const std::vector<double>& v, Shape shape = {});
+
 // Builds the schema from the infos of the cases that inspected cleanly (`ok[i]`).
-// A case that does not fit (dtype, rank or geometry rank differ from the first case)
-// gets its error in `errors[i]` and `ok[i]` cleared.
+// Image and mask take the smallest dtype that holds every case's values (PromoteDTypes).
+// A case that does not fit (rank or geometry rank differ from the first case) gets its
+// error in `errors[i]` and `ok[i]` cleared.
 Schema BuildSchema(const SourcePlan& plan, const std::vector<CaseInfo>& infos, std::vector<bool>& ok,
                    std::vector<Status>& errors);
 

@@ -87,6 +87,7 @@ std::string FormatSummary(const ConvertSummary& s) {
   o << "  fields:";
   for (size_t i = 0; i < s.fields.size(); ++i) o << (i ? "; " : " ") << s.fields[i];
   o << "\n";
+  for (const auto& p : s.preprocessing) o << "  preprocessing: " << p << "\n";
   const bool converted = s.part_state == ConvertSummary::PartState::kConverted;
   if (!s.dry_run && !converted) {
     o << "  bytes out " << detail::HumanBytes(s.bytes_out) << " (" << s.shards << " shard" << (s.shards == 1 ? "" : "s")

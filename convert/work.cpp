@@ -76,9 +76,15 @@ Slot EncodeCase(const EncodeJob& job, size_t case_index, Encoder& encoder) {
   if (!data.ok()) { s.status = data.status(); return s; }
   const uint64_t known = data->image.info.file_bytes;
   if (in.idx_set < 0) s.bytes = in.images.size() == 1 && in.mask.empty() && known > 0 ? known : CaseBytes(in);
+  SourceRecord record;
+  if (job.preprocess != nullptr) {
+    s.status = PreprocessCase(*job.preprocess, in.name, &*data, &record);
+    if (!s.status.ok()) return s;
+  }
   auto sample = BuildSample(*job.schema, in, std::move(data).value());
   if (!sample.ok()) { s.status = sample.status(); return s; }
   const Schema& schema = *job.schema;
+  PutRecord(schema.record, record, &sample->values);
   if (schema.fg_locations >= 0) {
     auto loc = FgLocations(schema.fields[schema.mask], sample->values[schema.mask], schema.fg_cap, schema.fg_seed, case_index);
     if (!loc.ok()) { s.status = loc.status().WithContext(in.name); return s; }
@@ -196,6 +202,8 @@ Status TrainDictionaries(const EncodeJob& job, uint64_t max_sample_bytes, Conver
     const Status read = NoThrow(in.name, [&] {
       auto d = DecodeCase(plan, in, nullptr, job.max_sample_bytes);
       if (!d.ok()) return d.status();
+      SourceRecord record;
+      if (job.preprocess != nullptr) RETURN_IF_ERROR(PreprocessCase(*job.preprocess, in.name, &*d, &record));
       images[k] = std::move(d->image.pixels);
       if (d->has_mask) masks[k] = std::move(d->mask.pixels);
       return Status::Ok();

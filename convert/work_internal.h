@@ -41,6 +41,7 @@ struct EncodeJob {
   ProgressSink* progress;
   std::vector<std::vector<uint8_t>>* small_files;  // per case, from inspection; consumed
   uint64_t max_sample_bytes;          // per file decoded, see ConvertOptions
+  const PreprocessPlan* preprocess = nullptr;  // applied to every decoded case when set
 };
 
 struct CaseFailure {

@@ -25,7 +25,7 @@ Compressor::Compressor(int level) : cctx_(ZSTD_createCCtx()), level_(level) {}
 Compressor::~Compressor() { ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(cctx_)); }
 
 Result<Codec> Compressor::Compress(const uint8_t* src, size_t size, const ZstdDictionary* dict,
-                                   double min_ratio, std::vector<uint8_t>* out) {
+                                   double min_ratio, std::vector<uint8_t>* out, int level) {
   auto* cctx = static_cast<ZSTD_CCtx*>(cctx_);
   if (cctx == nullptr) return ResourceExhausted("cannot create a zstd context");
   out->resize(ZSTD_compressBound(size));
@@ -34,7 +34,7 @@ Result<Codec> Compressor::Compress(const uint8_t* src, size_t size, const ZstdDi
     n = ZSTD_compress_usingCDict(cctx, out->data(), out->size(), src, size,
                                  static_cast<const ZSTD_CDict*>(dict->cdict()));
   } else {
-    n = ZSTD_compressCCtx(cctx, out->data(), out->size(), src, size, level_);
+    n = ZSTD_compressCCtx(cctx, out->data(), out->size(), src, size, level > 0 ? level : level_);
   }
   if (ZSTD_isError(n)) return Internal(std::string("zstd compression failed: ") + ZSTD_getErrorName(n));
   if (static_cast<double>(n) <= static_cast<double>(size) * min_ratio) {
@@ -110,6 +110,57 @@ void ByteUnshuffle(const uint8_t* src, uint8_t* dst, size_t n, size_t elem) {
     default:
       for (size_t i = 0; i < n; ++i)
         for (size_t k = 0; k < elem; ++k) dst[i * elem + k] = src[k * n + i];
+  }
+}
+
+namespace {
+
+template <typename U>
+void Delta(const uint8_t* src, uint8_t* dst, size_t rows, size_t cols) {
+  constexpr size_t E = sizeof(U);
+  for (size_t c = 0; c < cols; ++c) {
+    U prev = 0;
+    for (size_t r = 0; r < rows; ++r) {
+      U v;
+      std::memcpy(&v, src + (r * cols + c) * E, E);
+      const auto d = static_cast<U>(v - prev);
+      prev = v;
+      for (size_t b = 0; b < E; ++b) dst[(c * E + b) * rows + r] = static_cast<uint8_t>(d >> (8 * b));
+    }
+  }
+}
+
+template <typename U>
+void Undelta(const uint8_t* src, uint8_t* dst, size_t rows, size_t cols) {
+  constexpr size_t E = sizeof(U);
+  for (size_t c = 0; c < cols; ++c) {
+    U acc = 0;
+    for (size_t r = 0; r < rows; ++r) {
+      U d = 0;
+      for (size_t b = 0; b < E; ++b) d = static_cast<U>(d | static_cast<U>(static_cast<U>(src[(c * E + b) * rows + r]) << (8 * b)));
+      acc = static_cast<U>(acc + d);
+      std::memcpy(dst + (r * cols + c) * E, &acc, E);
+    }
+  }
+}
+
+}  // namespace
+
+void DeltaColumns(const uint8_t* src, uint8_t* dst, size_t rows, size_t cols, size_t elem) {
+  switch (elem) {
+    case 1: return Delta<uint8_t>(src, dst, rows, cols);
+    case 2: return Delta<uint16_t>(src, dst, rows, cols);
+    case 4: return Delta<uint32_t>(src, dst, rows, cols);
+    default: return Delta<uint64_t>(src, dst, rows, cols);
+  }
+}
+
+void UndoDeltaColumns(const uint8_t* src, uint8_t* dst, size_t rows, size_t cols, size_t elem) {
+  switch (elem) {
+    case 1: return Undelta<uint8_t>(src, dst, rows, cols);
+    case 2: return Undelta<uint16_t>(src, dst, rows, cols);
+    case 4: return Undelta<uint32_t>(src, dst, rows, cols);
+    default: return Undelta<uint64_t>(src, dst, rows, cols);
   }
 }
 

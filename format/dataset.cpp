@@ -274,13 +274,20 @@ Status SampleView::DecodeStored(size_t field, const BlobInfo& b, void* dst, Deco
     return detail::DecodeBlob(b.codec, b.data, b.stored_size, b.raw_size, dst, decoder.zstd_context(), dict);
   }
   const size_t elem = DTypeSize(f.dtype);
-  if (elem == 0 || b.raw_size % elem != 0)
+  const bool table = f.filter == Filter::kDeltaColumns;  // the manifest checked: [rows, cols >= 1]
+  const size_t unit = table ? elem * static_cast<size_t>(f.shape.back()) : elem;
+  if (elem == 0 || b.raw_size % unit != 0)
     return Corruption("blob of " + std::to_string(b.raw_size) + " bytes is not a whole number of " +
-                      std::to_string(elem) + "-byte elements");
+                      std::to_string(unit) + (table ? "-byte rows" : "-byte elements"));
   decoder.shuffled_.resize(b.raw_size);
   RETURN_IF_ERROR(detail::DecodeBlob(b.codec, b.data, b.stored_size, b.raw_size, decoder.shuffled_.data(),
                                      decoder.zstd_context(), dict));
-  detail::ByteUnshuffle(decoder.shuffled_.data(), static_cast<uint8_t*>(dst), b.raw_size / elem, elem);
+  if (table) {
+    detail::UndoDeltaColumns(decoder.shuffled_.data(), static_cast<uint8_t*>(dst), b.raw_size / unit,
+                             static_cast<size_t>(f.shape.back()), elem);
+  } else {
+    detail::ByteUnshuffle(decoder.shuffled_.data(), static_cast<uint8_t*>(dst), b.raw_size / elem, elem);
+  }
   return Status::Ok();
 }
 

@@ -15,10 +15,11 @@ namespace shardify {
 // Newest format version this library reads and writes. Each dataset is written as the
 // oldest version that can hold it: version 1 without chunked or filtered fields
 // (byte-identical to what version-1 writers produce), 2 with a chunked field, 3 with a
-// filtered field.
-inline constexpr uint32_t kFormatVersion = 3;
-inline constexpr uint32_t kFormatVersionChunks = 2;   // first version with chunked fields
-inline constexpr uint32_t kFormatVersionFilters = 3;  // first version with field filters
+// byte-shuffled field, 4 with a delta-columns field.
+inline constexpr uint32_t kFormatVersion = 4;
+inline constexpr uint32_t kFormatVersionChunks = 2;        // first version with chunked fields
+inline constexpr uint32_t kFormatVersionFilters = 3;       // first version with field filters
+inline constexpr uint32_t kFormatVersionDeltaColumns = 4;  // first version with delta columns
 
 // PNG-style magics: a high-bit byte, the name, CR LF, ^Z, LF (FORMAT.md 2).
 inline constexpr std::array<uint8_t, 8> kShardMagic = {0x89, 'S', 'F', 'S', 0x0D, 0x0A, 0x1A, 0x0A};

@@ -53,6 +53,15 @@ const SplitInfo* Manifest::FindSplit(const std::string& name) const {
   return nullptr;
 }
 
+const char* FilterName(Filter f) {
+  switch (f) {
+    case Filter::kNone: return "none";
+    case Filter::kByteShuffle: return "shuffle";
+    case Filter::kDeltaColumns: return "delta_columns";
+  }
+  return "?";
+}
+
 namespace {
 
 Status ValidateField(const FieldSpec& f, size_t i) {
@@ -65,8 +74,11 @@ Status ValidateField(const FieldSpec& f, size_t i) {
       return InvalidArgument(where + ": a scalar field has no shape, dictionary, chunks or filter");
     return Status::Ok();
   }
-  if (f.filter != Filter::kNone && f.filter != Filter::kByteShuffle)
+  if (f.filter != Filter::kNone && f.filter != Filter::kByteShuffle && f.filter != Filter::kDeltaColumns)
     return InvalidArgument(where + ": unknown filter " + std::to_string(static_cast<int>(f.filter)));
+  if (f.filter == Filter::kDeltaColumns && (f.shape.size() != 2 || f.shape[1] < 1 || f.chunked()))
+    return InvalidArgument(where + ": delta columns need a table (rank 2, a fixed number of columns, not chunked), not " +
+                           ShapeToString(f.shape));
   if (!IsValidDType(static_cast<uint8_t>(f.dtype)))
     return InvalidArgument(where + ": unknown dtype code " + std::to_string(static_cast<int>(f.dtype)));
   if (f.shape.size() > kMaxRank)
@@ -147,6 +159,8 @@ Status ValidateManifest(const Manifest& m, ManifestKind kind) {
       return InvalidArgument("field '" + m.fields[i].name + "' is chunked, which needs format version 2");
     if (m.fields[i].filter != Filter::kNone && m.format_version < kFormatVersionFilters)
       return InvalidArgument("field '" + m.fields[i].name + "' has a filter, which needs format version 3");
+    if (m.fields[i].filter == Filter::kDeltaColumns && m.format_version < kFormatVersionDeltaColumns)
+      return InvalidArgument("field '" + m.fields[i].name + "' has delta columns, which need format version 4");
     if (!names.insert(m.fields[i].name).second)
       return InvalidArgument("field name '" + m.fields[i].name + "' appears twice");
   }

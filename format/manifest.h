@@ -27,7 +27,15 @@ enum class Filter : uint8_t {
   // every element, then byte 1 of every element, ...: stored[k * n + i] = raw[i * s + k].
   // Floats and wide integers then compress better: their high bytes vary slowly.
   kByteShuffle = 1,
+  // Delta columns (format version 4), for a table: a field of rank 2 with a fixed number of
+  // columns, not chunked. Each column is stored as its first value, then the differences of
+  // consecutive values (modulo 2^(8 s), elements read as unsigned integers of s bytes),
+  // byte-shuffled column by column. Sorted integer tables (mask.fg_locations) then turn into
+  // small numbers that compress about half as large.
+  kDeltaColumns = 2,
 };
+// "none", "shuffle", "delta_columns"; "?" for an unknown code.
+const char* FilterName(Filter f);
 
 // One field of every sample (image, label, mask, spacing, ...).
 struct FieldSpec {

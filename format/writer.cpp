@@ -81,10 +81,15 @@ namespace {
 // The bytes of a blob of `spec` as compressed: `data` itself, or, for a filtered field,
 // the filter applied into *buf.
 const uint8_t* Filtered(const FieldSpec& spec, const uint8_t* data, size_t size, std::vector<uint8_t>* buf) {
-  if (spec.filter != Filter::kByteShuffle) return data;
+  if (spec.filter == Filter::kNone) return data;
   const size_t elem = DTypeSize(spec.dtype);
   buf->resize(size);
-  detail::ByteShuffle(data, buf->data(), size / elem, elem);
+  if (spec.filter == Filter::kDeltaColumns) {  // a table: shape [rows, cols], cols fixed
+    const auto cols = static_cast<size_t>(spec.shape.back());
+    detail::DeltaColumns(data, buf->data(), size / elem / cols, cols, elem);
+  } else {
+    detail::ByteShuffle(data, buf->data(), size / elem, elem);
+  }
   return buf->data();
 }
 
@@ -128,11 +133,21 @@ Moments ComputeMoments(DType t, const uint8_t* bytes, uint64_t size) {
   return Moments{};
 }
 
+// The zstd level of `field`: its entry in options.field_levels, else zstd_level.
+int LevelOf(const WriterOptions& options, const std::string& field) {
+  for (const auto& [name, level] : options.field_levels) {
+    if (name == field) return level;
+  }
+  return options.zstd_level;
+}
+
 class EncoderImpl final : public Encoder {
  public:
   EncoderImpl(const std::vector<FieldSpec>* fields,
               const std::vector<std::shared_ptr<const detail::ZstdDictionary>>* dicts, const WriterOptions* options)
-      : fields_(fields), dicts_(dicts), options_(options), compressor_(options->zstd_level) {}
+      : fields_(fields), dicts_(dicts), options_(options), compressor_(options->zstd_level) {
+    for (const FieldSpec& f : *fields) levels_.push_back(LevelOf(*options, f.name));
+  }
 
   Result<EncodedSamplePtr> Encode(SampleInput&& in) override {
     if (in.values.size() != fields_->size())
@@ -179,7 +194,7 @@ class EncoderImpl final : public Encoder {
   // Applies the field's filter, then compresses.
   Result<Codec> Compress(size_t f, const uint8_t* data, size_t size, std::vector<uint8_t>* stored) {
     data = Filtered((*fields_)[f], data, size, &shuffled_);
-    return compressor_.Compress(data, size, (*dicts_)[f].get(), options_->min_ratio, stored);
+    return compressor_.Compress(data, size, (*dicts_)[f].get(), options_->min_ratio, stored, levels_[f]);
   }
 
   // Cuts the array into the field's chunks (grid order, edges clipped) and compresses each.
@@ -207,6 +222,7 @@ class EncoderImpl final : public Encoder {
   const std::vector<std::shared_ptr<const detail::ZstdDictionary>>* dicts_;
   const WriterOptions* options_;
   detail::Compressor compressor_;
+  std::vector<int> levels_;  // per field
   std::vector<uint8_t> scratch_;
   std::vector<uint8_t> shuffled_;
 };
@@ -221,6 +237,7 @@ class WriterImpl final : public DatasetWriter {
     for (const FieldSpec& f : manifest_.fields) {
       if (f.chunked()) version_ = std::max(version_, kFormatVersionChunks);
       if (f.filter != Filter::kNone) version_ = std::max(version_, kFormatVersionFilters);
+      if (f.filter == Filter::kDeltaColumns) version_ = std::max(version_, kFormatVersionDeltaColumns);
     }
     manifest_.format_version = version_;
   }
@@ -247,7 +264,7 @@ class WriterImpl final : public DatasetWriter {
     }
     ASSIGN_OR_RETURN(std::vector<uint8_t> dict,
                      detail::TrainZstdDictionary(filtered.empty() ? samples : filtered, dict_bytes));
-    ASSIGN_OR_RETURN(dicts_[f], detail::ZstdDictionary::Create(dict, options_.zstd_level));
+    ASSIGN_OR_RETURN(dicts_[f], detail::ZstdDictionary::Create(dict, LevelOf(options_, field)));
     manifest_.fields[f].zstd_dictionary = std::move(dict);
     return Status::Ok();
   }
@@ -442,6 +459,14 @@ Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& 
     return InvalidArgument("zstd level " + std::to_string(options.zstd_level) + " is outside 1..19");
   if (options.target_shard_bytes == 0) return InvalidArgument("target shard size must be positive");
   if (options.part.count > 0) RETURN_IF_ERROR(ValidatePart(options.part));
+  for (const auto& [field_name, level] : options.field_levels) {
+    const std::string& name = field_name;
+    const auto f = std::find_if(fields.begin(), fields.end(), [&](const FieldSpec& s) { return s.name == name; });
+    if (f == fields.end() || f->kind != FieldKind::kNdarray)
+      return InvalidArgument("zstd level for '" + name + "', which is not an ndarray field");
+    if (level < 1 || level > 19)
+      return InvalidArgument("zstd level " + std::to_string(level) + " of field '" + name + "' is outside 1..19");
+  }
   Manifest probe;
   probe.format_version = kFormatVersion;
   probe.fields = fields;

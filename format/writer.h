@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "format/layout.h"
@@ -56,6 +57,9 @@ struct SampleInput {
 struct WriterOptions {
   uint64_t target_shard_bytes = 256ull << 20;  // a shard is closed once it reaches this
   int zstd_level = 3;                          // 1..19
+  // Levels (1..19) of single ndarray fields instead of zstd_level, e.g. {{"mask", 9}}:
+  // label maps compress much better at higher levels, at little cost.
+  std::vector<std::pair<std::string, int>> field_levels;
   // A compressed blob is kept only when stored <= raw * min_ratio; else stored raw.
   double min_ratio = 0.95;
   bool compute_stats = true;   // per-field min/max/mean/std into the manifest

@@ -1,12 +1,19 @@
 #include "tools/export.h"
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "format/dataset.h"
+#include "format/elements.h"
 #include "media/png.h"
 #include "tools/nifti.h"
 #include "tools/tool_internal.h"
+
+#ifdef SHARDIFY_TOOLS_WITH_READER
+#include "reader/source_grid.h"
+#endif
 
 namespace shardify::tools {
 namespace {
@@ -22,6 +29,7 @@ struct Array {
   DType dtype = DType::kU8;
   Shape shape;
   std::vector<uint8_t> bytes;
+  bool source_grid = false;  // mapped onto the source grid
 };
 
 Status ExportPng(const Array& a, const std::string& path) {
@@ -64,21 +72,67 @@ Result<std::vector<uint8_t>> NiftiHeaderFor(const Dataset& ds, const Array& a, D
   const int hf = m.FindField(base + ".nifti_header");
   if (hf >= 0 && m.fields[hf].kind == FieldKind::kBytes) {
     ASSIGN_OR_RETURN(std::string_view hb, a.sample.bytes_value(hf));
-    if (!hb.empty()) return std::vector<uint8_t>(hb.begin(), hb.end());
+    std::vector<uint8_t> header(hb.begin(), hb.end());
+    if (!header.empty()) {
+      ASSIGN_OR_RETURN(const bool fits, NiftiHeaderFits(header, a.shape));
+      if (fits) return RetypeNiftiHeader(header, a.dtype);
+    }
   }
-  // A mask without geometry of its own lies on its image's grid (docs/CONVENTIONS.md).
-  std::string geo = base;
+  // Preprocessed and asked for the source grid: the source's geometry. A mask without
+  // geometry of its own lies on its image's grid (docs/CONVENTIONS.md).
+  std::string geometry = base;
   const int image = detail::FindImageField(m);
-  if (m.FindField(base + ".spacing") < 0 && detail::MetaValue(m.fields[a.field], "role") == "mask" && image >= 0) {
-    geo = m.fields[image].name;
+  if (a.source_grid) {
+    geometry = "source";
+  } else if (m.FindField(base + ".spacing") < 0 && detail::MetaValue(m.fields[a.field], "role") == "mask" &&
+             image >= 0) {
+    geometry = m.fields[image].name;
   }
-  ASSIGN_OR_RETURN(auto spacing, GeometryValues(ds, a.sample, geo + ".spacing", d));
-  ASSIGN_OR_RETURN(auto origin, GeometryValues(ds, a.sample, geo + ".origin", d));
-  ASSIGN_OR_RETURN(auto direction, GeometryValues(ds, a.sample, geo + ".direction", d));
+  ASSIGN_OR_RETURN(auto spacing, GeometryValues(ds, a.sample, geometry + ".spacing", d));
+  ASSIGN_OR_RETURN(auto origin, GeometryValues(ds, a.sample, geometry + ".origin", d));
+  ASSIGN_OR_RETURN(auto direction, GeometryValues(ds, a.sample, geometry + ".direction", d));
   return MakeNifti1Header(a.shape, a.dtype, spacing, origin, direction);
 }
 
-Status ExportNifti(const Dataset& ds, const Array& a, const std::string& path, Decoder& d) {
+// Brings `a` back to its source form: onto the source grid when asked, and into the
+// source dtype unless it was normalized.
+Status ToSourceForm(const Dataset& ds, bool source_grid, Array* a, Decoder& d) {
+#ifdef SHARDIFY_TOOLS_WITH_READER
+  const FieldSpec& spec = ds.manifest().fields[a->field];
+  ASSIGN_OR_RETURN(const std::optional<DType> source_dtype, ReadSourceDType(ds, a->sample, spec.name));
+  ASSIGN_OR_RETURN(const std::vector<double> norm, ReadDoubles(ds, a->sample, spec.name + ".normalization", d));
+  if (source_grid) {
+    ASSIGN_OR_RETURN(const std::optional<SourceGrid> grid, ReadSourceGrid(ds, a->sample, d));
+    if (grid) {
+      std::vector<double> fill = {0.0};  // a source 0, as stored: normalized per channel
+      for (size_t c = 0; c + 4 <= norm.size(); c += 4) {
+        if (c == 0) fill.clear();
+        fill.push_back((std::clamp(0.0, norm[c], norm[c + 1]) - norm[c + 2]) / norm[c + 3]);
+      }
+      bool mask = false;
+      for (const KeyValue& kv : spec.meta) mask = mask || (kv.key == "role" && kv.value == "mask");
+      ASSIGN_OR_RETURN(a->bytes, ToSourceGrid(*grid, a->dtype, a->shape, a->bytes,
+                                              mask ? GridInterp::kNearest : GridInterp::kLinear, fill, &a->shape));
+      a->source_grid = true;
+    }
+  }
+  if (source_dtype && norm.empty() && *source_dtype != a->dtype) {
+    a->bytes = ConvertArray(a->bytes, a->dtype, *source_dtype);
+    a->dtype = *source_dtype;
+  }
+  return Status::Ok();
+#else
+  (void)ds, (void)a, (void)d;
+  if (source_grid) return Unsupported("--source-grid needs shardtool built with reader/");
+  return Status::Ok();
+#endif
+}
+
+Status ExportNifti(const Dataset& ds, Array a, const std::string& path, Decoder& d) {
+  if (a.dtype == DType::kF16) {  // NIfTI has no half floats; f32 holds them exactly
+    a.bytes = ConvertArray(a.bytes, a.dtype, DType::kF32);
+    a.dtype = DType::kF32;
+  }
   ASSIGN_OR_RETURN(std::vector<uint8_t> header, NiftiHeaderFor(ds, a, d));
   ASSIGN_OR_RETURN(std::vector<uint8_t> image, BuildNiftiImage(header, a.bytes.data(), a.bytes.size(), a.dtype));
   return WriteMaybeGzipped(path, image);
@@ -114,7 +168,8 @@ Status RunExport(const std::string& dir, uint64_t index, const std::string& path
   Decoder decoder;
   ASSIGN_OR_RETURN(a.bytes, detail::DecodeArray(a.sample, a.field, decoder));
   std::string format;
-  Status st = ExportTo(*ds, a, path, decoder, &format);
+  Status st = ToSourceForm(*ds, options.source_grid, &a, decoder);
+  if (st.ok()) st = ExportTo(*ds, a, path, decoder, &format);
   if (!st.ok()) {
     return st.WithContext("export of sample " + std::to_string(index) + " field " + m.fields[a.field].name + " to " +
                           path);
@@ -125,11 +180,12 @@ Status RunExport(const std::string& dir, uint64_t index, const std::string& path
                          {"field", m.fields[a.field].name},
                          {"format", format},
                          {"dtype", DTypeName(a.dtype)},
-                         {"shape", a.shape}})
+                         {"shape", a.shape},
+                         {"source_grid", a.source_grid}})
         << "\n";
   } else {
     out << "wrote " << path << " (" << format << ", sample " << index << ", field " << m.fields[a.field].name << ", "
-        << DTypeName(a.dtype) << " " << ShapeToString(a.shape) << ")\n";
+        << DTypeName(a.dtype) << " " << ShapeToString(a.shape) << (a.source_grid ? ", on the source grid" : "") << ")\n";
   }
   return Status::Ok();
 }

@@ -30,7 +30,7 @@ json FieldJson(const FieldSpec& f) {
   }
   j["shape"] = f.kind == FieldKind::kNdarray ? json(f.shape) : json::array();
   if (f.chunked()) j["chunk_shape"] = f.chunk_shape;
-  if (f.filter == Filter::kByteShuffle) j["filter"] = "shuffle";
+  if (f.filter != Filter::kNone) j["filter"] = FilterName(f.filter);
   json meta = json::object();
   for (const KeyValue& kv : f.meta) meta[kv.key] = kv.value;
   j["meta"] = meta;
@@ -137,7 +137,7 @@ void WriteFieldsText(const Manifest& m, std::ostream& out) {
     std::snprintf(line, sizeof line, "  %-22s %-8s %-18s", f.name.c_str(), type.c_str(), shape.c_str());
     out << line;
     if (f.chunked()) out << " chunks=" << ShapeToString(f.chunk_shape);
-    if (f.filter == Filter::kByteShuffle) out << " filter=shuffle";
+    if (f.filter != Filter::kNone) out << " filter=" << FilterName(f.filter);
     for (const KeyValue& kv : f.meta) {
       out << " " << kv.key << "=" << (kv.value.size() > 60 ? kv.value.substr(0, 57) + "..." : kv.value);
     }

@@ -183,6 +183,46 @@ Result<std::vector<uint8_t>> BuildNiftiImage(const std::vector<uint8_t>& header,
 
 namespace {
 
+// NIfTI dimensions of an array: x, y, z, t from [C, D, H, W] (see MakeNifti1Header),
+// without trailing ones.
+std::vector<int64_t> NiftiDims(const Shape& shape) {
+  std::vector<int64_t> dims(shape.rbegin(), shape.rend());
+  if (shape.size() == 3) dims = {shape[2], shape[1], 1, shape[0]};  // [C, H, W]
+  while (dims.size() > 1 && dims.back() == 1) dims.pop_back();
+  return dims;
+}
+
+}  // namespace
+
+Result<bool> NiftiHeaderFits(const std::vector<uint8_t>& header, const Shape& shape) {
+  ASSIGN_OR_RETURN(NiftiHeaderInfo h, ParseNiftiHeader(header.data(), header.size()));
+  std::vector<int64_t> dims(h.dim.begin() + 1, h.dim.begin() + 1 + h.dim[0]);
+  while (dims.size() > 1 && dims.back() == 1) dims.pop_back();
+  return dims == NiftiDims(shape);
+}
+
+Result<std::vector<uint8_t>> RetypeNiftiHeader(const std::vector<uint8_t>& header, DType dtype) {
+  ASSIGN_OR_RETURN(NiftiHeaderInfo h, ParseNiftiHeader(header.data(), header.size()));
+  const int16_t code = NiftiDatatypeOf(dtype);
+  if (code == 0) return Unsupported(std::string("NIfTI cannot hold ") + DTypeName(dtype));
+  std::vector<uint8_t> out = header;
+  if (code == h.datatype) return out;
+  uint8_t* p = out.data();
+  const auto bitpix = static_cast<int16_t>(DTypeSize(dtype) * 8);
+  if (h.version == 1) {
+    Put<int16_t>(p, 70, code, h.big_endian);
+    Put<int16_t>(p, 72, bitpix, h.big_endian);
+    for (size_t off : {112, 116, 124, 128}) Put<float>(p, off, 0.0f, h.big_endian);  // scl_*, cal_max, cal_min
+  } else {
+    Put<int16_t>(p, 12, code, h.big_endian);
+    Put<int16_t>(p, 14, bitpix, h.big_endian);
+    for (size_t off : {176, 184, 192, 200}) Put<double>(p, off, 0.0, h.big_endian);
+  }
+  return out;
+}
+
+namespace {
+
 // A double from disk as a float, saturated (a plain cast of an out-of-range value is undefined).
 float ToFloat(double v) {
   if (std::isnan(v)) return NAN;

@@ -48,6 +48,16 @@ int16_t NiftiDatatypeOf(DType t);
 Result<std::vector<uint8_t>> BuildNiftiImage(const std::vector<uint8_t>& header, const uint8_t* voxels, size_t size,
                                              DType dtype);
 
+// Whether `header` describes an array of `shape` ([C, D, H, W], [C, H, W] or [H, W], as
+// MakeNifti1Header maps it; trailing dimensions of 1 do not count).
+Result<bool> NiftiHeaderFits(const std::vector<uint8_t>& header, const Shape& shape);
+
+// `header` for voxels of `dtype`: datatype and bitpix set; when they change, the scaling
+// is dropped (scl_slope and scl_inter 0: the values are stored ones) and cal_min/cal_max
+// zeroed. Everything else (dims, pixdim, qform, sform and their codes, units, vox_offset)
+// is kept, so the file overlays its source exactly. Unsupported for f16.
+Result<std::vector<uint8_t>> RetypeNiftiHeader(const std::vector<uint8_t>& header, DType dtype);
+
 // A NIfTI-1 header for an array without a stored one. `shape` is [C, D, H, W],
 // [C, H, W] or [H, W] (C > 1 becomes the 4th dimension); spacing/origin/direction are
 // in ITK order (LPS, x first; empty = unit spacing, zero origin, identity) and go to the

@@ -99,6 +99,9 @@ void AddOutputs(CLI::App& app, Args& a, std::vector<Command>& cmds) {
   exp->add_option("N", a.index, "sample index (global, 0-based)")->required();
   exp->add_option("-o,--output", a.output, "output file: .png, .nii or .nii.gz")->required();
   exp->add_option("--field", a.exp.field, "ndarray field to export (default: the image field)");
+  exp->add_flag("--source-grid", a.exp.source_grid,
+                "map an array that shardify cropped or resampled back onto its source grid (the file "
+                "overlays the source image in a viewer)");
   cmds.emplace_back(exp, [&a] {
     a.exp.json = a.json;
     return t::RunExport(a.dir, a.index, a.output, a.exp, std::cout);

@@ -81,52 +81,6 @@ Result<Range> SplitRange(const Manifest& m, const std::string& name) {
   return Range{s->first_sample, s->first_sample + s->num_samples};
 }
 
-float HalfToFloat(uint16_t h) {
-  const int sign = (h >> 15) ? -1 : 1;
-  const int exponent = (h >> 10) & 0x1f;
-  const int mantissa = h & 0x3ff;
-  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -24);
-  if (exponent == 31) return mantissa ? NAN : sign * INFINITY;
-  return sign * std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
-}
-
-namespace {
-template <typename T>
-double Load(const uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));  // the format stores little-endian; so do our hosts
-  return static_cast<double>(v);
-}
-}  // namespace
-
-double ElementAsDouble(const uint8_t* p, DType t) {
-  switch (t) {
-    case DType::kU8:
-      return *p;
-    case DType::kI8:
-      return static_cast<int8_t>(*p);
-    case DType::kU16:
-      return Load<uint16_t>(p);
-    case DType::kI16:
-      return Load<int16_t>(p);
-    case DType::kU32:
-      return Load<uint32_t>(p);
-    case DType::kI32:
-      return Load<int32_t>(p);
-    case DType::kF16: {
-      uint16_t h;
-      std::memcpy(&h, p, 2);
-      return HalfToFloat(h);
-    }
-    case DType::kF32:
-      return Load<float>(p);
-    case DType::kF64:
-      return Load<double>(p);
-    case DType::kI64:
-      return Load<int64_t>(p);
-  }
-  return 0;
-}
 
 Result<ArraySize> SizeOf(const SampleView& s, size_t field, bool chunked) {
   ArraySize a;

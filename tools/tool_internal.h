@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "format/dataset.h"
+#include "format/elements.h"
 #include "format/manifest.h"
 #include "format/status.h"
 #include "format/types.h"
@@ -50,9 +51,9 @@ struct Range {
 };
 Result<Range> SplitRange(const Manifest& m, const std::string& name);
 
-// Reads one element of type `t` at `p` (little-endian, unaligned) as a double.
-double ElementAsDouble(const uint8_t* p, DType t);
-float HalfToFloat(uint16_t h);
+// One element as a double, half precision (format/elements.h).
+using shardify::ElementAsDouble;
+using shardify::HalfToFloat;
 
 // Stored and decoded bytes of ndarray `field` of a sample, whether it is one blob or
 // chunked (then the sum over its chunks).

@@ -224,6 +224,9 @@ void AddPredict(CLI::App& app, Cli& c) {
   app.add_option("-b,--batch", p.batch_size, "Batch size (volumes: sliding windows per pass, at most 8)")->capture_default_str();
   app.add_option("--device", p.device, "auto | cpu | cuda | cuda:N")->capture_default_str();
   app.add_option("--threads", p.threads, "Decode threads (0 = all cores)")->capture_default_str();
+  app.add_flag("--source-grid", p.source_grid,
+               "Volumes: write each predicted mask on its case's source grid (undoing shardify's --crop and\n"
+               "--spacing: probabilities resampled linearly, then argmax), with the source header and geometry");
   app.add_flag("--json", c.json, "Print the metrics as JSON on stdout");
 }
 

@@ -7,6 +7,7 @@
 #include "format/writer.h"
 #include "trainer/loop_internal.h"
 #include "trainer/metrics.h"
+#include "trainer/predict_grid.h"
 #include "trainer/train.h"
 
 namespace shardify::trainer {
@@ -21,6 +22,7 @@ struct Predictor {
   detail::DataSpec spec;
   torch::Device device{torch::kCPU};
   bool labeled = false;
+  detail::VolumeLayout volumes;
 };
 
 Status OpenPredictor(const PredictOptions& o, Predictor& p) {
@@ -40,6 +42,9 @@ Status OpenPredictor(const PredictOptions& o, Predictor& p) {
   p.spec.overlap = p.meta.overlap;
   p.spec.multi_label = p.meta.multi_label;
   p.spec.class_names = p.meta.mask_classes;
+  if (o.source_grid && p.spec.patch.empty()) {
+    return InvalidArgument("--source-grid maps predicted volumes (unet3d) back; this checkpoint predicts 2D images");
+  }
   p.labeled = p.ds->manifest().FindField(p.spec.segmentation ? p.spec.mask_field : p.spec.label_field) >= 0;
   p.spec.targets = p.labeled;  // without labels the target is all -1 (ignored by the metrics)
   ASSIGN_OR_RETURN(p.model, MakeModel(p.meta.model));
@@ -161,7 +166,8 @@ Status AppendMasks(DatasetWriter& w, const Batch& b, const std::string& split, c
   return Status::Ok();
 }
 
-Result<std::unique_ptr<DatasetWriter>> MaskWriter(const PredictOptions& o, const Predictor& p, const Carried& c) {
+// Volumes carry what PlanVolumes lays out; 2D masks what FindCarried found.
+Result<std::unique_ptr<DatasetWriter>> MaskWriter(const PredictOptions& o, Predictor& p, const Carried& c) {
   std::vector<FieldSpec> fields = {{"index", FieldKind::kInt, DType::kI64, {}, {}, {{"role", "index"}}}};
   const int64_t channels = p.spec.multi_label ? p.meta.model.num_classes : 1;
   const Shape shape = p.spec.patch.empty() ? Shape{channels, -1, -1} : Shape{channels, -1, -1, -1};
@@ -173,6 +179,10 @@ Result<std::unique_ptr<DatasetWriter>> MaskWriter(const PredictOptions& o, const
     fields.back().meta.push_back({"multi_label", "true"});
   }
   const Manifest& m = p.ds->manifest();
+  if (!p.spec.patch.empty()) {
+    p.volumes = detail::PlanVolumes(*p.ds, o.source_grid, &fields);
+    p.volumes.multi_label = p.spec.multi_label;
+  }
   if (c.path >= 0) fields.push_back({"path", FieldKind::kString, DType::kU8, {}, {}, {{"role", "path"}}});
   for (size_t g = 0; g < c.geometry.size(); ++g) {
     fields.push_back({"mask" + GeometrySuffixes()[g], FieldKind::kNdarray, DType::kF64, m.fields[c.geometry[g]].shape,
@@ -183,7 +193,7 @@ Result<std::unique_ptr<DatasetWriter>> MaskWriter(const PredictOptions& o, const
   wo.overwrite = true;
   wo.provenance.converter = "shardtrain predict";
   wo.provenance.source = o.checkpoint + " over " + o.data_dir + " split " + o.split;
-  return DatasetWriter::Create(o.out, fields, wo);
+  return DatasetWriter::Create(o.out, std::move(fields), wo);
 }
 
 Result<PredictSummary> PredictImpl(const PredictOptions& o) {
@@ -200,7 +210,7 @@ Result<PredictSummary> PredictImpl(const PredictOptions& o) {
       if (!path.empty()) RemoveFile(path).IgnoreError();
     }
   } cleanup;
-  const Carried carried = FindCarried(p.ds->manifest(), p.spec);
+  const Carried carried = p.spec.patch.empty() ? FindCarried(p.ds->manifest(), p.spec) : Carried{};
   Decoder decoder;
   if (p.spec.segmentation) {
     ASSIGN_OR_RETURN(writer, MaskWriter(o, p, carried));
@@ -228,10 +238,10 @@ Result<PredictSummary> PredictImpl(const PredictOptions& o) {
     if (!p.spec.patch.empty()) {
       // A batch of one case, [1, C, D, H, W]: the case's own shape (no padding).
       const size_t windows = std::min<size_t>(o.batch_size, kMaxWindowBatch);
-      const torch::Tensor probs = detail::VolumeProbs(*p.model, in.image[0], p.spec, windows).unsqueeze(0);
-      torch::Tensor pred = detail::Predictions(probs, p.spec, true);  // [1, D, H, W] or [1, K, D, H, W]
-      if (p.labeled) case_dice.Add(pred, in.target);
-      RETURN_IF_ERROR(AppendMasks(*writer, *b, o.split, {p.spec.multi_label ? pred[0] : pred}, p, carried, decoder));
+      const torch::Tensor probs = detail::VolumeProbs(*p.model, in.image[0], p.spec, windows);  // [K, D, H, W]
+      if (p.labeled) case_dice.Add(detail::Predictions(probs.unsqueeze(0), p.spec, true), in.target);
+      ASSIGN_OR_RETURN(SampleInput s, detail::VolumeSample(*p.ds, p.volumes, b->indices[0], o.split, probs));
+      RETURN_IF_ERROR(writer->Append(std::move(s)));
       summary.samples += b->size();
       continue;
     }

@@ -150,6 +150,9 @@ struct PredictOptions {
   size_t batch_size = 256;        // volumes: sliding windows per forward pass (at most 8)
   size_t threads = 0;
   std::string device = "auto";
+  // Volumes: each mask back on its case's source grid (predict_grid.h), with the source's
+  // header and geometry; otherwise on the stored grid, with the case's source.* record.
+  bool source_grid = false;
 };
 
 struct PredictSummary {
@@ -166,7 +169,8 @@ Status CheckPredictOptions(const PredictOptions& options);
 // `index` (int) and `mask` (u8 [1, H, W]; multi-label u8 0/1 [K, H, W]; volumes
 // [1, D, H, W] / [K, D, H, W] predicted by sliding windows with the checkpoint's patch and
 // overlap) in split `split`, each mask at its sample's own size (a --resize undone), with
-// the source's `path` and the geometry of its mask (or image) as `mask.spacing`, ...
+// the source's `path` and the geometry of its mask (or image) as `mask.spacing`,
+// `.origin`, `.direction` (volumes: more, see predict_grid.h).
 Result<PredictSummary> Predict(const PredictOptions& options);
 
 }  // namespace shardify::trainer

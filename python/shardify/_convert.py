@@ -24,6 +24,7 @@ class ConvertSummary:
     dictionary: bool
     ignored_files: int
     warnings: list = field(default_factory=list)
+    preprocessing: list = field(default_factory=list)  # what was promoted, cropped, normalized, resampled
     skipped: list = field(default_factory=list)  # (input, reason) pairs
     part: str = None             # "2/4" when one part was converted (part="2/4")
     part_complete: bool = False  # that part was complete (or merged) already: nothing written
@@ -58,7 +59,10 @@ def convert(src, dst, *, progress=True, **options):
     ``level=9``, ``shard_size="64M"``, ``classes=[...]``, ``patch_size=(128, 128, 128)``,
     ``overwrite=True``, ``dry_run=True``, ``dict=False`` (``--no-dict``), ``shuffle=False``
     (``--no-shuffle``), ``fsync=False``, ``on_error="skip"``, ``threads=4``, ``seed=1``,
-    ``part="2/4"`` (or ``"auto"``; then ``merge(dst)`` once every part is done).
+    ``part="2/4"`` (or ``"auto"``; then ``merge(dst)`` once every part is done);
+    preprocessing: ``spacing=(1.5, 0.8, 0.8)`` or ``"auto"``, ``crop="nonzero"``,
+    ``normalize="ct"`` (or ``"ct,zscore"``, one per channel), ``dtype="f16"``,
+    ``resample_image="linear"``, ``resample_mask="nearest"``.
     The list with their help is in ``shardify.convert_options()``.
 
     ``progress``: True prints a line to sys.stderr about once a second, False nothing, or a

@@ -83,6 +83,7 @@ py::dict SummaryDict(const ConvertSummary& s) {
   out["classes"] = s.classes;
   out["fields"] = s.fields;
   out["warnings"] = s.warnings;
+  out["preprocessing"] = s.preprocessing;
   py::list skipped;
   for (const auto& k : s.skipped) skipped.append(py::make_tuple(k.input, k.reason));
   out["skipped"] = skipped;

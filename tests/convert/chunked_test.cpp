@@ -133,10 +133,11 @@ TEST_CASE("convert: --patch-size stores nnU-Net image and mask chunked and reads
   REQUIRE(r.ok());
   auto rb = Open(dir / "out");
   const Manifest& m = rb.ds->manifest();
-  CHECK(m.format_version == 3);  // i16 images are byte-shuffled by default
+  CHECK(m.format_version == 4);  // i16 images byte-shuffled, foreground locations delta-coded
   const int image = rb.Field("image"), mask = rb.Field("mask");
   CHECK(m.fields[image].filter == Filter::kByteShuffle);
   CHECK(m.fields[mask].filter == Filter::kNone);  // u8: nothing to shuffle
+  CHECK(m.fields[rb.Field("mask.fg_locations")].filter == Filter::kDeltaColumns);
   CHECK(Option(m, "shuffle") == "true");
   const Shape image_chunk = ChooseChunkShape({2, 9, 11, 12}, {1, 4, 4, 4}, 2);
   CHECK(m.fields[image].chunk_shape == image_chunk);
@@ -402,7 +403,7 @@ TEST_CASE("convert: chunked output is byte-identical for 1 and 3 threads") {
   CHECK(DecodeAll(*va, a.Field("mask.fg_locations"), dec) != DecodeAll(*vb, b.Field("mask.fg_locations"), dec));
 }
 
-TEST_CASE("convert: 16-bit volumes are byte-shuffled by default, and --no-shuffle stores them as they are") {
+TEST_CASE("convert: 16-bit volumes are byte-shuffled and locations delta-coded by default, --no-shuffle stores them as they are") {
   TempDir dir;
   const std::string src = dir / "Dataset002";
   MakeNnunet(src);
@@ -411,15 +412,17 @@ TEST_CASE("convert: 16-bit volumes are byte-shuffled by default, and --no-shuffl
   REQUIRE(RunConvert(src, dir / "shuffled", ChunkedOptions({4, 4, 4})).ok());
   REQUIRE(RunConvert(src, dir / "plain", plain_options).ok());
   auto s = Open(dir / "shuffled"), p = Open(dir / "plain");
-  CHECK(s.ds->manifest().format_version == 3);
+  CHECK(s.ds->manifest().format_version == 4);
   CHECK(p.ds->manifest().format_version == 2);
   CHECK(p.ds->manifest().fields[p.Field("image")].filter == Filter::kNone);
+  CHECK(p.ds->manifest().fields[p.Field("mask.fg_locations")].filter == Filter::kNone);
   CHECK(Option(p.ds->manifest(), "shuffle") == "<missing>");
   Decoder dec;
   for (uint64_t i = 0; i < s.ds->num_samples(); ++i) {
     auto vs = s.ds->Sample(i), vp = p.ds->Sample(i);
     REQUIRE((vs.ok() && vp.ok()));
     CHECK(DecodeAll(*vs, s.Field("image"), dec) == DecodeAll(*vp, p.Field("image"), dec));
+    CHECK(DecodeAll(*vs, s.Field("mask.fg_locations"), dec) == DecodeAll(*vp, p.Field("mask.fg_locations"), dec));
   }
 }
 

@@ -29,8 +29,9 @@ void Check(const Status& st, const char* what) {
   if (!st.ok()) throw std::runtime_error(std::string(what) + ": " + st.ToString());
 }
 
-FieldSpec Spec(std::string name, FieldKind kind, DType dtype = DType::kU8, Shape shape = {},
-               std::vector<KeyValue> meta = {}) {
+}  // namespace
+
+FieldSpec Spec(std::string name, FieldKind kind, DType dtype, Shape shape, std::vector<KeyValue> meta) {
   FieldSpec f;
   f.name = std::move(name);
   f.kind = kind;
@@ -39,6 +40,8 @@ FieldSpec Spec(std::string name, FieldKind kind, DType dtype = DType::kU8, Shape
   f.meta = std::move(meta);
   return f;
 }
+
+namespace {
 
 std::unique_ptr<DatasetWriter> Create(const std::string& dir, std::vector<FieldSpec> fields, uint64_t shard_bytes,
                                       std::vector<std::string> classes) {

@@ -5,12 +5,17 @@
 #include <string>
 #include <vector>
 
+#include "format/manifest.h"
 #include "format/types.h"
 #include "tests/common/temp_dir.h"
 
 namespace shardify::tools::test {
 
 using shardify::testing::TempDir;  // removed with everything in it on destruction
+
+// A field of the schema.
+FieldSpec Spec(std::string name, FieldKind kind, DType dtype = DType::kU8, Shape shape = {},
+               std::vector<KeyValue> meta = {});
 
 // Pixel k of 2D sample i, channel-first (a formula, so tests recompute what was written).
 uint8_t Pixel8(uint64_t i, size_t k);

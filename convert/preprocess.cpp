@@ -1,0 +1,393 @@
+// Preprocessing options, the plan resolved from them, the schema's record fields and the
+// provenance (see preprocess.h, preprocess_internal.h). The per-case work is in
+// preprocess_case.cpp, the ct statistics in intensity.cpp.
+#include "convert/preprocess.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <sstream>
+
+#include "convert/preprocess_internal.h"
+#include "convert/resample_internal.h"
+#include "convert/schema_internal.h"
+#include "convert/source_internal.h"
+#include "format/elements.h"
+
+namespace shardify::convert {
+
+bool PreprocessOptions::normalizes() const {
+  for (Normalization n : normalize) {
+    if (n != Normalization::kNone) return true;
+  }
+  return false;
+}
+
+namespace {
+
+std::vector<std::string> SplitComma(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(item);
+  if (!text.empty() && text.back() == ',') out.push_back("");
+  return out;
+}
+
+}  // namespace
+
+Status ParseSpacing(const std::string& text, PreprocessOptions* o) {
+  o->spacing.clear();
+  o->auto_spacing = text == "auto";
+  if (o->auto_spacing) return Status::Ok();
+  for (const std::string& item : SplitComma(text)) {
+    double v = 0;
+    if (!detail::ParseDouble(item, &v) || !std::isfinite(v) || v <= 0) {
+      return InvalidArgument("--spacing '" + text + "': '" + item +
+                             "' is not a positive spacing (expected auto, or Z,Y,X in mm, e.g. 1.5,0.8,0.8)");
+    }
+    o->spacing.push_back(v);
+  }
+  if (o->spacing.size() != 3) {
+    return InvalidArgument("--spacing '" + text + "': " + std::to_string(o->spacing.size()) +
+                           " value(s); volumes have 3 spatial axes (expected auto, or Z,Y,X in mm)");
+  }
+  return Status::Ok();
+}
+
+const char* NormalizationName(Normalization n) {
+  switch (n) {
+    case Normalization::kNone: return "none";
+    case Normalization::kZScore: return "zscore";
+    case Normalization::kCt: return "ct";
+  }
+  return "?";
+}
+
+Result<std::vector<Normalization>> ParseNormalize(const std::string& text) {
+  std::vector<Normalization> out;
+  for (const std::string& item : SplitComma(text)) {
+    bool found = false;
+    for (Normalization n : {Normalization::kNone, Normalization::kZScore, Normalization::kCt}) {
+      if (item == NormalizationName(n)) out.push_back(n), found = true;
+    }
+    if (!found) {
+      return InvalidArgument("--normalize '" + text + "': '" + item +
+                             "' is not none, zscore or ct (one for every channel, or one per channel)");
+    }
+  }
+  if (out.empty()) return InvalidArgument("--normalize: empty (expected none, zscore or ct)");
+  return out;
+}
+
+namespace detail {
+
+bool PreprocessPlan::needs_ct_statistics() const {
+  return std::find(normalize.begin(), normalize.end(), Normalization::kCt) != normalize.end();
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = p / 100.0 * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  const double t = pos - static_cast<double>(lo);
+  return v[lo] + (v[hi] - v[lo]) * t;
+}
+
+namespace {
+
+constexpr double kAnisotropy = 3;  // nnU-Net's ANISO_THRESHOLD
+
+std::string Num(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.9g", v);
+  return b;
+}
+
+std::string Join(const std::vector<double>& v) {
+  std::string s;
+  for (double x : v) s += (s.empty() ? "" : ",") + Num(x);
+  return s;
+}
+
+// Spatial spacing of a case in array axis order (ITK's x, y, z reversed).
+std::vector<double> ArraySpacing(const Geometry& g) { return std::vector<double>(g.spacing.rbegin(), g.spacing.rend()); }
+
+// nnU-Net's target spacing (preprocess.h, auto_spacing) from per-case spacings and shapes
+// (array order).
+std::vector<double> AutoSpacing(const std::vector<std::vector<double>>& spacings,
+                                const std::vector<std::vector<double>>& shapes, std::string* why) {
+  const size_t dims = spacings[0].size();
+  std::vector<double> target(dims), size(dims);
+  for (size_t a = 0; a < dims; ++a) {
+    std::vector<double> s, n;
+    for (size_t i = 0; i < spacings.size(); ++i) s.push_back(spacings[i][a]), n.push_back(shapes[i][a]);
+    target[a] = Percentile(s, 50);
+    size[a] = Percentile(n, 50);
+  }
+  *why = "median of " + std::to_string(spacings.size()) + " case(s)";
+  const size_t worst = static_cast<size_t>(std::max_element(target.begin(), target.end()) - target.begin());
+  double other_spacing = 0, other_size = INFINITY;
+  for (size_t a = 0; a < dims; ++a) {
+    if (a == worst) continue;
+    other_spacing = std::max(other_spacing, target[a]);
+    other_size = std::min(other_size, size[a]);
+  }
+  if (dims > 1 && target[worst] > kAnisotropy * other_spacing && size[worst] * kAnisotropy < other_size) {
+    std::vector<double> axis;
+    for (const auto& s : spacings) axis.push_back(s[worst]);
+    double t = Percentile(axis, 10);
+    if (t < other_spacing) t = std::max(other_spacing, t) + 1e-5;
+    target[worst] = t;
+    *why += "; anisotropic, axis " + std::to_string(worst) + " at the 10th percentile of its spacings";
+  }
+  return target;
+}
+
+Shape OutputSize(const Shape& spatial, const std::vector<double>& from, const std::vector<double>& to) {
+  Shape out(spatial.size());
+  for (size_t a = 0; a < spatial.size(); ++a) {
+    out[a] = std::max<int64_t>(1, std::llround(static_cast<double>(spatial[a]) * from[a] / to[a]));
+  }
+  return out;
+}
+
+uint64_t Voxels(const Shape& spatial) {
+  uint64_t n = 1;
+  for (int64_t d : spatial) n *= static_cast<uint64_t>(std::max<int64_t>(d, 0));
+  return n;
+}
+
+// Resampling's target spacing: given, or nnU-Net's rule over the cases that are not in a
+// split other than train (imagesTs cases do not count, as in nnU-Net's fingerprint).
+Status ResolveSpacing(const PreprocessOptions& o, const SourcePlan& source, const std::vector<CaseInfo>& infos,
+                      const std::vector<bool>& ok, PreprocessPlan* plan, std::vector<std::string>* notes) {
+  if (!o.auto_spacing) {
+    if (o.spacing.size() != 3) {
+      return InvalidArgument("--spacing gives " + std::to_string(o.spacing.size()) +
+                             " value(s); volumes have 3 spatial axes (Z,Y,X)");
+    }
+    plan->spacing = o.spacing;
+    notes->push_back("resampled to spacing " + Join(plan->spacing) + " (z,y,x; given)");
+    return Status::Ok();
+  }
+  std::vector<std::vector<double>> spacings, shapes;
+  for (size_t i = 0; i < infos.size(); ++i) {
+    const std::string& split = source.cases[i].split;
+    if (!ok[i] || !(split.empty() || split == "train")) continue;
+    spacings.push_back(ArraySpacing(infos[i].image.geometry));
+    shapes.push_back(std::vector<double>(infos[i].image.shape.begin() + 1, infos[i].image.shape.end()));
+  }
+  if (spacings.empty()) return InvalidArgument("--spacing auto: no readable training case to take the spacing from");
+  std::string why;
+  plan->spacing = AutoSpacing(spacings, shapes, &why);
+  notes->push_back("resampled to spacing " + Join(plan->spacing) + " (z,y,x; auto: " + why + ")");
+  return Status::Ok();
+}
+
+// Cases the options cannot apply to fail on their own (skippable).
+void CheckCases(const PreprocessOptions& o, const SourcePlan& source, const std::vector<CaseInfo>& infos,
+                std::vector<bool>& ok, std::vector<Status>& errors) {
+  for (size_t i = 0; i < infos.size(); ++i) {
+    if (!ok[i]) continue;
+    const ImageInfo& img = infos[i].image;
+    std::string why;
+    if (o.resamples() && (img.shape.size() != 4 || img.geometry.spacing.size() != 3)) {
+      why = "cannot be resampled: --spacing needs 3D volumes with a spacing (this is " + ShapeToString(img.shape) + ")";
+    } else if (o.normalize.size() > 1 && img.shape[0] != static_cast<int64_t>(o.normalize.size())) {
+      why = "has " + std::to_string(img.shape[0]) + " channel(s), --normalize names " +
+            std::to_string(o.normalize.size());
+    }
+    if (!why.empty()) {
+      ok[i] = false;
+      errors[i] = InvalidArgument(source.cases[i].name + ": " + why);
+    }
+  }
+}
+
+}  // namespace
+
+Status PlanPreprocessing(const PreprocessOptions& o, const SourcePlan& source, std::vector<CaseInfo>& infos,
+                         std::vector<bool>& ok, std::vector<Status>& errors, PreprocessPlan* plan,
+                         std::vector<uint64_t>* work_bytes, std::vector<std::string>* notes) {
+  plan->options = o;
+  plan->normalize = o.normalizes() ? o.normalize : std::vector<Normalization>{};
+  work_bytes->assign(infos.size(), 0);
+  CheckCases(o, source, infos, ok, errors);
+  if (o.crop_nonzero) notes->push_back("cropped to the box of nonzero voxels over all channels");
+  if (o.resamples()) RETURN_IF_ERROR(ResolveSpacing(o, source, infos, ok, plan, notes));
+  for (size_t i = 0; i < infos.size(); ++i) {
+    if (!ok[i]) continue;
+    ImageInfo& img = infos[i].image;
+    const int64_t channels = std::max<int64_t>(img.shape.empty() ? 0 : img.shape[0], 1);
+    const Shape spatial(img.shape.begin() + 1, img.shape.end());
+    uint64_t floats = plan->normalize.empty() ? 0 : Voxels(spatial) * static_cast<uint64_t>(channels);
+    if (!plan->spacing.empty()) {
+      const Shape out = OutputSize(spatial, ArraySpacing(img.geometry), plan->spacing);
+      // Input and output as floats, the image's channels and a mask's label indicator.
+      floats = (Voxels(spatial) + Voxels(out)) * static_cast<uint64_t>(channels + 1);
+      const Geometry g = ResampledGrid(Grid{spatial, img.geometry}, out).geometry;
+      std::copy(out.begin(), out.end(), img.shape.begin() + 1);
+      img.geometry = g;
+      if (infos[i].has_mask) {
+        std::copy(out.begin(), out.end(), infos[i].mask.shape.begin() + 1);
+        infos[i].mask.geometry = g;
+      }
+    }
+    (*work_bytes)[i] = 4 * floats;
+  }
+  if (!plan->normalize.empty()) {
+    std::string list;
+    for (Normalization n : plan->normalize) list += (list.empty() ? "" : ",") + std::string(NormalizationName(n));
+    notes->push_back("normalized per channel: " + list);
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// "image dtype u16: inputs are u8 (3), u16 (1); u16 is the smallest that holds every value exactly".
+std::string DTypeNote(const char* field, DType out, const std::map<DType, int>& seen, bool forced, bool normalized) {
+  std::string inputs;
+  bool exact = true;
+  for (const auto& [t, n] : seen) {
+    inputs += (inputs.empty() ? "" : ", ") + std::string(DTypeName(t)) + " (" + std::to_string(n) + ")";
+    exact = exact && HoldsExactly(out, t);
+  }
+  std::string s = std::string(field) + " dtype " + DTypeName(out) + ": inputs are " + inputs;
+  if (normalized) return s + "; normalized values are floats" + (forced ? " (--dtype)" : "");
+  if (forced) return s + "; set by --dtype" + (exact ? "" : ", not every input value is exact in it (rounded, saturated)");
+  if (!exact) return s + "; no dtype holds all of them exactly, " + DTypeName(out) + " is the closest";
+  return s + "; promoted to the smallest dtype that holds every input value exactly";
+}
+
+std::map<DType, int> SeenDTypes(const std::vector<CaseInfo>& infos, const std::vector<bool>& ok, bool mask) {
+  std::map<DType, int> seen;
+  for (size_t i = 0; i < infos.size(); ++i) {
+    if (ok[i] && (!mask || infos[i].has_mask)) ++seen[mask ? infos[i].mask.dtype : infos[i].image.dtype];
+  }
+  return seen;
+}
+
+bool IsFloat(DType t) { return t == DType::kF16 || t == DType::kF32 || t == DType::kF64; }
+
+}  // namespace
+
+Status FinishSchema(const std::vector<CaseInfo>& infos, const std::vector<bool>& ok, bool has_mask,
+                    size_t geometry_dims, int image, int mask, std::vector<FieldSpec>& fields, RecordFields* record,
+                    PreprocessPlan* plan, std::vector<std::string>* notes) {
+  const PreprocessOptions& o = plan->options;
+  FieldSpec& img = fields[static_cast<size_t>(image)];
+  DType out = o.dtype.value_or(plan->normalize.empty() ? img.dtype : DType::kF32);
+  if (!plan->normalize.empty() && !IsFloat(out)) {
+    return InvalidArgument(std::string("--normalize stores floats: --dtype must be f16, f32 or f64, not ") + DTypeName(out));
+  }
+  const std::map<DType, int> image_seen = SeenDTypes(infos, ok, false), mask_seen = SeenDTypes(infos, ok, true);
+  const bool normalized = !plan->normalize.empty();
+  if (image_seen.size() > 1 || o.dtype) notes->push_back(DTypeNote("image", out, image_seen, o.dtype.has_value(), normalized));
+  if (mask >= 0 && mask_seen.size() > 1) notes->push_back(DTypeNote("mask", fields[mask].dtype, mask_seen, false, false));
+  img.dtype = out;
+  const Shape image_shape = img.shape;  // `img` dangles once fields grow
+  plan->image_dtype = out;
+  plan->mask_dtype = mask >= 0 ? fields[static_cast<size_t>(mask)].dtype : DType::kU8;
+  if (o.crop_nonzero) {
+    for (int f : {image, mask}) {
+      if (f >= 0) std::fill(fields[f].shape.begin() + 1, fields[f].shape.end(), -1);
+    }
+  }
+  if (image_seen.size() > 1 || image_seen.begin()->first != out) {
+    record->image_dtype = static_cast<int>(fields.size());
+    fields.push_back(ScalarField("image.source_dtype", FieldKind::kString, "source_dtype"));
+  }
+  if (has_mask && mask >= 0 && (mask_seen.size() > 1 || (!mask_seen.empty() && mask_seen.begin()->first != plan->mask_dtype))) {
+    record->mask_dtype = static_cast<int>(fields.size());
+    fields.push_back(ScalarField("mask.source_dtype", FieldKind::kString, "source_dtype"));
+  }
+  if (o.crop_nonzero || o.resamples()) {
+    const auto s = static_cast<int64_t>(image_shape.size() - 1);
+    record->shape = static_cast<int>(fields.size());
+    fields.push_back(NdarrayField("source.shape", DType::kI64, {s}, "source_grid"));
+    fields.push_back(NdarrayField("source.crop_box", DType::kI64, {2, s}, "source_grid"));
+    if (geometry_dims > 0) {
+      const auto g = static_cast<int64_t>(geometry_dims);
+      record->geometry = static_cast<int>(fields.size());
+      fields.push_back(NdarrayField("source.spacing", DType::kF64, {g}, "source_grid"));
+      fields.push_back(NdarrayField("source.origin", DType::kF64, {g}, "source_grid"));
+      fields.push_back(NdarrayField("source.direction", DType::kF64, {g * g}, "source_grid"));
+    }
+  }
+  if (!plan->normalize.empty()) {
+    record->normalization = static_cast<int>(fields.size());
+    fields.push_back(NdarrayField("image.normalization", DType::kF64, {image_shape[0], 4}, "normalization"));
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+FieldValue I64Array(const std::vector<int64_t>& v, Shape shape) {
+  std::vector<uint8_t> b(v.size() * 8);
+  if (!b.empty()) std::memcpy(b.data(), v.data(), b.size());  // little-endian hosts, as ElementAsDouble assumes
+  return FieldValue::Array(std::move(b), std::move(shape));
+}
+
+}  // namespace
+
+void PutRecord(const RecordFields& f, const SourceRecord& r, std::vector<FieldValue>* values) {
+  std::vector<FieldValue>& v = *values;
+  if (f.image_dtype >= 0) v[f.image_dtype] = FieldValue::String(DTypeName(r.image_dtype));
+  if (f.mask_dtype >= 0) v[f.mask_dtype] = FieldValue::String(DTypeName(r.mask_dtype));
+  if (f.shape >= 0) {
+    const auto s = static_cast<int64_t>(r.shape.size());
+    v[f.shape] = I64Array(r.shape, {s});
+    std::vector<int64_t> box = r.crop_start;
+    box.insert(box.end(), r.crop_size.begin(), r.crop_size.end());
+    v[f.shape + 1] = I64Array(box, {2, s});
+  }
+  if (f.geometry >= 0) {
+    const auto g = static_cast<int64_t>(r.geometry.spacing.size());
+    v[f.geometry] = Doubles(r.geometry.spacing, {g});
+    v[f.geometry + 1] = Doubles(r.geometry.origin, {g});
+    v[f.geometry + 2] = Doubles(r.geometry.direction, {g * g});
+  }
+  if (f.normalization >= 0) {
+    std::vector<double> rows;
+    for (const ChannelNorm& n : r.norm) rows.insert(rows.end(), {n.clip_low, n.clip_high, n.mean, n.stddev});
+    v[f.normalization] = Doubles(rows, {static_cast<int64_t>(r.norm.size()), 4});
+  }
+}
+
+std::vector<KeyValue> PreprocessProvenance(const PreprocessPlan& plan) {
+  const PreprocessOptions& o = plan.options;
+  std::vector<KeyValue> out;
+  if (o.dtype) out.push_back({"dtype", DTypeName(*o.dtype)});
+  if (o.crop_nonzero) out.push_back({"crop", "nonzero"});
+  if (!plan.spacing.empty()) {
+    out.push_back({"spacing", Join(plan.spacing)});
+    out.push_back({"spacing_rule", o.auto_spacing ? "auto" : "given"});
+    out.push_back({"resample_image", o.image_interp == ImageInterp::kCubic ? "cubic" : "linear"});
+    out.push_back({"resample_mask", o.mask_interp == MaskInterp::kLinear ? "linear" : "nearest"});
+  }
+  if (!plan.normalize.empty()) {
+    std::string list;
+    for (Normalization n : plan.normalize) list += (list.empty() ? "" : ",") + std::string(NormalizationName(n));
+    out.push_back({"normalize", list});
+  }
+  if (!plan.ct.empty()) {
+    std::string json = "[";
+    for (size_t c = 0; c < plan.ct.size(); ++c) {
+      const ChannelNorm& n = plan.ct[c];
+      json += std::string(c ? "," : "") + "{\"channel\":" + std::to_string(c) + ",\"clip\":[" + Num(n.clip_low) + "," +
+              Num(n.clip_high) + "],\"mean\":" + Num(n.mean) + ",\"std\":" + Num(n.stddev) + "}";
+    }
+    out.push_back({"ct_statistics", json + "]"});
+  }
+  return out;
+}
+
+}  // namespace detail
+}  // namespace shardify::convert

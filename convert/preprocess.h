@@ -1,0 +1,62 @@
+// Offline preprocessing of a dataset's images and masks, as nnU-Net does it once before
+// training: crop to the nonzero box, normalize intensities per channel, resample to one
+// target spacing, and store in one dtype. Every step is recorded per sample (the fields
+// "source.*", "<f>.source_dtype", "image.normalization"; docs/CONVENTIONS.md), so every
+// stored array maps back onto its source grid.
+//
+// Order per case: crop (source dtype, exact) -> normalize (float) -> resample (float) ->
+// the field's dtype. Without any option the output is what it always was.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "format/status.h"
+#include "format/types.h"
+
+namespace shardify::convert {
+
+enum class ImageInterp { kLinear, kCubic };  // cubic: third-order B-spline (nnU-Net's images)
+enum class MaskInterp { kNearest, kLinear };  // linear: per label, nnU-Net's segmentations
+enum class Normalization { kNone, kZScore, kCt };
+
+struct PreprocessOptions {
+  // Target spacing in array axis order (z, y, x for volumes); empty: no resampling.
+  std::vector<double> spacing;
+  // --spacing auto: nnU-Net's rule over the converted cases: the median spacing per axis;
+  // when the coarsest axis is over 3x coarser than the others and has over 3x fewer voxels
+  // (median shapes), that axis takes the 10th percentile of its spacings instead (but not
+  // finer than the other axes).
+  bool auto_spacing = false;
+  ImageInterp image_interp = ImageInterp::kCubic;
+  MaskInterp mask_interp = MaskInterp::kLinear;
+  // Crop each case to the bounding box of the voxels that are nonzero in any channel.
+  bool crop_nonzero = false;
+  // One entry for every channel, or one per channel; empty: none. zscore: per case and
+  // channel, (x - mean) / std. ct: clipped to the 0.5 and 99.5 percentiles of the
+  // foreground (mask > 0) voxels of the training split, then z-scored with their mean and
+  // std (a first pass over the data).
+  std::vector<Normalization> normalize;
+  // The image field's dtype. Default: the smallest dtype that holds every input's values
+  // exactly (PromoteDTypes), f32 when normalized. Normalized data may be f32, f16 or f64.
+  std::optional<DType> dtype;
+  // --normalize ct: foreground values kept for the statistics over the whole training
+  // split, divided evenly among its cases (each case keeps at most its share, evenly
+  // strided over its foreground voxels in memory order).
+  uint64_t intensity_samples = 10000000;
+
+  bool resamples() const { return auto_spacing || !spacing.empty(); }
+  bool normalizes() const;
+  // Any step that changes the grid or the values (crop, resampling, normalization).
+  bool transforms() const { return crop_nonzero || resamples() || normalizes(); }
+};
+
+// "1.5,0.8,0.8" (three positive, finite spacings: Z,Y,X) or "auto".
+Status ParseSpacing(const std::string& text, PreprocessOptions* o);
+// "none", "zscore", "ct", or one of them per channel: "ct,zscore".
+Result<std::vector<Normalization>> ParseNormalize(const std::string& text);
+const char* NormalizationName(Normalization n);
+
+}  // namespace shardify::convert

@@ -1,0 +1,313 @@
+// Preprocessing of one decoded case (see preprocess_internal.h): crop, normalize,
+// resample, convert, and the record of what the case was.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "convert/preprocess_internal.h"
+#include "convert/resample_internal.h"
+#include "format/chunks_internal.h"
+#include "format/elements.h"
+
+namespace shardify::convert::detail {
+namespace {
+
+constexpr double kMinStd = 1e-8;  // nnU-Net's floor for a channel's standard deviation
+
+Shape Spatial(const Shape& s) { return Shape(s.begin() + 1, s.end()); }
+
+uint64_t Count(const Shape& s) {
+  uint64_t n = 1;
+  for (int64_t d : s) n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+// 1 for every voxel that is nonzero (as a value: -0.0 is zero, NaN is not) in any channel.
+std::vector<uint8_t> NonzeroVoxels(const DecodedImage& img, uint64_t voxels) {
+  std::vector<uint8_t> flags(voxels, 0);
+  const DType t = img.info.dtype;
+  const size_t es = DTypeSize(t);
+  const bool is_float = t == DType::kF16 || t == DType::kF32 || t == DType::kF64;
+  const uint64_t channels = static_cast<uint64_t>(img.info.shape[0]);
+  for (uint64_t c = 0; c < channels; ++c) {
+    const uint8_t* p = img.pixels.data() + c * voxels * es;
+    for (uint64_t v = 0; v < voxels; ++v, p += es) {
+      if (flags[v]) continue;
+      if (is_float) {
+        flags[v] = ElementAsDouble(p, t) != 0.0;
+      } else {
+        for (size_t b = 0; b < es && !flags[v]; ++b) flags[v] = p[b] != 0;
+      }
+    }
+  }
+  return flags;
+}
+
+// Bounding box of the set flags of a row-major array of shape `spatial`; false when none.
+bool FindBox(const std::vector<uint8_t>& flags, const Shape& spatial, Shape* start, Shape* size) {
+  const size_t rank = spatial.size();
+  const auto w = static_cast<uint64_t>(spatial.back());
+  Shape lo(rank, INT64_MAX), hi(rank, -1), at(rank, 0);  // `at`: coordinates of the row
+  for (uint64_t row = 0; row * w < flags.size(); ++row) {
+    const uint8_t* f = flags.data() + row * w;
+    const uint8_t* first = std::find(f, f + w, 1);
+    if (first != f + w) {
+      const uint8_t* end = f + w;  // one past the last set flag of the row
+      while (end[-1] == 0) --end;
+      at[rank - 1] = first - f;
+      for (size_t a = 0; a < rank; ++a) lo[a] = std::min(lo[a], at[a]), hi[a] = std::max(hi[a], at[a]);
+      hi[rank - 1] = std::max<int64_t>(hi[rank - 1], end - f - 1);
+    }
+    for (size_t a = rank - 1; a-- > 0;) {  // next row
+      if (++at[a] < spatial[a]) break;
+      at[a] = 0;
+    }
+  }
+  if (hi[0] < 0) return false;
+  *start = lo;
+  size->resize(rank);
+  for (size_t a = 0; a < rank; ++a) (*size)[a] = hi[a] - lo[a] + 1;
+  return true;
+}
+
+void CropArray(DecodedImage& a, const Shape& start, const Shape& size) {
+  const Shape& shape = a.info.shape;
+  Shape box = {shape[0]}, origin = {0};
+  box.insert(box.end(), size.begin(), size.end());
+  origin.insert(origin.end(), start.begin(), start.end());
+  const size_t es = DTypeSize(a.info.dtype);
+  std::vector<uint8_t> out(Count(box) * es);
+  if (!out.empty()) {
+    shardify::detail::CopyBox(a.pixels.data(), shape, origin, out.data(), box, Shape(box.size(), 0), box, es);
+  }
+  a.pixels = std::move(out);
+  a.info.shape = box;
+}
+
+// The geometry of the box at `start` (array order) of a grid with geometry `g`.
+void MoveOrigin(Geometry& g, const Shape& start) {
+  const size_t s = g.spacing.size();
+  if (s != start.size() || g.direction.size() != s * s) return;
+  for (size_t r = 0; r < s; ++r) {
+    for (size_t a = 0; a < s; ++a) {
+      g.origin[r] += g.direction[r * s + a] * g.spacing[a] * static_cast<double>(start[s - 1 - a]);
+    }
+  }
+}
+
+std::vector<float> ToFloats(DecodedImage& img) {
+  const uint64_t n = Count(img.info.shape);
+  std::vector<float> f(n);
+  ConvertElements(img.pixels.data(), img.info.dtype, reinterpret_cast<uint8_t*>(f.data()), DType::kF32, n);
+  std::vector<uint8_t>().swap(img.pixels);
+  return f;
+}
+
+void FromFloats(const std::vector<float>& f, DType t, DecodedImage* img) {
+  img->pixels.resize(f.size() * DTypeSize(t));
+  ConvertElements(reinterpret_cast<const uint8_t*>(f.data()), DType::kF32, img->pixels.data(), t, f.size());
+  img->info.dtype = t;
+}
+
+Normalization ChannelMode(const PreprocessPlan& plan, size_t c) {
+  if (plan.normalize.empty()) return Normalization::kNone;
+  return plan.normalize.size() == 1 ? plan.normalize[0] : plan.normalize[std::min(c, plan.normalize.size() - 1)];
+}
+
+// Mean and population std of n floats (two passes, in double).
+ChannelNorm ZScoreOf(const float* x, uint64_t n) {
+  ChannelNorm cn;
+  double sum = 0;
+  for (uint64_t i = 0; i < n; ++i) sum += x[i];
+  cn.mean = n > 0 ? sum / static_cast<double>(n) : 0;
+  double sq = 0;
+  for (uint64_t i = 0; i < n; ++i) sq += (x[i] - cn.mean) * (x[i] - cn.mean);
+  cn.stddev = n > 0 ? std::sqrt(sq / static_cast<double>(n)) : 0;
+  return cn;
+}
+
+Status Normalize(const PreprocessPlan& plan, uint64_t channels, uint64_t voxels, std::vector<float>* work,
+                 std::vector<ChannelNorm>* record) {
+  record->clear();
+  for (uint64_t c = 0; c < channels; ++c) {
+    float* x = work->data() + c * voxels;
+    ChannelNorm cn;
+    const Normalization mode = ChannelMode(plan, c);
+    if (mode == Normalization::kZScore) cn = ZScoreOf(x, voxels);
+    if (mode == Normalization::kCt) {
+      if (c >= plan.ct.size()) return Internal("no ct statistics for channel " + std::to_string(c));
+      cn = plan.ct[c];
+    }
+    if (mode != Normalization::kNone) {
+      cn.stddev = std::max(cn.stddev, kMinStd);
+      for (uint64_t i = 0; i < voxels; ++i) {
+        const double v = std::min(std::max(static_cast<double>(x[i]), cn.clip_low), cn.clip_high);
+        x[i] = static_cast<float>((v - cn.mean) / cn.stddev);
+      }
+    }
+    record->push_back(cn);
+  }
+  return Status::Ok();
+}
+
+// nnU-Net's out-of-plane axis: with a spacing (the source's, else the target's) whose
+// largest entry is over 3x its smallest, the one axis with the largest spacing; -1 when
+// there is none or several share it.
+int LowResAxis(const std::vector<double>& source, const std::vector<double>& target) {
+  for (const auto* s : {&source, &target}) {
+    const auto [mn, mx] = std::minmax_element(s->begin(), s->end());
+    if (*mx / *mn <= 3) continue;
+    if (std::count(s->begin(), s->end(), *mx) != 1) return -1;
+    return static_cast<int>(mx - s->begin());
+  }
+  return -1;
+}
+
+// In-plane with `interp`, then along `lowres` (when it changes size) nearest neighbour.
+Status ResampleSeparable(const std::vector<float>& in, int64_t channels, const Grid& from, const Grid& to,
+                         Interpolator interp, int lowres, std::vector<float>* out) {
+  if (lowres < 0 || interp == Interpolator::kNearest || from.size[lowres] == to.size[lowres]) {
+    return ResampleFloat(in, channels, from, to, interp, out);
+  }
+  Shape mid = to.size;
+  mid[lowres] = from.size[lowres];
+  const Grid plane = ResampledGrid(from, mid);
+  std::vector<float> tmp;
+  RETURN_IF_ERROR(ResampleFloat(in, channels, from, plane, interp, &tmp));
+  return ResampleFloat(tmp, channels, plane, to, Interpolator::kNearest, out);
+}
+
+// Label values of `mask` as doubles; fails when one is not exactly a float (ITK resamples
+// floats).
+Result<std::vector<double>> LabelValues(const DecodedImage& mask) {
+  const DType t = mask.info.dtype;
+  const size_t es = DTypeSize(t);
+  std::vector<double> v(mask.pixels.size() / es);
+  for (size_t i = 0; i < v.size(); ++i) {
+    v[i] = ElementAsDouble(&mask.pixels[i * es], t);
+    if (static_cast<double>(static_cast<float>(v[i])) != v[i] && !std::isnan(v[i])) {
+      return InvalidArgument("mask value " + std::to_string(v[i]) + " cannot be resampled exactly (ITK resamples floats)");
+    }
+  }
+  return v;
+}
+
+// The mask on grid `to`: nearest neighbour, or nnU-Net's per-label linear (each label's
+// indicator resampled linearly; a voxel takes the last label, in ascending order, whose
+// indicator is at least 0.5, else 0).
+Status ResampleMask(const PreprocessPlan& plan, const Grid& from, const Grid& to, int lowres, DecodedImage* mask) {
+  const int64_t channels = mask->info.shape[0];
+  const uint64_t n_in = Count(from.size), n_out = Count(to.size);
+  ASSIGN_OR_RETURN(std::vector<double> values, LabelValues(*mask));
+  std::vector<double> out(n_out * static_cast<uint64_t>(channels), 0.0);
+  std::vector<float> one(n_in), res;
+  for (int64_t c = 0; c < channels; ++c) {
+    const double* v = values.data() + c * n_in;
+    double* o = out.data() + c * n_out;
+    if (plan.options.mask_interp == MaskInterp::kNearest) {
+      std::transform(v, v + n_in, one.begin(), [](double x) { return static_cast<float>(x); });
+      RETURN_IF_ERROR(ResampleFloat(one, 1, from, to, Interpolator::kNearest, &res));
+      std::copy(res.begin(), res.end(), o);
+      continue;
+    }
+    std::vector<double> labels(v, v + n_in);
+    std::sort(labels.begin(), labels.end());
+    labels.erase(std::unique(labels.begin(), labels.end()), labels.end());
+    for (double label : labels) {
+      std::transform(v, v + n_in, one.begin(), [&](double x) { return x == label ? 1.0f : 0.0f; });
+      RETURN_IF_ERROR(ResampleSeparable(one, 1, from, to, Interpolator::kLinear, lowres, &res));
+      for (uint64_t i = 0; i < n_out; ++i) {
+        if (res[i] >= 0.5f) o[i] = label;
+      }
+    }
+  }
+  mask->pixels.resize(out.size() * DTypeSize(plan.mask_dtype));
+  ConvertElements(reinterpret_cast<const uint8_t*>(out.data()), DType::kF64, mask->pixels.data(), plan.mask_dtype,
+                  out.size());
+  mask->info.dtype = plan.mask_dtype;
+  return Status::Ok();
+}
+
+Status Resample(const PreprocessPlan& plan, CaseData* d, std::vector<float>* work) {
+  ImageInfo& info = d->image.info;
+  const Shape spatial = Spatial(info.shape);
+  const std::vector<double> source(info.geometry.spacing.rbegin(), info.geometry.spacing.rend());
+  Shape size(spatial.size());
+  for (size_t a = 0; a < spatial.size(); ++a) {
+    size[a] = std::max<int64_t>(1, std::llround(static_cast<double>(spatial[a]) * source[a] / plan.spacing[a]));
+  }
+  if (size == spatial) return Status::Ok();
+  const Grid from{spatial, info.geometry};
+  const Grid to = ResampledGrid(from, size);
+  const int lowres = LowResAxis(source, plan.spacing);
+  const Interpolator interp = plan.options.image_interp == ImageInterp::kCubic ? Interpolator::kCubic : Interpolator::kLinear;
+  std::vector<float> out;
+  RETURN_IF_ERROR(ResampleSeparable(*work, info.shape[0], from, to, interp, lowres, &out));
+  *work = std::move(out);
+  std::copy(size.begin(), size.end(), info.shape.begin() + 1);
+  info.geometry = to.geometry;
+  if (d->has_mask) {
+    RETURN_IF_ERROR(ResampleMask(plan, from, to, lowres, &d->mask));
+    std::copy(size.begin(), size.end(), d->mask.info.shape.begin() + 1);
+    d->mask.info.geometry = to.geometry;
+  }
+  return Status::Ok();
+}
+
+void ConvertMask(const PreprocessPlan& plan, CaseData* d) {
+  if (!d->has_mask || d->mask.info.dtype == plan.mask_dtype) return;
+  d->mask.pixels = ConvertArray(d->mask.pixels, d->mask.info.dtype, plan.mask_dtype);
+  d->mask.info.dtype = plan.mask_dtype;
+}
+
+}  // namespace
+
+Status CropToNonzero(CaseData* d, Shape* start, Shape* size) {
+  const Shape spatial = Spatial(d->image.info.shape);
+  *start = Shape(spatial.size(), 0);
+  *size = spatial;
+  if (spatial.empty() || Count(spatial) == 0) return Status::Ok();
+  const std::vector<uint8_t> flags = NonzeroVoxels(d->image, Count(spatial));
+  if (!FindBox(flags, spatial, start, size) || *size == spatial) {
+    *start = Shape(spatial.size(), 0);
+    *size = spatial;
+    return Status::Ok();
+  }
+  CropArray(d->image, *start, *size);
+  MoveOrigin(d->image.info.geometry, *start);
+  if (d->has_mask) {
+    CropArray(d->mask, *start, *size);
+    MoveOrigin(d->mask.info.geometry, *start);
+  }
+  return Status::Ok();
+}
+
+Status PreprocessCase(const PreprocessPlan& plan, const std::string& name, CaseData* d, SourceRecord* r) {
+  DecodedImage& img = d->image;
+  r->image_dtype = img.info.dtype;
+  r->mask_dtype = d->has_mask ? d->mask.info.dtype : plan.mask_dtype;
+  r->shape = Spatial(img.info.shape);
+  r->geometry = img.info.geometry;
+  r->crop_start = Shape(r->shape.size(), 0);
+  r->crop_size = r->shape;
+  if (plan.options.crop_nonzero) RETURN_IF_ERROR(CropToNonzero(d, &r->crop_start, &r->crop_size));
+  if (plan.normalize.empty() && plan.spacing.empty()) {
+    if (img.info.dtype != plan.image_dtype) {
+      img.pixels = ConvertArray(img.pixels, img.info.dtype, plan.image_dtype);
+      img.info.dtype = plan.image_dtype;
+    }
+    ConvertMask(plan, d);
+    return Status::Ok();
+  }
+  const auto channels = static_cast<uint64_t>(img.info.shape[0]);
+  std::vector<float> work = ToFloats(img);
+  if (!plan.normalize.empty()) {
+    RETURN_IF_ERROR(Normalize(plan, channels, Count(Spatial(img.info.shape)), &work, &r->norm).WithContext(name));
+  }
+  if (!plan.spacing.empty()) RETURN_IF_ERROR(Resample(plan, d, &work).WithContext(name));
+  FromFloats(work, plan.image_dtype, &img);
+  ConvertMask(plan, d);
+  return Status::Ok();
+}
+
+}  // namespace shardify::convert::detail

@@ -1,0 +1,130 @@
+// Preprocessing inside the pipeline (internal; options and their meaning: preprocess.h).
+//
+//   PlanPreprocessing   resolves the target spacing and predicts each case's output grid,
+//                       so the schema and the chunk shapes fit what will be written;
+//   FinishSchema        sets the fields' dtypes and appends the record fields;
+//   CtStatistics        the first pass over the training split (--normalize ct);
+//   PreprocessCase      transforms one decoded case and fills its record;
+//   PutRecord           writes the record into the sample's values.
+// Everything here is deterministic and thread-safe (plans are read only).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "convert/case.h"
+#include "convert/convert.h"
+#include "convert/preprocess.h"
+#include "format/manifest.h"
+#include "format/writer.h"
+
+namespace shardify::convert::detail {
+
+// Normalization of one channel: stored = (min(max(x, clip_low), clip_high) - mean) / stddev.
+struct ChannelNorm {
+  double clip_low = -std::numeric_limits<double>::infinity();
+  double clip_high = std::numeric_limits<double>::infinity();
+  double mean = 0;
+  double stddev = 1;
+};
+
+struct PreprocessPlan {
+  PreprocessOptions options;
+  std::vector<double> spacing;           // resolved target spacing, array order; empty: none
+  std::vector<Normalization> normalize;  // per image channel; empty: none
+  std::vector<ChannelNorm> ct;           // per channel, for its kCt channels (CtStatistics)
+  DType image_dtype = DType::kU8;        // the fields' dtypes (FinishSchema)
+  DType mask_dtype = DType::kU8;
+  bool needs_ct_statistics() const;
+};
+
+// What a case was before preprocessing: its per-sample record.
+struct SourceRecord {
+  DType image_dtype = DType::kU8, mask_dtype = DType::kU8;
+  Shape shape;                     // spatial, array axis order
+  Geometry geometry;               // ITK order; empty when the source has none
+  Shape crop_start, crop_size;     // array axis order, in source voxels
+  std::vector<ChannelNorm> norm;   // per channel, when normalized
+};
+
+// Schema positions of the record fields; -1 when absent.
+struct RecordFields {
+  int image_dtype = -1;    // "image.source_dtype" (string)
+  int mask_dtype = -1;     // "mask.source_dtype" (string)
+  int shape = -1;          // "source.shape" (i64 [S]), then "source.crop_box" (i64 [2, S])
+  int geometry = -1;       // "source.spacing", "source.origin", "source.direction" (f64)
+  int normalization = -1;  // "image.normalization" (f64 [C, 4])
+};
+
+// Checks the options against the cases that inspected cleanly and resolves them into
+// `plan`. A case the options cannot apply to (resampling without 3D geometry) gets its
+// error and ok[i] cleared. With resampling, each case's image and mask shapes and spacing
+// in `infos` become those of its output (before any crop; so chunk shapes are sized for
+// the largest possible case). `work_bytes[i]`: memory the case's preprocessing takes
+// beyond its decoded arrays. Notes for the summary go to `notes`.
+Status PlanPreprocessing(const PreprocessOptions& o, const SourcePlan& source, std::vector<CaseInfo>& infos,
+                         std::vector<bool>& ok, std::vector<Status>& errors, PreprocessPlan* plan,
+                         std::vector<uint64_t>* work_bytes, std::vector<std::string>* notes);
+
+// Given the schema BuildSchema made (field dtypes promoted over the source dtypes): sets
+// the image dtype (--dtype, or f32 when normalized), makes cropped spatial dimensions
+// variable, appends the record fields to `fields` and stores their positions. Fails on a
+// normalized image with an integer --dtype.
+Status FinishSchema(const std::vector<CaseInfo>& infos, const std::vector<bool>& ok, bool has_mask,
+                    size_t geometry_dims, int image, int mask, std::vector<FieldSpec>& fields, RecordFields* record,
+                    PreprocessPlan* plan, std::vector<std::string>* notes);
+
+// Crops, normalizes, resamples and converts one decoded case to the plan's dtypes, and
+// records what it was. Errors name `name`.
+Status PreprocessCase(const PreprocessPlan& plan, const std::string& name, CaseData* d, SourceRecord* record);
+
+// Crops the image and mask of `d` to the box of voxels that are nonzero in any image
+// channel (a case without any keeps its size), moves the origin with it, and returns the
+// box (array axis order, in voxels of `d` before).
+Status CropToNonzero(CaseData* d, Shape* start, Shape* size);
+
+// The p-th percentile (0..100) of `v`, linear between the closest order statistics
+// (numpy's default). 0 for an empty `v`.
+double Percentile(std::vector<double> v, double p);
+
+// Puts the record into a sample built for the schema that `record_fields` belongs to.
+void PutRecord(const RecordFields& fields, const SourceRecord& record, std::vector<FieldValue>* values);
+
+// Provenance entries of the plan (only the steps in use, so that output without them is
+// unchanged).
+std::vector<KeyValue> PreprocessProvenance(const PreprocessPlan& plan);
+
+// --- The ct statistics (intensity.cpp) --------------------------------------------------
+
+// Foreground values of one case, per channel: at most `cap` per channel, evenly strided
+// over the voxels with mask > 0 (in any mask channel) in memory order (all of them when there are at most
+// `cap`: element k of n is foreground voxel floor(k * count / n)).
+struct ForegroundSample {
+  std::vector<std::vector<double>> channels;
+};
+// `image` [C, spatial...] of `dtype` (cropped or not), `mask` [mask_channels,
+// spatial...] of `mask_dtype` with the same spatial shape.
+ForegroundSample SampleForeground(const uint8_t* image, DType dtype, const Shape& shape, const uint8_t* mask,
+                                  DType mask_dtype, uint64_t mask_channels, uint64_t cap);
+// Clip bounds (0.5 and 99.5 percentiles, linear between order statistics as numpy's
+// default), mean and population std of the values of every sample, concatenated per
+// channel in the order given. A channel without values is an error.
+Result<std::vector<ChannelNorm>> MergeForeground(const std::vector<ForegroundSample>& samples, size_t channels);
+
+struct CtPass {
+  const SourcePlan* plan;
+  std::vector<size_t> cases;  // the training cases (with a mask), in output order
+  const PreprocessPlan* preprocess;
+  int threads;
+  uint64_t max_sample_bytes;  // per file decoded
+  const std::atomic<bool>* cancel;
+  ProgressSink* progress;
+};
+// The first pass: decodes and crops every case of `pass.cases` and merges their
+// foreground samples (each case keeps intensity_samples / cases values per channel).
+Result<std::vector<ChannelNorm>> CtStatistics(const CtPass& pass);
+
+}  // namespace shardify::convert::detail

@@ -1,0 +1,393 @@
+// Preprocessing (convert/preprocess.h): mixed dtypes, crop, resampling, normalization,
+// the per-sample record, and the way back with shardtool export.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <sstream>
+
+#include "convert/cli.h"
+#include "convert/preprocess_internal.h"
+#include "format/elements.h"
+#include "tests/convert/convert_fixtures.h"
+#include "tools/export.h"
+
+namespace shardify::convert {
+namespace {
+
+using namespace testing;
+using Fn = std::function<double(int64_t c, int64_t z, int64_t y, int64_t x)>;
+
+// A NIfTI volume [c, d, h, w] of `dtype` with values fn(c, z, y, x).
+std::vector<uint8_t> WriteFn(const std::string& path, DType dtype, const Shape& shape, const Fn& fn,
+                             const Geometry& g = TestGeometry()) {
+  std::vector<double> v;
+  for (int64_t c = 0; c < shape[0]; ++c)
+    for (int64_t z = 0; z < shape[1]; ++z)
+      for (int64_t y = 0; y < shape[2]; ++y)
+        for (int64_t x = 0; x < shape[3]; ++x) v.push_back(fn(c, z, y, x));
+  std::vector<uint8_t> px(v.size() * DTypeSize(dtype));
+  ConvertElements(reinterpret_cast<const uint8_t*>(v.data()), DType::kF64, px.data(), dtype, v.size());
+  MakeDirs(std::filesystem::path(path).parent_path());
+  REQUIRE(WriteNifti(path, dtype, shape, px, g).ok());
+  return px;
+}
+
+std::vector<double> AsDoubles(const std::vector<uint8_t>& b, DType t) {
+  std::vector<double> v(b.size() / DTypeSize(t));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = ElementAsDouble(&b[i * DTypeSize(t)], t);
+  return v;
+}
+
+// An ndarray field of sample i as doubles, whatever its dtype.
+std::vector<double> Values(const Readback& rb, uint64_t i, const std::string& field) {
+  return AsDoubles(rb.Array(i, field), rb.ds->manifest().fields[rb.Field(field)].dtype);
+}
+
+std::string Notes(const ConvertSummary& s) {
+  std::string all;
+  for (const auto& p : s.preprocessing) all += p + "\n";
+  return all;
+}
+
+std::string Option(const Manifest& m, const std::string& key) {
+  for (const auto& kv : m.provenance.options) {
+    if (kv.key == key) return kv.value;
+  }
+  return "";
+}
+
+Status Export(const std::string& ds, uint64_t i, const std::string& path, const std::string& field = "",
+              bool source_grid = false) {
+  tools::ExportOptions o;
+  o.field = field;
+  o.source_grid = source_grid;
+  std::ostringstream out;
+  return tools::RunExport(ds, i, path, o, out);
+}
+
+// The physical point of continuous index `ijk` (ITK order) of a grid.
+std::vector<double> Point(const std::vector<double>& sp, const std::vector<double>& org, const std::vector<double>& dir,
+                          const std::vector<double>& ijk) {
+  std::vector<double> p = org;
+  for (size_t r = 0; r < 3; ++r)
+    for (size_t a = 0; a < 3; ++a) p[r] += dir[r * 3 + a] * sp[a] * ijk[a];
+  return p;
+}
+
+// The continuous index (ITK order) of point p on a grid (direction orthonormal).
+std::vector<double> Index(const std::vector<double>& sp, const std::vector<double>& org, const std::vector<double>& dir,
+                          const std::vector<double>& p) {
+  std::vector<double> ijk(3, 0.0);
+  for (size_t a = 0; a < 3; ++a) {
+    for (size_t r = 0; r < 3; ++r) ijk[a] += dir[r * 3 + a] * (p[r] - org[r]);
+    ijk[a] /= sp[a];
+  }
+  return ijk;
+}
+
+}  // namespace
+
+TEST_CASE("preprocess: mixed dtypes take the smallest dtype holding them all; export gives each source back") {
+  TempDir dir;
+  const std::vector<std::pair<const char*, DType>> files = {{"a.nii", DType::kU8}, {"b.nii", DType::kU16}, {"c.nii", DType::kI16}};
+  uint32_t seed = 1;
+  for (const auto& [name, dtype] : files) {
+    const double big = dtype == DType::kU16 ? 60000 : dtype == DType::kI16 ? -30000 : 200;
+    WriteFn(dir / (std::string("src/") + name), dtype, {1, 3, 4, 5}, [&](int64_t, int64_t z, int64_t y, int64_t x) {
+      return (z * 20 + y * 5 + x + seed) % 40 == 0 ? big : double((z * 20 + y * 5 + x * seed) % 100);
+    });
+    ++seed;
+  }
+  auto r = RunConvert(dir / "src", dir / "out");
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  CHECK_THAT(Notes(*r), Catch::Contains("image dtype i32: inputs are u8 (1), u16 (1), i16 (1)"));
+  CHECK_THAT(FormatSummary(*r), Catch::Contains("preprocessing: image dtype i32"));
+  auto rb = Open(dir / "out");
+  CHECK(rb.ds->manifest().fields[rb.Field("image")].dtype == DType::kI32);
+  for (uint64_t i = 0; i < files.size(); ++i) {
+    const std::string src = dir / (std::string("src/") + files[i].first);
+    CHECK(rb.Str(i, "image.source_dtype") == DTypeName(files[i].second));
+    CHECK(AsDoubles(rb.Array(i, "image"), DType::kI32) == AsDoubles(ItkVoxels(src), files[i].second));
+    const std::string back = dir / ("back" + std::to_string(i) + ".nii");
+    REQUIRE(Export(dir / "out", i, back).ok());
+    CHECK(ReadBytes(back) == ReadBytes(src));  // the source file, byte for byte
+  }
+  // The channels of one case may differ too: they stack in a dtype holding both.
+  WriteText(dir / "nn/dataset.json", R"({"channel_names": {"0": "CT", "1": "PET"}, "labels": {"background": 0, "x": 1}, "file_ending": ".nii.gz"})");
+  const auto ct = WriteFn(dir / "nn/imagesTr/c_0000.nii.gz", DType::kI16, {1, 2, 3, 4},
+                          [](int64_t, int64_t z, int64_t y, int64_t x) { return double(z * 12 + y * 4 + x) - 900; });
+  const auto pet = WriteFn(dir / "nn/imagesTr/c_0001.nii.gz", DType::kF32, {1, 2, 3, 4},
+                           [](int64_t, int64_t z, int64_t, int64_t x) { return 0.125 * double(z + x); });
+  WriteFn(dir / "nn/labelsTr/c.nii.gz", DType::kU8, {1, 2, 3, 4}, [](int64_t, int64_t, int64_t, int64_t) { return 1.0; });
+  auto nn = RunConvert(dir / "nn", dir / "nn_out");
+  INFO(nn.status().ToString());
+  REQUIRE(nn.ok());
+  auto nb = Open(dir / "nn_out");
+  CHECK(nb.ds->manifest().fields[nb.Field("image")].dtype == DType::kF32);
+  std::vector<double> both = AsDoubles(ct, DType::kI16);
+  const std::vector<double> second = AsDoubles(pet, DType::kF32);
+  both.insert(both.end(), second.begin(), second.end());
+  CHECK(AsDoubles(nb.Array(0, "image"), DType::kF32) == both);
+
+  ConvertOptions forced;
+  forced.preprocess.dtype = DType::kF32;
+  auto f = RunConvert(dir / "src", dir / "f32", forced);
+  REQUIRE(f.ok());
+  CHECK_THAT(Notes(*f), Catch::Contains("set by --dtype"));
+  auto fb = Open(dir / "f32");
+  CHECK(fb.ds->manifest().fields[fb.Field("image")].dtype == DType::kF32);
+  REQUIRE(Export(dir / "f32", 1, dir / "f32.nii").ok());
+  CHECK(ReadBytes(dir / "f32.nii") == ReadBytes(dir / "src/b.nii"));
+}
+
+TEST_CASE("preprocess: a PNG folder mixing 8- and 16-bit files converts to u16 and exports each as it was") {
+  TempDir dir;
+  std::vector<uint16_t> eight, sixteen;
+  for (int i = 0; i < 12; ++i) eight.push_back(static_cast<uint16_t>(i * 20)), sixteen.push_back(static_cast<uint16_t>(i * 5000 + 7));
+  WriteRawPng(dir / "src/a/eight.png", 4, 3, 0, 8, eight);
+  WriteRawPng(dir / "src/a/sixteen.png", 4, 3, 0, 16, sixteen);
+  auto r = RunConvert(dir / "src", dir / "out");
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  auto rb = Open(dir / "out");
+  CHECK(rb.ds->manifest().fields[rb.Field("image")].dtype == DType::kU16);
+  for (uint64_t i = 0; i < 2; ++i) {
+    const std::string path = dir / ("back" + std::to_string(i) + ".png");
+    REQUIRE(Export(dir / "out", i, path).ok());
+    auto back = ReadImage(path);
+    REQUIRE(back.ok());
+    const std::vector<uint16_t>& want = i == 0 ? eight : sixteen;
+    CHECK(back->info.dtype == (i == 0 ? DType::kU8 : DType::kU16));
+    CHECK(AsDoubles(back->pixels, back->info.dtype) == std::vector<double>(want.begin(), want.end()));
+  }
+}
+
+TEST_CASE("preprocess: resampling keeps the physical extent and places every voxel where its value was") {
+  TempDir dir;
+  Geometry g = TestGeometry();
+  g.spacing = {1.0, 0.75, 1.5};  // x, y, z
+  const Shape shape = {1, 5, 7, 9};  // odd sizes: no voxel centre lies halfway between two
+  auto ramp = [](int64_t, int64_t z, int64_t y, int64_t x) { return 3.0 * z + 2.0 * y + 1.0 * x + 0.25; };
+  WriteFn(dir / "src/images/v.nii", DType::kF32, shape, ramp, g);
+  WriteFn(dir / "src/masks/v.nii", DType::kU8, shape, [](int64_t, int64_t z, int64_t, int64_t x) { return double((z + x) % 3); }, g);
+  ConvertOptions o;
+  REQUIRE(ParseSpacing("1.0,1.5,0.5", &o.preprocess).ok());  // z, y, x
+  o.preprocess.image_interp = ImageInterp::kLinear;
+  o.preprocess.mask_interp = MaskInterp::kNearest;
+  auto r = RunConvert(dir / "src", dir / "out", o);
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  auto rb = Open(dir / "out");
+  const Shape want = {1, 8, 4, 18};  // round(z 5 * 1.5 / 1, y 7 * 0.75 / 1.5, x 9 * 1 / 0.5)
+  REQUIRE(rb.ShapeOf(0, "image") == want);
+  CHECK(rb.ShapeOf(0, "mask") == want);
+  const auto sp = Values(rb, 0, "image.spacing"), org = Values(rb, 0, "image.origin"), dir3 = Values(rb, 0, "image.direction");
+  CHECK(Values(rb, 0, "source.spacing") == g.spacing);
+  CHECK(Values(rb, 0, "source.origin") == g.origin);
+  g.direction = Values(rb, 0, "source.direction");  // as read back from the file (float)
+  for (size_t a = 0; a < 3; ++a) {  // same extent; the boxes (outer voxel faces) coincide
+    CHECK(sp[a] * double(want[3 - a]) == Approx(g.spacing[a] * double(shape[3 - a])));
+    const auto corner = Point(sp, org, dir3, {-0.5, -0.5, -0.5});
+    const auto source_corner = Point(g.spacing, g.origin, g.direction, {-0.5, -0.5, -0.5});
+    CHECK(corner[a] == Approx(source_corner[a]).margin(1e-9));
+  }
+  const auto image = AsDoubles(rb.Array(0, "image"), DType::kF32);
+  const auto mask = AsDoubles(rb.Array(0, "mask"), DType::kU8);
+  int checked = 0;
+  for (int64_t z = 0; z < want[1]; ++z)
+    for (int64_t y = 0; y < want[2]; ++y)
+      for (int64_t x = 0; x < want[3]; ++x) {
+        const size_t k = static_cast<size_t>((z * want[2] + y) * want[3] + x);
+        const auto c = Index(g.spacing, g.origin, g.direction, Point(sp, org, dir3, {double(x), double(y), double(z)}));
+        // Nearest neighbour: the source voxel whose centre is closest.
+        const auto nz = int64_t(std::floor(c[2] + 0.5)), nx = int64_t(std::floor(c[0] + 0.5));
+        CHECK(mask[k] == double((std::clamp<int64_t>(nz, 0, 4) + std::clamp<int64_t>(nx, 0, 8)) % 3));
+        if (c[0] < 0 || c[0] > 8 || c[1] < 0 || c[1] > 6 || c[2] < 0 || c[2] > 4) continue;  // edges clamp
+        CHECK(image[k] == Approx(ramp(0, 0, 0, 0) + 3 * c[2] + 2 * c[1] + c[0]).margin(1e-3));  // linear is exact
+        ++checked;
+      }
+  CHECK(checked > 150);
+  CHECK(Option(rb.ds->manifest(), "spacing") == "1,1.5,0.5");
+  CHECK(Option(rb.ds->manifest(), "resample_image") == "linear");
+}
+
+TEST_CASE("preprocess: auto spacing is the median, with nnU-Net's rule for an anisotropic axis") {
+  TempDir dir;
+  const double zs[] = {4.0, 5.0, 6.0, 5.0, 4.5};
+  for (int i = 0; i < 5; ++i) {
+    Geometry g = TestGeometry();
+    g.spacing = {0.75 + 0.125 * i, 0.75, zs[i]};  // exact in the file's float32
+    WriteFn(dir / ("src/v" + std::to_string(i) + ".nii"), DType::kU8, {1, 3, 12, 12},
+            [](int64_t, int64_t z, int64_t y, int64_t x) { return double(z + y + x); }, g);
+  }
+  ConvertOptions o;
+  REQUIRE(ParseSpacing("auto", &o.preprocess).ok());
+  o.dry_run = true;
+  auto r = RunConvert(dir / "src", dir / "out", o);
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  // Median spacing (z 5, y 0.75, x 1.0); z is over 3x coarser with over 3x fewer voxels, so
+  // z takes the 10th percentile of its spacings: 4.0 + 0.4 * (4.5 - 4.0) = 4.2.
+  CHECK_THAT(Notes(*r), Catch::Contains("resampled to spacing 4.2,0.75,1 (z,y,x; auto: median of 5 case(s); anisotropic"));
+  CHECK(detail::Percentile({1, 2, 3, 4}, 50) == 2.5);
+  CHECK(detail::Percentile({5, 1, 3}, 10) == Approx(1.4));
+}
+
+TEST_CASE("preprocess: crop then uncrop on the source grid is the identity; the crop box spans every channel") {
+  TempDir dir;
+  auto inside = [](int64_t z, int64_t y, int64_t x) { return z >= 2 && z < 6 && y >= 3 && y < 8 && x >= 1 && x < 9; };
+  WriteFn(dir / "src/images/v.nii", DType::kI16, {1, 8, 10, 12},
+          [&](int64_t, int64_t z, int64_t y, int64_t x) { return inside(z, y, x) ? double(z * 100 + y * 10 + x - 300) : 0.0; });
+  WriteFn(dir / "src/masks/v.nii", DType::kU8, {1, 8, 10, 12},
+          [&](int64_t, int64_t z, int64_t y, int64_t x) { return inside(z, y, x) && x > 4 ? 2.0 : 0.0; });
+  ConvertOptions o;
+  o.preprocess.crop_nonzero = true;
+  auto r = RunConvert(dir / "src", dir / "out", o);
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  auto rb = Open(dir / "out");
+  CHECK(rb.ShapeOf(0, "image") == Shape{1, 4, 5, 8});
+  CHECK(Values(rb, 0, "source.crop_box") == std::vector<double>{2, 3, 1, 4, 5, 8});
+  CHECK(Values(rb, 0, "source.shape") == std::vector<double>{8, 10, 12});
+  const Geometry g = TestGeometry();
+  const auto moved = Point(g.spacing, g.origin, g.direction, {1, 3, 2});  // ITK order of (z 2, y 3, x 1)
+  const auto origin = Values(rb, 0, "image.origin");
+  for (size_t a = 0; a < 3; ++a) CHECK(origin[a] == Approx(moved[a]).margin(1e-9));
+  for (const char* field : {"image", "mask"}) {
+    const std::string back = dir / (std::string(field) + ".nii");
+    REQUIRE(Export(dir / "out", 0, back, field, true).ok());
+    CHECK(ReadBytes(back) == ReadBytes(dir / (std::string("src/") + field + "s/v.nii")));
+  }
+  // Two channels: the box covers the nonzero voxels of both.
+  MakeDirs(dir / "nn/imagesTr");
+  WriteText(dir / "nn/dataset.json", R"({"channel_names": {"0": "T1", "1": "T2"}, "labels": {"background": 0, "x": 1}, "file_ending": ".nii.gz"})");
+  WriteFn(dir / "nn/imagesTr/c_0000.nii.gz", DType::kU8, {1, 6, 6, 6},
+          [](int64_t, int64_t z, int64_t y, int64_t x) { return z == 1 && y == 2 && x == 3 ? 5.0 : 0.0; });
+  WriteFn(dir / "nn/imagesTr/c_0001.nii.gz", DType::kU8, {1, 6, 6, 6},
+          [](int64_t, int64_t z, int64_t y, int64_t x) { return z == 4 && y == 1 && x == 4 ? 5.0 : 0.0; });
+  WriteFn(dir / "nn/labelsTr/c.nii.gz", DType::kU8, {1, 6, 6, 6}, [](int64_t, int64_t, int64_t, int64_t) { return 0.0; });
+  auto n = RunConvert(dir / "nn", dir / "nn_out", o);
+  INFO(n.status().ToString());
+  REQUIRE(n.ok());
+  CHECK(Values(Open(dir / "nn_out"), 0, "source.crop_box") == std::vector<double>{1, 1, 3, 4, 2, 2});
+}
+
+TEST_CASE("preprocess: zscore and ct statistics equal a direct computation; stored values are normalized") {
+  TempDir dir;
+  const std::string src = dir / "src";
+  WriteText(src + "/dataset.json", R"({"channel_names": {"0": "CT"}, "labels": {"background": 0, "organ": 1}, "file_ending": ".nii.gz"})");
+  auto value = [](int64_t c, int64_t z, int64_t y, int64_t x) { return double((z * 37 + y * 11 + x * 5 + c * 3) % 97) - 40; };
+  auto fg = [](int64_t z, int64_t y, int64_t x) { return (z + y + x) % 4 == 0 || (z == 1 && y == 1); };
+  std::vector<double> foreground;
+  for (int k = 0; k < 2; ++k) {
+    const std::string name = "case_" + std::to_string(k);
+    const Shape shape = {1, 4 + k, 5, 6};
+    auto fn = [&](int64_t c, int64_t z, int64_t y, int64_t x) { return value(c + k, z, y, x); };
+    WriteFn(src + "/imagesTr/" + name + "_0000.nii.gz", DType::kI16, shape, fn);
+    WriteFn(src + "/labelsTr/" + name + ".nii.gz", DType::kU8, shape,
+            [&](int64_t, int64_t z, int64_t y, int64_t x) { return fg(z, y, x) ? 1.0 : 0.0; });
+    for (int64_t z = 0; z < shape[1]; ++z)
+      for (int64_t y = 0; y < 5; ++y)
+        for (int64_t x = 0; x < 6; ++x)
+          if (fg(z, y, x)) foreground.push_back(fn(0, z, y, x));
+  }
+  WriteFn(src + "/imagesTs/case_9_0000.nii.gz", DType::kI16, {1, 3, 5, 6}, value);  // test: no mask, not counted
+  // The statistics, computed here without the library: sorted values, numpy's linear percentiles.
+  std::sort(foreground.begin(), foreground.end());
+  auto pct = [&](double p) {
+    const double h = (double(foreground.size()) - 1) * p / 100;
+    const size_t lo = size_t(h);
+    return foreground[lo] + (h - double(lo)) * (foreground[std::min(lo + 1, foreground.size() - 1)] - foreground[lo]);
+  };
+  double mean = 0, var = 0;
+  for (double v : foreground) mean += v / double(foreground.size());
+  for (double v : foreground) var += (v - mean) * (v - mean) / double(foreground.size());
+  const std::vector<double> want = {pct(0.5), pct(99.5), mean, std::sqrt(var)};
+  ConvertOptions o;
+  o.preprocess.normalize = {Normalization::kCt};
+  o.preprocess.dtype = DType::kF16;
+  auto r = RunConvert(src, dir / "out", o);
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  CHECK_THAT(Notes(*r), Catch::Contains("ct statistics of channel 0 over 2 training case(s)"));
+  auto rb = Open(dir / "out");
+  CHECK(rb.ds->manifest().fields[rb.Field("image")].dtype == DType::kF16);
+  CHECK_THAT(Option(rb.ds->manifest(), "ct_statistics"), Catch::StartsWith("[{\"channel\":0,\"clip\":["));
+  for (uint64_t i = 0; i < 3; ++i) {
+    const auto got = Values(rb, i, "image.normalization");
+    REQUIRE(got.size() == 4);
+    for (size_t k = 0; k < 4; ++k) CHECK(got[k] == Approx(want[k]).epsilon(1e-12));
+    const auto stored = AsDoubles(rb.Array(i, "image"), DType::kF16);
+    const auto source = AsDoubles(ItkVoxels(src + (i < 2 ? "/imagesTr/case_" + std::to_string(i) : std::string("/imagesTs/case_9")) + "_0000.nii.gz"), DType::kI16);
+    REQUIRE(stored.size() == source.size());
+    for (size_t k = 0; k < stored.size(); ++k) {
+      const double expect = (std::clamp(source[k], want[0], want[1]) - want[2]) / want[3];
+      CHECK(stored[k] == Approx(expect).margin(2e-3 * std::max(1.0, std::fabs(expect))));  // f16
+    }
+  }
+  // zscore: per case over all voxels.
+  ConvertOptions z;
+  z.preprocess.normalize = {Normalization::kZScore};
+  auto zr = RunConvert(src, dir / "z", z);
+  REQUIRE(zr.ok());
+  auto zb = Open(dir / "z");
+  const auto source = AsDoubles(ItkVoxels(src + "/imagesTr/case_1_0000.nii.gz"), DType::kI16);
+  double m = 0, v = 0;
+  for (double x : source) m += x / double(source.size());
+  for (double x : source) v += (x - m) * (x - m) / double(source.size());
+  const auto got = Values(zb, 1, "image.normalization");
+  CHECK(got[2] == Approx(m).epsilon(1e-12));
+  CHECK(got[3] == Approx(std::sqrt(v)).epsilon(1e-12));
+  CHECK(std::isinf(got[0]));
+  const auto stored = AsDoubles(zb.Array(1, "image"), DType::kF32);
+  for (size_t k = 0; k < stored.size(); ++k) CHECK(stored[k] == Approx((source[k] - m) / std::sqrt(v)).margin(1e-5));
+}
+
+TEST_CASE("preprocess: foreground samples are evenly strided; bad combinations fail clearly") {
+  std::vector<uint8_t> image(20), mask(20, 0);
+  for (int i = 0; i < 20; ++i) image[i] = uint8_t(i * 3), mask[i] = i % 2;  // 10 foreground voxels
+  auto s = detail::SampleForeground(image.data(), DType::kU8, {1, 4, 5}, mask.data(), DType::kU8, 1, 4);
+  REQUIRE(s.channels.size() == 1);
+  // Foreground voxel floor(k * 10 / 4) for k = 0..3: voxels 0, 2, 5, 7 of the foreground (1, 5, 11, 15).
+  CHECK(s.channels[0] == std::vector<double>{3, 15, 33, 45});
+  auto all = detail::SampleForeground(image.data(), DType::kU8, {1, 4, 5}, mask.data(), DType::kU8, 1, 100);
+  CHECK(all.channels[0].size() == 10);
+
+  TempDir dir;
+  WriteVolume(dir / "src/v.nii.gz", DType::kU8, 3, 4, 5, 1);
+  ConvertOptions ct;
+  ct.preprocess.normalize = {Normalization::kCt};
+  auto r = RunConvert(dir / "src", dir / "out", ct);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.status().ToString(), Catch::Contains("--normalize ct needs masks"));
+  ConvertOptions bad;
+  bad.preprocess.normalize = {Normalization::kZScore};
+  bad.preprocess.dtype = DType::kU8;
+  r = RunConvert(dir / "src", dir / "out", bad);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.status().ToString(), Catch::Contains("--dtype must be f16, f32 or f64"));
+  PreprocessOptions p;
+  CHECK_THAT(ParseSpacing("1,0,1", &p).ToString(), Catch::Contains("not a positive spacing"));
+  CHECK_THAT(ParseSpacing("1,1", &p).ToString(), Catch::Contains("2 value(s)"));
+  CHECK_THAT(ParseCommandLine({"src", "-o", "dst", "--normalize", "ct", "--dtype", "u8"}).status().ToString(),
+             Catch::Contains("--dtype must be f16, f32 or f64"));
+  CHECK_THAT(ParseCommandLine({"src", "-o", "dst", "--crop", "box"}).status().ToString(), Catch::Contains("--crop"));
+  CHECK_FALSE(ParseNormalize("ct,max").ok());
+  ConvertOptions two;
+  two.preprocess.spacing = {1, 1};
+  r = RunConvert(dir / "src", dir / "out", two);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.status().ToString(), Catch::Contains("--spacing gives 2 value(s)"));
+  WritePng(dir / "png/a/x.png", 1, 4, 4, 1);
+  ConvertOptions flat;
+  flat.preprocess.spacing = {1, 1, 1};
+  r = RunConvert(dir / "png", dir / "out", flat);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.status().ToString(), Catch::Contains("cannot be resampled"));
+}
+
+}  // namespace shardify::convert
