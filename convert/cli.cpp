@@ -42,7 +42,7 @@ struct Flags {
   std::string level = "auto", codec = "zstd";
   uint64_t seed = 0;
   bool dict = false, no_dict = false, overwrite = false, dry_run = false, no_fsync = false, quiet = false;
-  std::string patch_size;
+  std::string patch_size, group_by;
   uint64_t fg_locations = 10000;
   bool no_shuffle = false;
   std::string max_sample_memory = "2G", max_memory;
@@ -123,6 +123,10 @@ void Define(CLI::App& app, Flags& f) {
   app.add_option("--split", f.split,
                  "Random stratified splits, e.g. train=0.8,val=0.1,test=0.1 (default: none;\n"
                  "a layout's own split, like idx train/t10k, imagesTs or a csv split column, wins)");
+  app.add_option("--group-by", f.group_by,
+                 "With --split: keep every sample of a group in one split (stratified by label where\n"
+                 "labels allow). case (rle: caseN; nnunet: the case), day (rle: caseN_dayM), or a regex\n"
+                 "over the path field whose first group (else whole match) names the group");
   app.add_option("--seed", f.seed, "Seed of the --split assignment and of --fg-locations")->capture_default_str();
   app.add_option("--on-error", f.on_error,
                  "fail: stop at the first bad input; skip: leave it out and list it in\n"
@@ -217,6 +221,10 @@ Status ToOptions(const CLI::App& app, const Flags& f, ConvertOptions& o) {
   if (!f.split.empty()) {
     ASSIGN_OR_RETURN(o.split, ParseSplitSpec(f.split));
   }
+  if (app.count("--group-by") > 0 && (f.group_by.empty() || f.split.empty())) {
+    return InvalidArgument("--group-by needs a group (case, day or a regex) and --split");
+  }
+  o.group_by = f.group_by;
   o.seed = f.seed;
   o.shuffle = !f.no_shuffle;
   if (app.count("--patch-size") > 0) {

@@ -53,6 +53,9 @@ struct ConvertOptions {
                                        // when there are at least 1,000 of them)
   std::vector<std::pair<std::string, double>> split;  // e.g. {{"train",.8},{"val",.2}}; empty: none
   uint64_t seed = 0;                   // seeds the split assignment
+  std::string group_by;                // with `split`: keep each group in one split; "case" /
+                                       // "day" (a layout's natural groups) or a regex over the
+                                       // case name (the `path` field); see detail::GroupKeys
   bool skip_errors = false;            // --on-error skip
   bool overwrite = false;              // replace an existing dataset at dest
   bool dry_run = false;                // plan and inspect, write nothing
@@ -115,6 +118,7 @@ struct ConvertSummary {
   uint64_t bytes_in = 0;              // source bytes read
   uint64_t bytes_out = 0;             // shard and manifest bytes written
   uint64_t shards = 0;
+  uint64_t groups = 0;                // with group_by: the groups the split assigned
   double seconds = 0;
   bool dry_run = false;
   bool dictionary = false;            // a dictionary was trained and used

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include <unistd.h>
@@ -106,6 +107,7 @@ WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan,
                           {"seed", std::to_string(o.seed)},
                           {"on_error", o.skip_errors ? "skip" : "fail"}};
   if (o.codec == CodecChoice::kRaw) w.provenance.options.push_back({"codec", "raw"});  // zstd output stays as it was
+  if (!o.group_by.empty()) w.provenance.options.push_back({"group_by", o.group_by});  // only then: output as before
   for (int f : {schema.image, schema.mask}) {  // only when used, so 8-bit output stays as it was
     if (f >= 0 && schema.fields[f].filter == Filter::kByteShuffle) {
       w.provenance.options.push_back({"shuffle", "true"});
@@ -249,8 +251,16 @@ Status Prepare(const ConvertOptions& o, int threads, ProgressSink* progress, Pre
     if (!errors[i].ok()) RETURN_IF_ERROR(Fail(o, sum, plan.cases[i].name, errors[i]));
   }
   if (p->schema.fields.empty()) return InvalidArgument(o.source + ": no readable inputs");
-  std::vector<std::string> split_order;
-  p->order = detail::AssignSplits(plan.cases, ok, o.split, o.seed, &split_order);
+  std::vector<std::string> split_order, groups;
+  if (!o.group_by.empty()) {
+    ASSIGN_OR_RETURN(groups, detail::GroupKeys(plan, ok, o.group_by));
+    std::set<std::string> distinct;
+    for (size_t i = 0; i < groups.size(); ++i) {
+      if (ok[i]) distinct.insert(groups[i]);
+    }
+    sum->groups = distinct.size();
+  }
+  p->order = detail::AssignSplits(plan.cases, ok, o.split, o.seed, &split_order, groups);
   for (const auto& f : p->schema.fields) sum->fields.push_back(FieldLine(f));
   return Status::Ok();
 }

@@ -95,12 +95,17 @@ Schema BuildSchema(const SourcePlan& plan, const std::vector<CaseInfo>& infos, s
   std::vector<DType> image_dtypes, mask_dtypes;
   for (size_t i = first; i < infos.size(); ++i) {
     if (!ok[i]) continue;
+    const CaseInput& c = plan.cases[i];
+    // The file at fault: the mask file for a mask that does not fit, else the only image.
     std::string why = Mismatch(ref.image, infos[i].image, "image");
-    if (why.empty() && infos[i].has_mask) why = Mismatch(ref.mask, infos[i].mask, "mask");
+    std::string file = c.images.size() == 1 ? c.images[0] : "";
+    if (why.empty() && infos[i].has_mask) {
+      why = Mismatch(ref.mask, infos[i].mask, "mask");
+      file = c.mask;
+    }
     if (!why.empty()) {
       ok[i] = false;
-      const CaseInput& c = plan.cases[i];
-      errors[i] = InvalidArgument(c.images.size() == 1 ? c.images[0] + ": " + why : c.name + ": " + why);
+      errors[i] = InvalidArgument((file.empty() ? c.name : file) + ": " + why);
       continue;
     }
     MergeShape(image_shape, infos[i].image.shape);
@@ -116,6 +121,7 @@ Schema BuildSchema(const SourcePlan& plan, const std::vector<CaseInfo>& infos, s
     s.mask = static_cast<int>(s.fields.size());
     s.fields.push_back(NdarrayField("mask", mask_dtypes.empty() ? ref.mask.dtype : PromoteDTypes(mask_dtypes), mask_shape, "mask"));
     if (!plan.mask_labels_json.empty()) s.fields.back().meta.push_back({"labels", plan.mask_labels_json});
+    if (plan.multi_label_mask) s.fields.back().meta.push_back({"multi_label", "true"});
   }
   s.label = static_cast<int>(s.fields.size());
   s.fields.push_back(ScalarField("label", FieldKind::kInt, "label"));
@@ -134,15 +140,15 @@ Schema BuildSchema(const SourcePlan& plan, const std::vector<CaseInfo>& infos, s
   return s;
 }
 
-namespace {
-
 // Deterministic on every platform: mt19937_64 is fully specified, and so is this shuffle.
-void Shuffle(std::vector<size_t>& v, std::mt19937_64& rng) {
+void SeededShuffle(std::vector<size_t>& v, std::mt19937_64& rng) {
   for (size_t i = v.size(); i > 1; --i) {
     const uint64_t j = static_cast<uint64_t>((static_cast<unsigned __int128>(rng()) * i) >> 64);
     std::swap(v[i - 1], v[j]);
   }
 }
+
+namespace {
 
 // Split sizes for n items by the largest-remainder method.
 std::vector<size_t> Apportion(size_t n, const std::vector<std::pair<std::string, double>>& split) {
@@ -164,18 +170,20 @@ std::vector<size_t> Apportion(size_t n, const std::vector<std::pair<std::string,
 
 std::vector<size_t> AssignSplits(std::vector<CaseInput>& cases, const std::vector<bool>& ok,
                                  const std::vector<std::pair<std::string, double>>& split, uint64_t seed,
-                                 std::vector<std::string>* split_order) {
-  std::map<int64_t, std::vector<size_t>> groups;  // label -> cases needing a split
+                                 std::vector<std::string>* split_order,
+                                 const std::vector<std::string>& groups) {
+  std::map<int64_t, std::vector<size_t>> strata;  // label -> cases needing a split
   for (size_t i = 0; i < cases.size(); ++i) {
-    if (ok[i] && cases[i].split.empty()) groups[cases[i].label].push_back(i);
+    if (ok[i] && cases[i].split.empty() && (groups.empty() || split.empty())) strata[cases[i].label].push_back(i);
   }
+  if (!groups.empty() && !split.empty()) AssignGroupSplits(cases, ok, split, seed, groups);
   std::mt19937_64 rng(seed);
-  for (auto& [label, members] : groups) {
+  for (auto& [label, members] : strata) {
     if (split.empty()) {
       for (size_t i : members) cases[i].split = "train";
       continue;
     }
-    Shuffle(members, rng);
+    SeededShuffle(members, rng);
     std::vector<size_t> count = Apportion(members.size(), split);
     size_t pos = 0;
     for (size_t k = 0; k < split.size(); ++k) {
@@ -238,7 +246,7 @@ Result<SampleInput> BuildSample(const Schema& s, const CaseInput& in, CaseData&&
     return InvalidArgument(in.name + ": image shape " + ShapeToString(d.image.info.shape) + " does not fit the dataset's " + ShapeToString(img.shape));
   }
   if (s.mask >= 0 && d.has_mask && !ShapeMatches(s.fields[s.mask].shape, d.mask.info.shape)) {
-    return InvalidArgument(in.name + ": mask shape " + ShapeToString(d.mask.info.shape) + " does not fit the dataset's " + ShapeToString(s.fields[s.mask].shape));
+    return InvalidArgument((in.mask.empty() ? in.name : in.mask) + ": mask shape " + ShapeToString(d.mask.info.shape) + " does not fit the dataset's " + ShapeToString(s.fields[s.mask].shape));
   }
   SampleInput out;
   out.split = in.split;
@@ -248,7 +256,7 @@ Result<SampleInput> BuildSample(const Schema& s, const CaseInput& in, CaseData&&
     Shape ms = d.has_mask ? d.mask.info.shape : d.image.info.shape;
     if (!d.has_mask) ms[0] = 0;
     if (d.has_mask && d.mask.info.dtype != s.fields[s.mask].dtype) {
-      return InvalidArgument(in.name + ": mask dtype " + DTypeName(d.mask.info.dtype) + " differs from the dataset's " + DTypeName(s.fields[s.mask].dtype));
+      return InvalidArgument((in.mask.empty() ? in.name : in.mask) + ": mask dtype " + DTypeName(d.mask.info.dtype) + " differs from the dataset's " + DTypeName(s.fields[s.mask].dtype));
     }
     out.values[s.mask] = FieldValue::Array(std::move(d.mask.pixels), ms);
   }

@@ -1,6 +1,7 @@
 // Schema, split assignment and sample building for the pipeline (internal).
 #pragma once
 
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,10 +45,31 @@ Schema BuildSchema(const SourcePlan& plan, const std::vector<CaseInfo>& infos, s
 
 // Assigns a split to every case without one (stratified by label, seeded) and returns
 // the case order: grouped by split in `split order`, input order within a split.
-// Only cases with ok[i] take part.
+// Only cases with ok[i] take part. With `groups` (a key per case, from GroupKeys), whole
+// groups are assigned instead of cases (AssignGroupSplits).
 std::vector<size_t> AssignSplits(std::vector<CaseInput>& cases, const std::vector<bool>& ok,
                                  const std::vector<std::pair<std::string, double>>& split, uint64_t seed,
-                                 std::vector<std::string>* split_order);
+                                 std::vector<std::string>* split_order,
+                                 const std::vector<std::string>& groups = {});
+
+// --group-by: the group key of every case with ok[i] ("" for the others). `group_by` is a
+// layout's natural group ("case" for rle and nnunet, "day" for rle) or else an ECMAScript
+// regular expression searched in each case's name (the value of its `path` field); its
+// first capture group, or the whole match, is the key. InvalidArgument for a keyword the
+// layout lacks, a bad expression, or a name it does not match (naming the input).
+Result<std::vector<std::string>> GroupKeys(const SourcePlan& plan, const std::vector<bool>& ok,
+                                           const std::string& group_by);
+
+// Assigns a split to every group of cases without one: a group part of which the layout
+// already placed (a csv split column) follows that split; the others are stratified by their
+// most frequent label, shuffled (seeded), and each goes to the split furthest below its
+// share of the stratum's samples. Deterministic for a seed.
+void AssignGroupSplits(std::vector<CaseInput>& cases, const std::vector<bool>& ok,
+                       const std::vector<std::pair<std::string, double>>& split, uint64_t seed,
+                       const std::vector<std::string>& groups);
+
+// Fisher-Yates with `rng`, the same on every platform and standard library.
+void SeededShuffle(std::vector<size_t>& v, std::mt19937_64& rng);
 
 // With a non-empty `patch` (spatial, e.g. {D, H, W}): sets the chunk shape of the image
 // and mask fields to ChooseChunkShape(largest, {1, patch...}, dtype size), where `largest`

@@ -57,6 +57,7 @@ struct SourcePlan {
   bool has_mask = false;                   // every case has a mask (or rle strings)
   bool unlabeled_masks = false;            // some cases (nnU-Net imagesTs) have no mask
   std::string mask_labels_json;            // mask meta "labels"
+  bool multi_label_mask = false;           // mask meta "multi_label": one channel per class
   std::string channel_names_json;          // image meta "channel_names"
   std::vector<std::shared_ptr<const IdxSet>> idx;
   std::vector<BadEntry> bad;               // entries that could not become cases

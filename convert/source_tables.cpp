@@ -242,6 +242,7 @@ Status PlanRle(const std::string& src, SourcePlan* plan) {
   int k = 0;
   for (const auto& c : classes) labels[c] = k++;
   plan->mask_labels_json = labels.dump();
+  plan->multi_label_mask = true;
   plan->has_mask = true;
   for (const auto& f : files) {
     fs::path rel(f.rel);

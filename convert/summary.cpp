@@ -77,6 +77,7 @@ std::string FormatSummary(const ConvertSummary& s) {
   o << (s.dry_run ? "dry run (nothing written): " : "") << s.samples << " samples, layout " << s.layout << "\n";
   o << "  splits:";
   for (const auto& sp : s.splits) o << " " << sp.name << "=" << sp.samples;
+  if (s.groups > 0) o << " (" << s.groups << " groups, each in one split)";
   o << "\n";
   if (!s.classes.empty()) {
     o << "  classes (" << s.classes.size() << "):";

@@ -78,7 +78,16 @@ Result<std::vector<uint8_t>> NiftiHeaderFor(const Dataset& ds, const Array& a, D
       if (fits) return RetypeNiftiHeader(header, a.dtype);
     }
   }
-  const std::string geometry = a.source_grid ? "source" : base;  // preprocessed: the stored grid's own
+  // Preprocessed and asked for the source grid: the source's geometry. A mask without
+  // geometry of its own lies on its image's grid (docs/CONVENTIONS.md).
+  std::string geometry = base;
+  const int image = detail::FindImageField(m);
+  if (a.source_grid) {
+    geometry = "source";
+  } else if (m.FindField(base + ".spacing") < 0 && detail::MetaValue(m.fields[a.field], "role") == "mask" &&
+             image >= 0) {
+    geometry = m.fields[image].name;
+  }
   ASSIGN_OR_RETURN(auto spacing, GeometryValues(ds, a.sample, geometry + ".spacing", d));
   ASSIGN_OR_RETURN(auto origin, GeometryValues(ds, a.sample, geometry + ".origin", d));
   ASSIGN_OR_RETURN(auto direction, GeometryValues(ds, a.sample, geometry + ".direction", d));

@@ -140,6 +140,8 @@ Status SumMetrics(RankGroup& group, ClassMetrics* m) {
 }
 
 namespace {
+constexpr int64_t kFlags = 2;  // StepFlags in GradSync's last bucket: stop, report
+
 template <typename M>
 Status SumCounts(RankGroup& group, M* m) {
   ASSIGN_OR_RETURN(const std::vector<double> sums, group.Sum(m->Sums(), "summing Dice counts"));
@@ -190,7 +192,11 @@ GradSync::GradSync(RankGroup& group, std::vector<torch::Tensor> params, size_t b
     offset += p.numel();
     bytes += nbytes;
   }
-  close();
+  // The last bucket ends with the flags (without trainable parameters, it holds them alone).
+  flags_at_ = offset;
+  cur.flat = torch::zeros({offset + kFlags}, cur.params.empty() ? torch::TensorOptions(torch::kFloat)
+                                                                 : params_[cur.params[0]].options().requires_grad(false));
+  buckets_.push_back(std::move(cur));
   for (Bucket& b : buckets_) {
     for (size_t i : b.params) hooks_.push_back(params_[i].register_hook([this, i](torch::Tensor g) { OnGrad(i, g); }));
   }
@@ -203,13 +209,17 @@ GradSync::~GradSync() {
   }
 }
 
-void GradSync::Arm(bool sync) {
+void GradSync::Arm(bool sync, const StepFlags& mine) {
   std::lock_guard<std::mutex> lock(mu_);
   armed_ = sync;
   if (!sync) return;
   std::fill(seen_.begin(), seen_.end(), false);
   for (Bucket& b : buckets_) b.pending = b.params.size();
   next_ = 0;
+  torch::NoGradGuard no_grad;
+  const torch::Tensor flags = buckets_.back().flat.narrow(0, flags_at_, kFlags);
+  flags[0].fill_(mine.stop ? 1 : 0);  // fills, not a copy from the host: no wait on a device
+  flags[1].fill_(mine.report ? 1 : 0);
 }
 
 // The gradient `grad` of this pass plus what .grad accumulated before it is the local
@@ -233,7 +243,8 @@ void GradSync::StartReady() {
   }
 }
 
-Status GradSync::Finish() {
+Status GradSync::Finish(StepFlags* any) {
+  if (any != nullptr) *any = StepFlags();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!armed_) return Status::Ok();
@@ -262,6 +273,11 @@ Status GradSync::Finish() {
       if (p.grad().defined()) p.mutable_grad().copy_(avg);
       else p.mutable_grad() = avg.clone();
     }
+  }
+  if (any != nullptr) {  // averaged: above 0 where any rank set the flag
+    const torch::Tensor f = buckets_.back().flat.narrow(0, flags_at_, kFlags).to(torch::kCPU, torch::kDouble);
+    any->stop = f[0].item<double>() > 0;
+    any->report = f[1].item<double>() > 0;
   }
   return Status::Ok();
 }

@@ -68,12 +68,20 @@ class RankGroup {
   std::unique_ptr<Impl> impl_;
 };
 
+// What a rank tells the others at a synchronized step; GradSync::Finish returns each as
+// set on any rank.
+struct StepFlags {
+  bool stop = false;    // this rank was asked to stop (TrainOptions::stop)
+  bool report = false;  // this rank's clock asks for a progress report now
+};
+
 // Gradient averaging across ranks in buckets (about `bucket_bytes` each, the first at most
 // 1 MiB), launched while
 // the backward pass still runs: a hook on every parameter copies its gradient into its
 // bucket, and a bucket whose gradients are all in starts its all-reduce at once. Buckets
 // hold the parameters in reverse order (the order backward produces their gradients) and
-// start in bucket order on every rank.
+// start in bucket order on every rank. The last bucket also carries the StepFlags, so that
+// the ranks learn each other's at every synchronized step without a collective of their own.
 class GradSync {
  public:
   GradSync(RankGroup& group, std::vector<torch::Tensor> params, size_t bucket_bytes);
@@ -83,11 +91,14 @@ class GradSync {
 
   // Before a backward pass: whether its gradients (plus those accumulated in .grad since
   // the last synchronized pass) are to be averaged (the last micro-batch before an
-  // optimizer step). Other passes only accumulate locally.
-  void Arm(bool sync);
+  // optimizer step). Other passes only accumulate locally, and carry no flags: `mine`
+  // counts only when `sync`.
+  void Arm(bool sync, const StepFlags& mine = {});
   // After a synchronized backward: starts the buckets not started yet, waits for all and
-  // writes the averages into every parameter's .grad. Ok and nothing done when not armed.
-  Status Finish();
+  // writes the averages into every parameter's .grad; `*any` (when given) gets the flags
+  // set on any rank. Ok, nothing done and `*any` all false when not armed. On a CUDA
+  // device, reading the flags waits for the all-reduce to end.
+  Status Finish(StepFlags* any = nullptr);
 
  private:
   struct Bucket {
@@ -105,6 +116,7 @@ class GradSync {
   std::vector<Bucket> buckets_;
   std::vector<unsigned> hooks_;
   std::vector<bool> seen_;
+  int64_t flags_at_ = 0;  // offset of the flags in the last bucket
   size_t next_ = 0;      // first bucket not started
   bool armed_ = false;
   std::mutex mu_;

@@ -52,13 +52,8 @@ Result<int64_t> NumClasses(const Manifest& m, const TrainOptions& o, bool seg) {
   if (!seg && !m.classes.empty()) return static_cast<int64_t>(m.classes.size());
   if (seg) {
     const int f = m.FindField(o.mask_field);
-    if (f >= 0) {
-      for (const KeyValue& kv : m.fields[f].meta) {
-        if (kv.key != "labels") continue;
-        nlohmann::json j = nlohmann::json::parse(kv.value, nullptr, false);
-        if (j.is_object() && !j.empty()) return static_cast<int64_t>(j.size());
-      }
-    }
+    const size_t named = f >= 0 ? detail::DescribeMask(m.fields[f]).names.size() : 0;
+    if (named > 0) return static_cast<int64_t>(named);
     for (const FieldStats& st : m.stats) {
       if (st.field == o.mask_field && st.count > 0) return static_cast<int64_t>(st.max) + 1;
     }
@@ -76,6 +71,24 @@ Status DescribeVolume(const TrainOptions& o, const Shape& shape, Setup& s) {
   s.spec.overlap = o.overlap;
   s.model.height = o.patch[1];
   s.model.width = o.patch[2];
+  return Status::Ok();
+}
+
+// A mask of one channel per class (docs/CONVENTIONS.md) trains one sigmoid per class.
+Status DescribeMultiLabel(const TrainOptions& o, Setup& s) {
+  const int f = s.ds->manifest().FindField(o.mask_field);
+  if (f < 0) return Status::Ok();  // CheckLabeled says so
+  const FieldSpec& mask = s.ds->manifest().fields[f];
+  const detail::MaskClasses classes = detail::DescribeMask(mask);
+  if (!classes.multi_label) return Status::Ok();
+  const int64_t k = mask.shape.empty() ? -1 : mask.shape[0];
+  if (k < 1 || k > kMaxMultiLabels || k != s.model.num_classes) {
+    return InvalidArgument(s.ds->dir() + ": multi-label field '" + o.mask_field + "' has shape " +
+                           ShapeToString(mask.shape) + " for " + std::to_string(s.model.num_classes) +
+                           " classes; one channel per class (1.." + std::to_string(kMaxMultiLabels) + ") is needed");
+  }
+  s.spec.multi_label = true;
+  s.spec.class_names = classes.names;
   return Status::Ok();
 }
 
@@ -107,6 +120,7 @@ Status DescribeData(const TrainOptions& o, Setup& s) {
   s.model.height = std::max<int64_t>(s.model.height, 1);
   s.model.width = std::max<int64_t>(s.model.width, 1);
   ASSIGN_OR_RETURN(s.model.num_classes, NumClasses(m, o, s.spec.segmentation));
+  if (s.spec.segmentation) RETURN_IF_ERROR(DescribeMultiLabel(o, s));
   s.spec.mean = 0;
   s.spec.stddev = DefaultScale(m.fields[f].dtype);
   for (const FieldStats& st : m.stats) {
@@ -129,7 +143,8 @@ Status PrepareAugment(const TrainOptions& o, Setup& s) {
   if (s.spec.segmentation && f >= 0) {
     const DType dtype = s.ds->manifest().fields[f].dtype;
     ASSIGN_OR_RETURN(torch::ScalarType type, TorchType(dtype));
-    a.label_pad = ToLabelMap(torch::full({1}, kLabelPad, torch::kLong).to(type), dtype, 0).item<int64_t>();
+    const torch::Tensor pad = torch::full({1}, kLabelPad, torch::kLong).to(type);
+    a.label_pad = s.spec.multi_label ? -1 : ToLabelMap(pad, dtype, 0).item<int64_t>();  // packed: -1 is unlabeled
   }
   const std::vector<int64_t> patch = a.margin ? s.spec.patch : std::vector<int64_t>{s.model.height, s.model.width};
   ASSIGN_OR_RETURN(NnUnetAugment aug, NnUnetAugment::Create(patch, a));
@@ -226,8 +241,10 @@ struct EpochClock {
 class Trainer {
  public:
   Trainer(const TrainOptions& o, Setup& s, std::shared_ptr<Model> model,
-          std::unique_ptr<torch::optim::Optimizer> opt, std::unique_ptr<Loader> loader, detail::RankGroup* group)
-      : o_(o), s_(s), model_(std::move(model)), opt_(std::move(opt)), loader_(std::move(loader)), group_(group) {
+          std::unique_ptr<torch::optim::Optimizer> opt, std::unique_ptr<Loader> loader, detail::RankGroup* group,
+          Clock::time_point start)
+      : o_(o), s_(s), model_(std::move(model)), opt_(std::move(opt)), loader_(std::move(loader)), group_(group),
+        start_(start), last_progress_(start) {
     sched_ = o.schedule;
     const int64_t per_epoch = (int64_t(loader_->batches_per_epoch()) + o.accumulate - 1) / o.accumulate;
     sched_.total_steps = std::max<int64_t>(per_epoch * int64_t(o.epochs), 1);
@@ -246,8 +263,7 @@ class Trainer {
 
   Result<TrainSummary> Run() {
     model_->train();
-    uint64_t batches = 0;
-    while (o_.max_steps == 0 || batches < o_.max_steps) {
+    while (!Stopping()) {
       inflight_.Release(2);
       const auto t0 = Clock::now();
       Result<std::shared_ptr<Batch>> next = loader_->Next();
@@ -256,18 +272,28 @@ class Trainer {
       const auto t1 = Clock::now();
       if (!batch) break;
       RETURN_IF_ERROR(Step(batch));
-      ++batches;
+      ++summary_.steps;
       clock_.wait += Seconds(t1 - t0);
       clock_.busy += Seconds(Clock::now() - t0);
+      at_ = {batch->epoch, batch->step};
       const bool last = batch->step + 1 == loader_->batches_per_epoch();
-      if (last || (batch->step + 1) % std::max<uint64_t>(o_.progress_every, 1) == 0) {
+      const bool due = last || (batch->step + 1) % std::max<uint64_t>(o_.progress_every, 1) == 0;
+      // Every rank takes the same branches (SyncClock is a collective): `due` follows the
+      // step count, and a report between those points follows rank 0's clock, which the
+      // other ranks learn with the step's gradients, never from their own clocks.
+      if (due || (group_ ? agreed_.report : ClockDue())) {
         RETURN_IF_ERROR(SyncClock());
         if (o_.on_step && Leader()) Progress(*batch);
-        RETURN_IF_ERROR(CheckFinite(*batch));
       }
-      if (last) RETURN_IF_ERROR(EndEpoch(batch->epoch));
+      if (due) RETURN_IF_ERROR(CheckFinite());
+      if (last) RETURN_IF_ERROR(EndEpoch(batch->epoch, false));
     }
     inflight_.Release(0);
+    if (clock_.steps > 0) {  // stopped within an epoch: report on the model as it is now
+      RETURN_IF_ERROR(SyncClock());
+      RETURN_IF_ERROR(CheckFinite());
+      RETURN_IF_ERROR(EndEpoch(at_.epoch, true));
+    }
     return Finish();
   }
 
@@ -286,15 +312,18 @@ class Trainer {
     torch::Tensor loss;
     {
       detail::AutocastScope amp(o_.amp && s_.device.is_cuda());
-      loss = detail::TaskLoss(model_->forward(io.image), target, s_.spec.segmentation);
+      loss = detail::TaskLoss(model_->forward(io.image), target, s_.spec);
     }
     const bool epoch_end = batch->step + 1 == loader_->batches_per_epoch();
-    if (sync_) sync_->Arm(micro_ + 1 == o_.accumulate || epoch_end);
+    // A stop request and rank 0's progress clock travel with the gradients (no collective
+    // of their own), so every rank learns them after the same step.
+    if (sync_) sync_->Arm(micro_ + 1 == o_.accumulate || epoch_end, {LocalStop(), ClockDue()});
     (loss / double(o_.accumulate)).backward();
     if (sync_) {
       const auto c0 = Clock::now();
-      RETURN_IF_ERROR(sync_->Finish());
+      RETURN_IF_ERROR(sync_->Finish(&agreed_));
       clock_.comm += Seconds(Clock::now() - c0);
+      stop_agreed_ = stop_agreed_ || agreed_.stop;
     }
     last_loss_ = loss.detach();
     clock_.loss_sum = clock_.loss_sum.defined() ? clock_.loss_sum + last_loss_ : last_loss_.clone();
@@ -320,11 +349,48 @@ class Trainer {
     info.samples_per_s = shown_.busy > 0 ? double(shown_.samples) / shown_.busy : 0;
     info.data_wait_fraction = shown_.busy > 0 ? shown_.wait / shown_.busy : 0;
     o_.on_step(info);
+    last_progress_ = Clock::now();
+  }
+
+  // Whether the run ends before the next batch: max_steps (the same on every rank) is
+  // reached, or a stop was asked (distributed: on some rank, and every rank knows).
+  bool Stopping() {
+    if (o_.max_steps > 0 && summary_.steps >= o_.max_steps) return true;
+    summary_.stopped = group_ ? stop_agreed_ : LocalStop();
+    return summary_.stopped;
+  }
+  bool LocalStop() const { return o_.stop != nullptr && o_.stop->load(); }
+
+  // Whether this rank's clock asks for a progress report between the every-N-batches
+  // points: only rank 0 reports.
+  bool ClockDue() const {
+    return o_.on_step && Leader() && Seconds(Clock::now() - last_progress_) >= o_.progress_seconds;
+  }
+
+  // Reports evaluation progress every progress_seconds, and at the end when it did before.
+  detail::EvalProgress EvalCallback(const std::string& split) const {
+    if (!o_.on_eval || !Leader()) return {};
+    auto last = std::make_shared<std::pair<Clock::time_point, bool>>(Clock::now(), false);
+    return [this, split, last](uint64_t done, uint64_t total) {
+      const bool due = Seconds(Clock::now() - last->first) >= o_.progress_seconds;
+      if (!due && !(done >= total && last->second)) return;
+      *last = {Clock::now(), true};
+      o_.on_eval(split, done, total);
+    };
+  }
+
+  Result<detail::EvalResult> Evaluate(const std::string& split, const std::string& prefix) {
+    const auto t0 = Clock::now();
+    Result<detail::EvalResult> r = detail::Evaluate(*model_, s_.ds, split, s_.spec, s_.model.num_classes, s_.device,
+                                                    o_.batch_size, o_.threads, prefix, EvalCallback(split), group_);
+    summary_.validation_seconds += Seconds(Clock::now() - t0);
+    return r;
   }
 
   // A loss that is NaN or infinite anywhere in the epoch so far (the device-side sum
   // carries it) means the run diverged: it stops before anything is saved from it.
-  Status CheckFinite(const Batch& batch) const {
+  Status CheckFinite() const {
+    const Position& batch = at_;
     const double loss = shown_.Loss();
     if (std::isfinite(loss)) return Status::Ok();
     char lr[32];
@@ -360,9 +426,13 @@ class Trainer {
     return s_.ds->dir() + ", split '" + split + "'";
   }
 
-  Status EndEpoch(uint64_t epoch);
-  Status SaveCheckpoints(const EpochRecord& r, bool improved);
+  Status EndEpoch(uint64_t epoch, bool partial);
+  Status SaveCheckpoints(bool improved);
   Result<TrainSummary> Finish();
+
+  struct Position {
+    uint64_t epoch = 0, step = 0;
+  };
 
   const TrainOptions& o_;
   Setup& s_;
@@ -384,11 +454,18 @@ class Trainer {
   std::unique_ptr<detail::GradSync> sync_;
   EpochClock shown_;                      // clock_ over all ranks at the last progress point
   double total_comm_ = 0;
+  Clock::time_point start_, last_progress_;
+  Position at_;                           // the last batch trained
+  detail::StepFlags agreed_;              // what some rank flagged at the last step (group)
+  bool stop_agreed_ = false;              // some rank asked to stop, and every rank knows
 };
 
-Status Trainer::EndEpoch(uint64_t epoch) {
+// An epoch's end, or with `partial` the end of a run stopped within epoch `epoch`.
+Status Trainer::EndEpoch(uint64_t epoch, bool partial) {
   EpochRecord r;
   r.epoch = epoch + 1;
+  r.partial = partial;
+  r.steps = clock_.steps;  // this rank's: the same on every rank
   r.train_loss = shown_.Loss();
   r.seconds = shown_.busy;
   r.samples_per_s = shown_.busy > 0 ? double(shown_.samples) / shown_.busy : 0;
@@ -397,9 +474,7 @@ Status Trainer::EndEpoch(uint64_t epoch) {
   r.val_loss = kNaN;
   if (group_) RETURN_IF_ERROR(detail::AverageBuffers(*group_, *model_));
   if (s_.has_val) {
-    ASSIGN_OR_RETURN(detail::EvalResult ev,
-                     detail::Evaluate(*model_, s_.ds, o_.val_split, s_.spec, s_.model.num_classes,
-                                      s_.device, o_.batch_size, o_.threads, "val", group_));
+    ASSIGN_OR_RETURN(detail::EvalResult ev, Evaluate(o_.val_split, "val"));
     r.val_loss = ev.loss;
     r.metrics = ev.metrics;
   }
@@ -412,17 +487,17 @@ Status Trainer::EndEpoch(uint64_t epoch) {
   total_comm_ += shown_.comm;
   total_samples_ += shown_.samples;
   clock_ = shown_ = EpochClock();
-  summary_.epochs = epoch + 1;
+  if (!partial) summary_.epochs = epoch + 1;
   summary_.history.push_back(r);
   if (!Leader()) return Status::Ok();  // rank 0 writes and reports
-  RETURN_IF_ERROR(SaveCheckpoints(r, improved));
+  RETURN_IF_ERROR(SaveCheckpoints(improved));
   RETURN_IF_ERROR(AppendMetricsLine(o_.out_dir + "/metrics.jsonl", r));
   RETURN_IF_ERROR(WriteCurvePng(o_.out_dir + "/curve.png", summary_.history, s_.curve_metric));
   if (o_.on_epoch) o_.on_epoch(r);
   return Status::Ok();
 }
 
-Status Trainer::SaveCheckpoints(const EpochRecord& r, bool improved) {
+Status Trainer::SaveCheckpoints(bool improved) {
   CheckpointMeta meta;
   meta.model = s_.model;
   meta.task = s_.spec.segmentation ? "segmentation" : "classification";
@@ -431,7 +506,9 @@ Status Trainer::SaveCheckpoints(const EpochRecord& r, bool improved) {
   meta.stddev = s_.spec.stddev;
   meta.resize_h = s_.spec.resize_h;
   meta.resize_w = s_.spec.resize_w;
-  meta.epochs_done = r.epoch;
+  meta.epochs_done = summary_.epochs;  // a partial epoch resumes at its next step
+  meta.multi_label = s_.spec.multi_label;
+  meta.mask_classes = s_.spec.class_names;
   meta.optimizer_step = opt_step_;
   meta.sampler = loader_->State();
   meta.world_size = s_.world_size;
@@ -448,11 +525,6 @@ Status Trainer::SaveCheckpoints(const EpochRecord& r, bool improved) {
 }
 
 Result<TrainSummary> Trainer::Finish() {
-  RETURN_IF_ERROR(SyncClock());  // a run cut short by max_steps
-  total_wait_ += shown_.wait;
-  total_busy_ += shown_.busy;
-  total_comm_ += shown_.comm;
-  total_samples_ += shown_.samples;
   summary_.seconds = total_busy_;
   summary_.samples_per_s = total_busy_ > 0 ? double(total_samples_) / total_busy_ : 0;
   summary_.data_wait_fraction = total_busy_ > 0 ? total_wait_ / total_busy_ : 0;
@@ -464,11 +536,10 @@ Result<TrainSummary> Trainer::Finish() {
     if (s_.ds->manifest().FindSplit(o_.test_split) == nullptr) {
       return NotFound(s_.ds->dir() + ": no split '" + o_.test_split + "' to test on");
     }
-    ASSIGN_OR_RETURN(detail::EvalResult ev,
-                     detail::Evaluate(*model_, s_.ds, o_.test_split, s_.spec, s_.model.num_classes,
-                                      s_.device, o_.batch_size, o_.threads, "test", group_));
+    ASSIGN_OR_RETURN(detail::EvalResult ev, Evaluate(o_.test_split, "test"));
     summary_.metrics.insert(summary_.metrics.end(), ev.metrics.begin(), ev.metrics.end());
   }
+  summary_.wall_seconds = Seconds(Clock::now() - start_);
   return summary_;
 }
 
@@ -514,8 +585,8 @@ void ConfigureTorch(const TrainOptions& o) {
   torch::manual_seed(o.seed);
 }
 
-// Everything after joining the process group (null: one process).
-Result<TrainSummary> TrainJoined(const TrainOptions& o, detail::RankGroup* group) {
+// Everything after joining the process group (null: one process); the run began at `start`.
+Result<TrainSummary> TrainJoined(const TrainOptions& o, detail::RankGroup* group, Clock::time_point start) {
   Setup s;
   RETURN_IF_ERROR(Prepare(o, s));
   ConfigureTorch(o);
@@ -530,20 +601,21 @@ Result<TrainSummary> TrainJoined(const TrainOptions& o, detail::RankGroup* group
   if (!o.resume.empty()) RETURN_IF_ERROR(LoadCheckpoint(o.resume, *model, opt.get()));
   if (group) RETURN_IF_ERROR(detail::BroadcastModel(*group, *model));
   ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, TrainLoader(o, s));
-  Trainer trainer(o, s, std::move(model), std::move(opt), std::move(loader), group);
+  Trainer trainer(o, s, std::move(model), std::move(opt), std::move(loader), group, start);
   return trainer.Run();
 }
 
 // A distributed run joins first, so that its ranks hear of each other's errors.
 Result<TrainSummary> TrainImpl(const TrainOptions& o) {
-  if (o.dist.world_size <= 1) return TrainJoined(o, nullptr);
+  const auto start = Clock::now();
+  if (o.dist.world_size <= 1) return TrainJoined(o, nullptr, start);
   RETURN_IF_ERROR(CheckTrainOptions(o));
   ASSIGN_OR_RETURN(torch::Device device, detail::PickDevice(o.device));
   RETURN_IF_ERROR(detail::RankDevice(o.dist, &device));
   ASSIGN_OR_RETURN(std::unique_ptr<detail::RankGroup> group, detail::RankGroup::Join(o.dist, device));
   Result<TrainSummary> r = Internal("not run");
   try {
-    r = TrainJoined(o, group.get());
+    r = TrainJoined(o, group.get(), start);
   } catch (const std::exception& e) {
     const std::string what = e.what();
     group->Leave(Internal(what.substr(0, what.find('\n'))));
@@ -564,7 +636,10 @@ nlohmann::json JsonNumber(double v) { return std::isfinite(v) ? nlohmann::json(v
 std::string SummaryJson(const TrainSummary& s) {
   nlohmann::ordered_json j;
   j["epochs"] = s.epochs;
+  j["steps"] = s.steps;
   j["seconds"] = JsonNumber(s.seconds);
+  j["wall_seconds"] = JsonNumber(s.wall_seconds);
+  j["validation_seconds"] = JsonNumber(s.validation_seconds);
   j["samples_per_s"] = JsonNumber(s.samples_per_s);
   j["data_wait_fraction"] = JsonNumber(s.data_wait_fraction);
   j["best_metric"] = JsonNumber(s.best_metric);

@@ -5,6 +5,8 @@
 #include <torch/version.h>
 
 #include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "trainer/distributed_internal.h"
@@ -86,15 +88,34 @@ Result<Inputs> BatchInputs(const std::shared_ptr<Batch>& batch, const DataSpec& 
                           spec.spatial_rank());
   const std::string& tname = spec.segmentation ? spec.mask_field : spec.label_field;
   const BatchField* tf = batch->Find(tname);
-  Result<torch::Tensor> target = FieldTensor(batch, tname);
+  const int64_t b = static_cast<int64_t>(batch->size());
+  Result<torch::Tensor> target =
+      spec.targets ? FieldTensor(batch, tname) : Result<torch::Tensor>(torch::full({b}, -1, torch::kLong));
   if (!target.ok()) return fail(target.status());
   torch::Tensor t = ToDevice(*target, device, batch->pinned);
-  in.target = spec.segmentation ? ToLabelMap(t, tf->dtype, spec.spatial_rank()) : t.to(torch::kLong);
+  if (!spec.targets) {
+    in.target = t;
+  } else if (spec.multi_label) {
+    if (tf->shape.size() != rank + 2) {
+      return fail(InvalidArgument("multi-label field '" + tname + "' has batch shape " + ShapeToString(tf->shape) +
+                                  "; expected [B, K, spatial...]"));
+    }
+    in.target = PackLabels(t, tf->dtype);
+  } else {
+    in.target = spec.segmentation ? ToLabelMap(t, tf->dtype, spec.spatial_rank()) : t.to(torch::kLong);
+  }
+  if (!spec.patch.empty()) return in;
+  for (const Shape& s : img->sample_shapes) in.sizes.push_back({s[s.size() - 2], s.back()});
+  const bool maps = spec.segmentation && spec.targets;
+  ImageMask io = ResizeEach({in.image, maps ? in.target : torch::Tensor()}, in.sizes, spec.resize_h, spec.resize_w);
+  in.image = io.image;
+  if (maps) in.target = io.mask;
   return in;
 }
 
-torch::Tensor TaskLoss(const torch::Tensor& logits, const torch::Tensor& target, bool segmentation) {
-  if (segmentation) return DiceCeLoss(logits, target);
+torch::Tensor TaskLoss(const torch::Tensor& logits, const torch::Tensor& target, const DataSpec& spec) {
+  if (spec.multi_label) return BceDiceLoss(logits, target);
+  if (spec.segmentation) return DiceCeLoss(logits, target);
   // Unlabeled samples (-1) are ignored by cross-entropy's default ignore index.
   return ClassificationLoss(logits, target.masked_fill(target < 0, -100));
 }
@@ -123,7 +144,37 @@ torch::Tensor VolumeProbs(Model& model, const torch::Tensor& image, const DataSp
   w.overlap = spec.overlap;
   w.batch = static_cast<int64_t>(std::max<size_t>(batch_size, 1));
   w.pad_value = -spec.mean / (spec.stddev > 0 ? spec.stddev : 1);  // raw 0, as patches are padded
+  w.sigmoid = spec.multi_label;
   return SlidingWindowProbs(model, image, w);
+}
+
+torch::Tensor Predictions(const torch::Tensor& outputs, const DataSpec& spec, bool probs) {
+  if (spec.multi_label) return outputs > (probs ? 0.5 : 0.0);  // sigmoid(z) > 0.5 <=> z > 0
+  return outputs.argmax(1);
+}
+
+MaskClasses DescribeMask(const FieldSpec& mask) {
+  MaskClasses c;
+  std::string flag;
+  std::map<int64_t, std::string> by_value;
+  std::vector<std::string> others;  // nnU-Net regions: a list of values
+  for (const KeyValue& kv : mask.meta) {
+    if (kv.key == "multi_label") flag = kv.value;
+    if (kv.key != "labels") continue;
+    const nlohmann::json j = nlohmann::json::parse(kv.value, nullptr, false);
+    if (!j.is_object()) continue;
+    for (const auto& [name, value] : j.items()) {
+      if (value.is_number_integer() && by_value.emplace(value.get<int64_t>(), name).second) continue;
+      others.push_back(name);
+    }
+  }
+  for (const auto& [value, name] : by_value) c.names.push_back(name);
+  c.names.insert(c.names.end(), others.begin(), others.end());
+  const int64_t k = mask.shape.empty() ? 0 : mask.shape[0];
+  const bool numbered = k > 1 && others.empty() && static_cast<int64_t>(by_value.size()) == k &&
+                        by_value.begin()->first == 0 && by_value.rbegin()->first == k - 1;
+  c.multi_label = flag.empty() ? numbered : flag == "true";
+  return c;
 }
 
 namespace {
@@ -137,10 +188,11 @@ uint64_t OwnedOf(const Dataset& ds, const std::string& split, const RankGroup* g
 }
 
 void AddDiceMetrics(const std::string& prefix, double mean_foreground, const std::vector<double>& per_class,
-                    EvalResult* r) {
+                    const DataSpec& spec, EvalResult* r) {
   r->metrics.emplace_back(prefix + "_dice", mean_foreground);
   for (size_t c = 0; c < per_class.size(); ++c) {
-    r->metrics.emplace_back(prefix + "_dice_" + std::to_string(c), per_class[c]);
+    const bool named = spec.multi_label && c < spec.class_names.size();
+    r->metrics.emplace_back(prefix + "_dice_" + (named ? spec.class_names[c] : std::to_string(c)), per_class[c]);
   }
 }
 
@@ -148,14 +200,15 @@ void AddDiceMetrics(const std::string& prefix, double mean_foreground, const std
 Result<EvalResult> EvaluateVolumes(Model& model, const std::shared_ptr<const Dataset>& ds,
                                    const std::string& split, const DataSpec& spec, int64_t num_classes,
                                    const torch::Device& device, size_t batch_size, size_t threads,
-                                   const std::string& prefix, RankGroup* group) {
+                                   const std::string& prefix, const EvalProgress& progress, RankGroup* group) {
   ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, SplitLoader(ds, split, spec, 1, threads, group));
   torch::NoGradGuard no_grad;
   model.eval();
-  CaseDiceMetrics dice(num_classes);
+  CaseDiceMetrics dice(num_classes, spec.multi_label);
   double loss_sum = 0;
   const std::string where = ds->dir() + ", split '" + split + "'";
   uint64_t owned = OwnedOf(*ds, split, group);
+  const uint64_t total = owned;
   while (true) {
     ASSIGN_OR_RETURN(std::shared_ptr<Batch> batch, loader->Next());
     if (!batch) break;
@@ -163,10 +216,12 @@ Result<EvalResult> EvaluateVolumes(Model& model, const std::shared_ptr<const Dat
     --owned;
     ASSIGN_OR_RETURN(Inputs in, BatchInputs(batch, spec, device, where));
     // A batch of one case has the case's own shape (the Loader pads only to the batch's largest).
-    const torch::Tensor image = in.image[0], target = in.target[0];
-    torch::Tensor probs = VolumeProbs(model, image, spec, batch_size);
-    loss_sum += DiceCeFromLogProbs(probs.clamp_min(1e-8).log().unsqueeze(0), target.unsqueeze(0)).item<double>();
-    dice.Add(probs.argmax(0), target);
+    const torch::Tensor image = in.image[0], target = in.target.narrow(0, 0, 1);
+    torch::Tensor probs = VolumeProbs(model, image, spec, batch_size).unsqueeze(0);
+    loss_sum += (spec.multi_label ? BceDiceFromProbs(probs, target)
+                                  : DiceCeFromLogProbs(probs.clamp_min(1e-8).log(), target)).item<double>();
+    dice.Add(Predictions(probs, spec, true), target);
+    if (progress) progress(dice.cases(), total);
   }
   model.train();
   if (group != nullptr) {
@@ -178,7 +233,7 @@ Result<EvalResult> EvaluateVolumes(Model& model, const std::shared_ptr<const Dat
   const uint64_t n = dice.cases();
   r.loss = n ? loss_sum / double(n) : std::numeric_limits<double>::quiet_NaN();
   r.metrics.emplace_back(prefix + "_loss", r.loss);
-  AddDiceMetrics(prefix, dice.MeanForeground(), dice.PerClass(), &r);
+  AddDiceMetrics(prefix, dice.MeanForeground(), dice.PerClass(), spec, &r);
   return r;
 }
 
@@ -187,36 +242,36 @@ Result<EvalResult> EvaluateVolumes(Model& model, const std::shared_ptr<const Dat
 Result<EvalResult> Evaluate(Model& model, const std::shared_ptr<const Dataset>& ds,
                             const std::string& split, const DataSpec& spec, int64_t num_classes,
                             const torch::Device& device, size_t batch_size, size_t threads,
-                            const std::string& prefix, RankGroup* group) {
+                            const std::string& prefix, const EvalProgress& progress, RankGroup* group) {
   if (!spec.patch.empty()) {
-    return EvaluateVolumes(model, ds, split, spec, num_classes, device, batch_size, threads, prefix, group);
+    return EvaluateVolumes(model, ds, split, spec, num_classes, device, batch_size, threads, prefix, progress,
+                           group);
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, SplitLoader(ds, split, spec, batch_size, threads, group));
   torch::NoGradGuard no_grad;
   model.eval();
   ClassMetrics cls(num_classes);
-  DiceMetrics dice(num_classes);
+  DiceMetrics dice(num_classes, spec.multi_label);
   double loss_sum = 0;
   uint64_t n = 0;
   const std::string where = ds->dir() + ", split '" + split + "'";
   uint64_t owned = OwnedOf(*ds, split, group);
+  const uint64_t total = owned;
   while (true) {
     ASSIGN_OR_RETURN(std::shared_ptr<Batch> batch, loader->Next());
     if (!batch) break;
     const int64_t keep = static_cast<int64_t>(std::min<uint64_t>(batch->size(), owned));
     if (keep == 0) continue;
     owned -= static_cast<uint64_t>(keep);
-    ASSIGN_OR_RETURN(Inputs in, BatchInputs(batch, spec, device, where));
+    ASSIGN_OR_RETURN(Inputs in, BatchInputs(batch, spec, device, where));  // resized as in training
     in.image = in.image.narrow(0, 0, keep);
     in.target = in.target.narrow(0, 0, keep);
-    ImageMask io = Resize({in.image, spec.segmentation ? in.target : torch::Tensor()},
-                          spec.resize_h, spec.resize_w);
-    torch::Tensor target = spec.segmentation ? io.mask : in.target;
-    torch::Tensor logits = model.forward(io.image).to(torch::kFloat);
-    loss_sum += TaskLoss(logits, target, spec.segmentation).item<double>() * double(keep);
+    torch::Tensor logits = model.forward(in.image).to(torch::kFloat);
+    loss_sum += TaskLoss(logits, in.target, spec).item<double>() * double(keep);
     n += static_cast<uint64_t>(keep);
-    if (spec.segmentation) dice.Add(logits.argmax(1), target);
-    else cls.Add(logits, target);
+    if (spec.segmentation) dice.Add(Predictions(logits, spec, false), in.target);
+    else cls.Add(logits, in.target);
+    if (progress) progress(n, total);
   }
   model.train();
   if (group != nullptr) {
@@ -229,7 +284,7 @@ Result<EvalResult> Evaluate(Model& model, const std::shared_ptr<const Dataset>& 
   r.loss = n ? loss_sum / double(n) : std::numeric_limits<double>::quiet_NaN();
   r.metrics.emplace_back(prefix + "_loss", r.loss);
   if (spec.segmentation) {
-    AddDiceMetrics(prefix, dice.MeanForeground(), dice.PerClass(), &r);
+    AddDiceMetrics(prefix, dice.MeanForeground(), dice.PerClass(), spec, &r);
   } else {
     r.metrics.emplace_back(prefix + "_accuracy", cls.Accuracy());
     r.metrics.emplace_back(prefix + "_auc", cls.MacroAuc());

@@ -6,6 +6,7 @@
 #include <c10/core/Event.h>
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -62,20 +63,38 @@ struct DataSpec {
   // whole volumes by sliding windows overlapping by `overlap`. Empty = 2D images.
   std::vector<int64_t> patch;
   double overlap = 0.5;
+  // Multi-label masks [K, spatial...]: targets are packed (PackLabels), the model has K
+  // sigmoid outputs, Dice is reported per class name.
+  bool multi_label = false;
+  std::vector<std::string> class_names;  // multi-label: the mask's classes, by channel
+  bool targets = true;  // false: images only (an unlabeled split); the target is -1 per sample
   int spatial_rank() const { return patch.empty() ? 2 : static_cast<int>(patch.size()); }
 };
 
+// How a mask field labels its pixels (docs/CONVENTIONS.md): multi-label when its meta
+// "multi_label" is "true", or, without that key, when it has K > 1 channels and its "labels"
+// name K classes numbered 0..K-1 (the rle layout before the key existed). `names` lists
+// the entries of "labels", those with an integer value by value first (empty without).
+struct MaskClasses {
+  bool multi_label = false;
+  std::vector<std::string> names;
+};
+MaskClasses DescribeMask(const FieldSpec& mask);
+
 struct Inputs {
   torch::Tensor image;  // float [B, C, H, W] (volumes [B, C, D, H, W]) on the device, normalized
-  torch::Tensor target; // int64: labels [B] or label maps [B, H, W] ([B, D, H, W])
+  torch::Tensor target; // int64: labels [B], label maps [B, H, W] ([B, D, H, W]) or packed
+                        // multi-label maps of the same shape
+  std::vector<std::vector<int64_t>> sizes;  // 2D: each sample's own {H, W} before any resize
 };
 
+// With spec.resize_h/w (2D), each sample is resized from its own size (ResizeEach).
 // Errors name the dataset directory, the split and the batch's first sample.
 Result<Inputs> BatchInputs(const std::shared_ptr<Batch>& batch, const DataSpec& spec,
                            const torch::Device& device, const std::string& where);
 
 // Loss of a batch for the task.
-torch::Tensor TaskLoss(const torch::Tensor& logits, const torch::Tensor& target, bool segmentation);
+torch::Tensor TaskLoss(const torch::Tensor& logits, const torch::Tensor& target, const DataSpec& spec);
 
 // Opens a sequential single-epoch loader over `split` (with `group`: over this rank's part).
 Result<std::unique_ptr<Loader>> SplitLoader(const std::shared_ptr<const Dataset>& ds,
@@ -87,15 +106,26 @@ struct EvalResult {
   std::vector<std::pair<std::string, double>> metrics;  // "<prefix>_accuracy", ...
 };
 
+// Called after each batch (case) evaluated with the samples done and the split's total
+// (with a group: this rank's samples done and its share of the split).
+using EvalProgress = std::function<void(uint64_t done, uint64_t total)>;
+
 // Runs the model in eval mode over `split`; metric names start with `prefix` + "_".
 // Volumes: one sliding-window pass per case, Dice per class averaged over the cases.
-// With `group`, each rank evaluates its part and every rank returns the whole split's figures.
+// Multi-label: per-class sigmoids thresholded at 0.5, "<prefix>_dice_<class name>".
+// With `group`, each rank evaluates its part and every rank returns the whole split's
+// figures; `progress` then counts this rank's part.
 Result<EvalResult> Evaluate(Model& model, const std::shared_ptr<const Dataset>& ds,
                             const std::string& split, const DataSpec& spec, int64_t num_classes,
                             const torch::Device& device, size_t batch_size, size_t threads,
-                            const std::string& prefix, RankGroup* group = nullptr);
+                            const std::string& prefix, const EvalProgress& progress = {},
+                            RankGroup* group = nullptr);
 
 // Sliding-window class probabilities [K, spatial...] of one normalized volume [C, spatial...].
 torch::Tensor VolumeProbs(Model& model, const torch::Tensor& image, const DataSpec& spec, size_t batch_size);
+
+// Hard predictions of model outputs [B, K, spatial...]: class maps [B, spatial...] (argmax),
+// or multi-label 0/1 [B, K, spatial...] (threshold 0.5). `probs`: outputs are probabilities.
+torch::Tensor Predictions(const torch::Tensor& outputs, const DataSpec& spec, bool probs);
 
 }  // namespace shardify::trainer::detail

@@ -1,13 +1,18 @@
 // shardtrain: train a model on a shard dataset, or predict with a checkpoint.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <atomic>
+#include <cctype>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <optional>
 #include <string>
 
+#include <time.h>
 #include <unistd.h>
 
 #include "format/types.h"
@@ -22,6 +27,26 @@ namespace {
 // is a line of its own.
 const bool kStderrIsTerminal = isatty(STDERR_FILENO) != 0;
 
+// Ctrl-C or SIGTERM ends training as --max-steps does (validation, last.pt, metrics); a
+// second one ends the process at once. A repeat within a second is the same request: a
+// launcher (torchrun, tools/launch.py) passes on the terminal's Ctrl-C to ranks that the
+// terminal has signalled already.
+std::atomic<bool> g_stop{false};
+std::atomic<int64_t> g_stop_ns{0};  // CLOCK_MONOTONIC of the first stop signal; 0: none yet
+constexpr int64_t kRepeatNs = 1000000000;
+
+extern "C" void OnStopSignal(int) {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
+  const int64_t ns = std::max<int64_t>(int64_t(now.tv_sec) * 1000000000 + now.tv_nsec, 1);
+  int64_t first = 0;
+  if (g_stop_ns.compare_exchange_strong(first, ns)) {
+    g_stop = true;
+    return;
+  }
+  if (ns - first >= kRepeatNs) _exit(130);
+}
+
 void PrintProgress(const st::StepInfo& s, uint64_t epochs) {
   const int width = 24;
   const double frac = s.steps_per_epoch ? double(s.step + 1) / double(s.steps_per_epoch) : 1.0;
@@ -35,24 +60,41 @@ void PrintProgress(const st::StepInfo& s, uint64_t epochs) {
   std::fflush(stderr);
 }
 
+void PrintEval(const std::string& split, uint64_t done, uint64_t total) {
+  std::fprintf(stderr, "%s  evaluating %s: %llu/%llu samples%s", kStderrIsTerminal ? "\r" : "", split.c_str(),
+               static_cast<unsigned long long>(done), static_cast<unsigned long long>(total),
+               kStderrIsTerminal ? "" : "\n");
+  std::fflush(stderr);
+}
+
+// Metrics printed as they come: all but the per-class Dice of label maps ("val_dice_1"; it
+// is in metrics.jsonl), so multi-label runs show their classes by name.
+bool Shown(const std::string& metric, const std::string& prefix) {
+  const std::string dice = prefix + "dice_";
+  return metric.rfind(dice, 0) != 0 || std::isalpha(static_cast<unsigned char>(metric[dice.size()])) != 0;
+}
+
 void PrintEpoch(const st::EpochRecord& r) {
-  std::fprintf(stderr, "%s  epoch %llu: train_loss %.4f", kStderrIsTerminal ? "\n" : "",
-               static_cast<unsigned long long>(r.epoch), r.train_loss);
+  std::fprintf(stderr, "%s  epoch %llu", kStderrIsTerminal ? "\n" : "", static_cast<unsigned long long>(r.epoch));
+  if (r.partial) std::fprintf(stderr, " (stopped after %llu steps)", static_cast<unsigned long long>(r.steps));
+  std::fprintf(stderr, ": train_loss %.4f", r.train_loss);
   for (const auto& [k, v] : r.metrics) {
-    if (k.rfind("val_dice_", 0) != 0) std::fprintf(stderr, "  %s %.4f", k.c_str(), v);
+    if (Shown(k, "val_")) std::fprintf(stderr, "  %s %.4f", k.c_str(), v);
   }
   std::fprintf(stderr, "  (%.1f s)\n", r.seconds);
 }
 
 void PrintSummary(const st::TrainSummary& s) {
-  std::printf("epochs %llu, %.1f s, %.0f samples/s, data-wait %.2f%% of step time, best %s %.4f\n",
-              static_cast<unsigned long long>(s.epochs), s.seconds, s.samples_per_s,
-              100.0 * s.data_wait_fraction, s.best_metric_name.c_str(), s.best_metric);
+  std::printf("epochs %llu (%llu steps), %.1f s training, %.1f s in all (%.1f s evaluating), %.0f samples/s, "
+              "data-wait %.2f%% of step time, best %s %.4f\n",
+              static_cast<unsigned long long>(s.epochs), static_cast<unsigned long long>(s.steps), s.seconds,
+              s.wall_seconds, s.validation_seconds, s.samples_per_s, 100.0 * s.data_wait_fraction,
+              s.best_metric_name.c_str(), s.best_metric);
   if (s.world_size > 1) {
     std::printf("%d ranks; gradient all-reduce %.2f%% of step time\n", s.world_size, 100.0 * s.allreduce_fraction);
   }
   for (const auto& [k, v] : s.metrics) {
-    if (k.rfind("test_", 0) == 0 && k.rfind("test_dice_", 0) != 0) std::printf("%s %.4f\n", k.c_str(), v);
+    if (k.rfind("test_", 0) == 0 && Shown(k, "test_")) std::printf("%s %.4f\n", k.c_str(), v);
   }
 }
 
@@ -152,7 +194,13 @@ void AddTrain(CLI::App& app, Cli& c) {
   app.add_option("--test-split", t.test_split, "Split evaluated once at the end (e.g. test)");
   app.add_option("--best-metric", t.best_metric, "Metric choosing best.pt (default val_accuracy / val_dice)");
   app.add_option("--resume", t.resume, "Continue from this last.pt (same options, more epochs allowed)");
-  app.add_option("--max-steps", t.max_steps, "Stop after this many batches (0 = no limit)");
+  app.add_option("--max-steps", t.max_steps,
+                 "Stop after this many batches (0 = no limit); like Ctrl-C, a stop within an epoch\n"
+                 "validates the model and writes last.pt, metrics.jsonl and curve.png");
+  app.add_option("--progress-seconds", t.progress_seconds,
+                 "Print progress at least this often, also between the every-50-batches lines")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--mean", t.mean, "Image mean for normalization (default: dataset statistics)");
   app.add_option("--std", t.stddev, "Image standard deviation (default: dataset statistics)");
   app.add_option("--resize", c.resize, "Resize to H W (also for validation)")->expected(2);
@@ -230,8 +278,12 @@ int RunTrain(Cli& c) {
   if (!c.quiet) {
     t.on_step = [&t](const st::StepInfo& s) { PrintProgress(s, t.epochs); };
     t.on_epoch = PrintEpoch;
+    t.on_eval = PrintEval;
   }
   t.on_note = [](const std::string& note) { std::fprintf(stderr, "shardtrain: %s\n", note.c_str()); };
+  t.stop = &g_stop;
+  std::signal(SIGINT, OnStopSignal);
+  std::signal(SIGTERM, OnStopSignal);
   shardify::Result<st::TrainSummary> r = st::Train(t);
   if (!r.ok()) {
     const std::string who = t.dist.world_size > 1 ? " (rank " + std::to_string(t.dist.rank) + ")" : "";
@@ -239,10 +291,12 @@ int RunTrain(Cli& c) {
                  r.status().ToString().c_str());
     return 1;
   }
-  if (r->rank != 0) return 0;  // rank 0 reports the run's figures
+  // A stop asked on any rank stops every rank: each then exits as stopped.
+  const int code = g_stop.load() || r->stopped ? 130 : 0;
+  if (r->rank != 0) return code;  // rank 0 reports the run's figures
   if (c.json) std::printf("%s\n", st::SummaryJson(*r).c_str());
   else PrintSummary(*r);
-  return 0;
+  return code;
 }
 
 int RunPredict(Cli& c) {
@@ -283,7 +337,9 @@ int main(int argc, char** argv) {
   AddPredict(*predict, c);
   app.footer("Outputs of train: <out>/last.pt (resume with --resume), best.pt, metrics.jsonl, curve.png.\n"
              "Data-wait is the share of step time spent waiting for the next batch.\n"
-             "Exit codes: 0 done, 1 failed, 2 bad usage.");
+             "Ctrl-C stops training after the current step, validates and writes the outputs (a second\n"
+             "Ctrl-C, a second or more later, ends at once). Distributed, a stop on any rank stops all.\n"
+             "Exit codes: 0 done, 1 failed, 2 bad usage, 130 stopped by Ctrl-C (outputs written).");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

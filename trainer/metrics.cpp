@@ -5,18 +5,40 @@
 #include <limits>
 #include <numeric>
 
+#include "trainer/transforms.h"
+
 namespace shardify::trainer {
 namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// Mean of the per-class values of classes 1..K-1 that are not NaN (class 0 too when K == 1).
-double MeanOfForeground(const std::vector<double>& per_class) {
+// Mean of the per-class values of classes 1..K-1 (every class when `all` or K == 1) that
+// are not NaN.
+double MeanOfForeground(const std::vector<double>& per_class, bool all) {
   double sum = 0;
   int used = 0;
-  for (size_t i = per_class.size() > 1 ? 1 : 0; i < per_class.size(); ++i) {
+  for (size_t i = per_class.size() > 1 && !all ? 1 : 0; i < per_class.size(); ++i) {
     if (!std::isnan(per_class[i])) { sum += per_class[i]; ++used; }
   }
   return used ? sum / used : kNaN;
+}
+
+// 1 - the mean over classes of the soft Dice of `prob` and `onehot` [B, K, spatial...]
+// (sums over the batch and space; unlabeled pixels already zero in both).
+torch::Tensor SoftDiceLoss(const torch::Tensor& prob, const torch::Tensor& onehot) {
+  std::vector<int64_t> dims = {0};
+  for (int64_t d = 2; d < prob.dim(); ++d) dims.push_back(d);
+  torch::Tensor inter = (prob * onehot).sum(dims);
+  torch::Tensor sizes = prob.sum(dims) + onehot.sum(dims);
+  const double eps = 1e-5;
+  return 1 - ((2 * inter + eps) / (sizes + eps)).mean();
+}
+
+// Binary cross-entropy `bce` [B, K, spatial...] averaged over the labeled pixels, plus the
+// soft Dice term of the probabilities.
+torch::Tensor BceDice(const torch::Tensor& bce, const torch::Tensor& probs, const torch::Tensor& target) {
+  const torch::Tensor valid = (target >= 0).unsqueeze(1).to(torch::kFloat);  // [B, 1, spatial...]
+  const torch::Tensor count = (valid.sum() * double(probs.size(1))).clamp_min(1);
+  return (bce * valid).sum() / count + SoftDiceLoss(probs * valid, UnpackLabels(target, probs.size(1)));
 }
 
 }  // namespace
@@ -36,18 +58,25 @@ torch::Tensor DiceCeFromLogProbs(const torch::Tensor& log_probs, const torch::Te
   torch::Tensor nll = -(z * onehot).sum(1);
   torch::Tensor count = validf.sum().clamp_min(1);
   torch::Tensor ce = nll.sum() / count;
-  std::vector<int64_t> dims = {0};
-  for (int64_t d = 2; d < z.dim(); ++d) dims.push_back(d);
-  torch::Tensor prob = z.exp() * validf;
-  torch::Tensor inter = (prob * onehot).sum(dims);
-  torch::Tensor sizes = prob.sum(dims) + onehot.sum(dims);
-  const double eps = 1e-5;
-  torch::Tensor dice = (2 * inter + eps) / (sizes + eps);
-  return ce + (1 - dice.mean());
+  return ce + SoftDiceLoss(z.exp() * validf, onehot);
 }
 
 torch::Tensor DiceCeLoss(const torch::Tensor& logits, const torch::Tensor& target) {
   return DiceCeFromLogProbs(torch::log_softmax(logits.to(torch::kFloat), 1), target);
+}
+
+torch::Tensor BceDiceLoss(const torch::Tensor& logits, const torch::Tensor& target) {
+  const torch::Tensor z = logits.to(torch::kFloat);
+  const torch::Tensor t = UnpackLabels(target, z.size(1));
+  const torch::Tensor bce = torch::nn::functional::binary_cross_entropy_with_logits(
+      z, t, torch::nn::functional::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kNone));
+  return BceDice(bce, torch::sigmoid(z), target);
+}
+
+torch::Tensor BceDiceFromProbs(const torch::Tensor& probs, const torch::Tensor& target) {
+  const torch::Tensor p = probs.to(torch::kFloat).clamp(1e-7, 1 - 1e-7);
+  const torch::Tensor t = UnpackLabels(target, p.size(1));
+  return BceDice(-(t * p.log() + (1 - t) * (1 - p).log()), p, target);
 }
 
 double BinaryAuc(const std::vector<double>& scores, const std::vector<bool>& positive) {
@@ -121,7 +150,26 @@ double ClassMetrics::MacroAuc() const {
   return used ? sum / used : kNaN;
 }
 
+void DiceMetrics::AddChannels(const torch::Tensor& predicted, const torch::Tensor& target) {
+  const int64_t k = static_cast<int64_t>(inter_.size());
+  const torch::Tensor packed = target.detach().to(predicted.device());
+  const torch::Tensor valid = (packed >= 0).unsqueeze(1);
+  const torch::Tensor p = (predicted.detach() != 0) & valid;
+  const torch::Tensor t = UnpackLabels(packed, k) > 0.5;
+  std::vector<int64_t> dims = {0};
+  for (int64_t d = 2; d < p.dim(); ++d) dims.push_back(d);
+  const torch::Tensor counts = torch::stack({(p & t).sum(dims), p.sum(dims), t.sum(dims)})
+                                   .to(torch::kCPU).to(torch::kDouble).contiguous();
+  auto c = counts.accessor<double, 2>();
+  for (int64_t i = 0; i < k; ++i) {
+    inter_[i] += c[0][i];
+    pred_[i] += c[1][i];
+    target_[i] += c[2][i];
+  }
+}
+
 void DiceMetrics::Add(const torch::Tensor& predicted, const torch::Tensor& target) {
+  if (multi_label_) return AddChannels(predicted, target);
   const int64_t k = static_cast<int64_t>(inter_.size());
   torch::Tensor p = predicted.detach().flatten().to(torch::kLong);
   torch::Tensor t = target.detach().flatten().to(torch::kLong).to(p.device());
@@ -145,7 +193,7 @@ std::vector<double> DiceMetrics::PerClass() const {
   return d;
 }
 
-double DiceMetrics::MeanForeground() const { return MeanOfForeground(PerClass()); }
+double DiceMetrics::MeanForeground() const { return MeanOfForeground(PerClass(), multi_label_); }
 
 std::vector<double> DiceMetrics::Sums() const {
   std::vector<double> s = inter_;
@@ -162,7 +210,7 @@ void DiceMetrics::SetSums(const std::vector<double>& s) {
 }
 
 void CaseDiceMetrics::Add(const torch::Tensor& predicted, const torch::Tensor& target) {
-  DiceMetrics one(static_cast<int64_t>(sum_.size()));
+  DiceMetrics one(static_cast<int64_t>(sum_.size()), multi_label_);
   one.Add(predicted, target);
   const std::vector<double> d = one.PerClass();
   for (size_t c = 0; c < d.size(); ++c) {
@@ -181,7 +229,7 @@ std::vector<double> CaseDiceMetrics::PerClass() const {
   return d;
 }
 
-double CaseDiceMetrics::MeanForeground() const { return MeanOfForeground(PerClass()); }
+double CaseDiceMetrics::MeanForeground() const { return MeanOfForeground(PerClass(), multi_label_); }
 
 std::vector<double> CaseDiceMetrics::Sums() const {
   std::vector<double> s = sum_;

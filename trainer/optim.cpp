@@ -27,6 +27,7 @@ json MetaToJson(const CheckpointMeta& m) {
               {"best_metric", m.best_metric},
               {"has_best", m.has_best}, {"best_metric_name", m.best_metric_name},
               {"patch", m.patch}, {"overlap", m.overlap},
+              {"multi_label", m.multi_label}, {"mask_classes", m.mask_classes},
               {"optimizer", {{"name", m.optimizer.name}, {"weight_decay", m.optimizer.weight_decay},
                              {"momentum", m.optimizer.momentum}}}};
 }
@@ -56,6 +57,8 @@ CheckpointMeta MetaFromJson(const json& j) {  // throws json::exception on a bad
   m.best_metric_name = j.at("best_metric_name").get<std::string>();
   if (j.contains("patch")) m.patch = j.at("patch").get<std::vector<int64_t>>();  // absent before volumes
   if (j.contains("overlap")) m.overlap = j.at("overlap").get<double>();
+  if (j.contains("multi_label")) m.multi_label = j.at("multi_label").get<bool>();  // absent: single-label
+  if (j.contains("mask_classes")) m.mask_classes = j.at("mask_classes").get<std::vector<std::string>>();
   if (j.contains("optimizer")) {  // absent before it was recorded
     const json& o = j.at("optimizer");
     m.has_optimizer = true;

@@ -59,6 +59,8 @@ struct CheckpointMeta {
   std::string best_metric_name;
   std::vector<int64_t> patch;       // volumes: training patch = sliding window (empty for 2D)
   double overlap = 0.5;             // volumes: sliding-window overlap
+  bool multi_label = false;         // one sigmoid output per class (a multi-label mask)
+  std::vector<std::string> mask_classes;  // multi-label: the class of each output channel
   bool has_optimizer = false;       // false in checkpoints written before it was recorded
   OptimizerOptions optimizer;       // what the optimizer state belongs to (lr aside: the
                                     // schedule sets it at every step)

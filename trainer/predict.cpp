@@ -1,6 +1,7 @@
 #include <cmath>
 #include <fstream>
 #include <iomanip>
+#include <nlohmann/json.hpp>
 
 #include "format/file.h"
 #include "format/writer.h"
@@ -41,10 +42,13 @@ Status OpenPredictor(const PredictOptions& o, Predictor& p) {
   p.spec.resize_w = p.meta.resize_w;
   p.spec.patch = p.meta.patch;
   p.spec.overlap = p.meta.overlap;
+  p.spec.multi_label = p.meta.multi_label;
+  p.spec.class_names = p.meta.mask_classes;
   if (o.source_grid && p.spec.patch.empty()) {
     return InvalidArgument("--source-grid maps predicted volumes (unet3d) back; this checkpoint predicts 2D images");
   }
   p.labeled = p.ds->manifest().FindField(p.spec.segmentation ? p.spec.mask_field : p.spec.label_field) >= 0;
+  p.spec.targets = p.labeled;  // without labels the target is all -1 (ignored by the metrics)
   ASSIGN_OR_RETURN(p.model, MakeModel(p.meta.model));
   RETURN_IF_ERROR(LoadCheckpoint(o.checkpoint, *p.model, nullptr));
   p.model->to(p.device);
@@ -64,18 +68,6 @@ Result<std::unique_ptr<Loader>> PredictLoader(const PredictOptions& o, const Pre
   return Loader::Open(p.ds, lo);
 }
 
-// Inputs of a batch; without labels the target is all -1 (ignored by the metrics).
-Result<detail::Inputs> PredictInputs(const std::shared_ptr<Batch>& b, const Predictor& p,
-                                     const std::string& where) {
-  if (p.labeled) return detail::BatchInputs(b, p.spec, p.device, where);
-  ASSIGN_OR_RETURN(torch::Tensor img, FieldTensor(b, p.spec.image_field));
-  detail::Inputs in;
-  in.image = ToFloatImage(ToDevice(img, p.device, b->pinned), b->Find(p.spec.image_field)->dtype,
-                          p.spec.mean, p.spec.stddev, p.spec.spatial_rank());
-  in.target = torch::full({int64_t(b->size())}, -1, torch::kLong);
-  return in;
-}
-
 void WriteCsvRows(std::ofstream& out, const Batch& b, const torch::Tensor& logits,
                   const torch::Tensor& labels) {
   torch::Tensor prob = torch::softmax(logits.to(torch::kFloat), 1).to(torch::kCPU).contiguous();
@@ -89,30 +81,115 @@ void WriteCsvRows(std::ofstream& out, const Batch& b, const torch::Tensor& logit
   }
 }
 
-// pred: int64 class maps [B, spatial...] -> one sample per map, mask u8 [1, spatial...].
-Status AppendMasks(DatasetWriter& w, const Batch& b, const std::string& split, const torch::Tensor& pred) {
-  torch::Tensor m = pred.to(torch::kCPU).clamp(0, 255).to(torch::kByte).contiguous();
-  Shape shape = {1};
-  for (int64_t d = 1; d < m.dim(); ++d) shape.push_back(m.size(d));
-  const size_t n = static_cast<size_t>(m[0].numel());
+// Per sample of a 2D batch: the outputs [B, K, h, w] back at the sample's own size
+// sizes[i] (a --resize undone by bilinear interpolation, or the batch padding cropped),
+// then hard predictions: u8 [1, H, W] class maps, or multi-label [K, H, W] 0/1.
+std::vector<torch::Tensor> SampleMasks(const torch::Tensor& outputs, const std::vector<std::vector<int64_t>>& sizes,
+                                       const detail::DataSpec& spec) {
+  std::vector<torch::Tensor> out;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    torch::Tensor o = outputs.narrow(0, int64_t(i), 1);
+    const std::vector<int64_t>& own = sizes[i];
+    if (spec.resize_h > 0 && spec.resize_w > 0) {
+      if (o.size(2) != own[0] || o.size(3) != own[1]) {
+        o = torch::nn::functional::interpolate(
+            o, torch::nn::functional::InterpolateFuncOptions().size(own).mode(torch::kBilinear).align_corners(false));
+      }
+    } else {
+      o = o.narrow(2, 0, own[0]).narrow(3, 0, own[1]);
+    }
+    torch::Tensor pred = detail::Predictions(o, spec, false);
+    out.push_back(spec.multi_label ? pred[0] : pred);
+  }
+  return out;
+}
+
+// What the predictions carry over from the source when it has it: `path`, and the geometry
+// of its mask (or else of its image) as mask.spacing, mask.origin and mask.direction.
+struct Carried {
+  int path = -1;
+  std::vector<int> geometry;  // source fields, in the order of GeometrySuffixes()
+};
+
+const std::vector<std::string>& GeometrySuffixes() {
+  static const std::vector<std::string> k = {".spacing", ".origin", ".direction"};
+  return k;
+}
+
+Carried FindCarried(const Manifest& m, const detail::DataSpec& spec) {
+  Carried c;
+  const int path = m.FindField("path");
+  if (path >= 0 && m.fields[path].kind == FieldKind::kString) c.path = path;
+  for (const std::string& base : {spec.mask_field, spec.image_field}) {
+    std::vector<int> g;
+    for (const std::string& suffix : GeometrySuffixes()) {
+      const int f = m.FindField(base + suffix);
+      if (f >= 0 && m.fields[f].kind == FieldKind::kNdarray && m.fields[f].dtype == DType::kF64) g.push_back(f);
+    }
+    if (g.size() == GeometrySuffixes().size()) {
+      c.geometry = g;
+      break;
+    }
+  }
+  return c;
+}
+
+Status AppendCarried(const Dataset& ds, uint64_t index, const Carried& c, Decoder& d, std::vector<FieldValue>* v) {
+  if (c.path < 0 && c.geometry.empty()) return Status::Ok();
+  ASSIGN_OR_RETURN(SampleView s, ds.Sample(index));
+  if (c.path >= 0) {
+    ASSIGN_OR_RETURN(std::string_view path, s.bytes_value(static_cast<size_t>(c.path)));
+    v->push_back(FieldValue::String(std::string(path)));
+  }
+  for (int f : c.geometry) {
+    ASSIGN_OR_RETURN(Shape shape, s.shape(static_cast<size_t>(f)));
+    ASSIGN_OR_RETURN(uint64_t bytes, s.raw_size(static_cast<size_t>(f)));
+    std::vector<uint8_t> raw(static_cast<size_t>(bytes));
+    RETURN_IF_ERROR(s.Decode(static_cast<size_t>(f), raw.data(), raw.size(), d));
+    v->push_back(FieldValue::Array(std::move(raw), shape));
+  }
+  return Status::Ok();
+}
+
+// One sample per mask (u8-able [C, spatial...]) with its carried fields.
+Status AppendMasks(DatasetWriter& w, const Batch& b, const std::string& split, const std::vector<torch::Tensor>& masks,
+                   const Predictor& p, const Carried& c, Decoder& d) {
   for (size_t i = 0; i < b.size(); ++i) {
-    const uint8_t* src = m[int64_t(i)].data_ptr<uint8_t>();
+    torch::Tensor m = masks[i].to(torch::kCPU).clamp(0, 255).to(torch::kByte).contiguous();
+    const uint8_t* src = m.data_ptr<uint8_t>();
     SampleInput s;
     s.split = split;
     s.values.push_back(FieldValue::Int(static_cast<int64_t>(b.indices[i])));
-    s.values.push_back(FieldValue::Array(std::vector<uint8_t>(src, src + n), shape));
+    const Shape shape(m.sizes().begin(), m.sizes().end());
+    s.values.push_back(FieldValue::Array(std::vector<uint8_t>(src, src + m.numel()), shape));
+    RETURN_IF_ERROR(AppendCarried(*p.ds, b.indices[i], c, d, &s.values));
     RETURN_IF_ERROR(w.Append(std::move(s)));
   }
   return Status::Ok();
 }
 
-
-Result<std::unique_ptr<DatasetWriter>> MaskWriter(const PredictOptions& o, Predictor& p) {
-  FieldSpec index{"index", FieldKind::kInt, DType::kI64, {}, {}, {{"role", "index"}}};
-  const Shape shape = p.spec.patch.empty() ? Shape{1, -1, -1} : Shape{1, -1, -1, -1};
-  FieldSpec mask{"mask", FieldKind::kNdarray, DType::kU8, shape, {}, {{"role", "mask"}}};
-  std::vector<FieldSpec> fields = {index, mask};
-  if (!p.spec.patch.empty()) p.volumes = detail::PlanVolumes(*p.ds, o.source_grid, &fields);
+// Volumes carry what PlanVolumes lays out; 2D masks what FindCarried found.
+Result<std::unique_ptr<DatasetWriter>> MaskWriter(const PredictOptions& o, Predictor& p, const Carried& c) {
+  std::vector<FieldSpec> fields = {{"index", FieldKind::kInt, DType::kI64, {}, {}, {{"role", "index"}}}};
+  const int64_t channels = p.spec.multi_label ? p.meta.model.num_classes : 1;
+  const Shape shape = p.spec.patch.empty() ? Shape{channels, -1, -1} : Shape{channels, -1, -1, -1};
+  fields.push_back({"mask", FieldKind::kNdarray, DType::kU8, shape, {}, {{"role", "mask"}}});
+  if (p.spec.multi_label) {  // the same declaration as the source's (docs/CONVENTIONS.md)
+    nlohmann::json labels = nlohmann::json::object();
+    for (size_t k = 0; k < p.spec.class_names.size(); ++k) labels[p.spec.class_names[k]] = k;
+    if (!labels.empty()) fields.back().meta.push_back({"labels", labels.dump()});
+    fields.back().meta.push_back({"multi_label", "true"});
+  }
+  const Manifest& m = p.ds->manifest();
+  if (!p.spec.patch.empty()) {
+    p.volumes = detail::PlanVolumes(*p.ds, o.source_grid, &fields);
+    p.volumes.multi_label = p.spec.multi_label;
+  }
+  if (c.path >= 0) fields.push_back({"path", FieldKind::kString, DType::kU8, {}, {}, {{"role", "path"}}});
+  for (size_t g = 0; g < c.geometry.size(); ++g) {
+    fields.push_back({"mask" + GeometrySuffixes()[g], FieldKind::kNdarray, DType::kF64, m.fields[c.geometry[g]].shape,
+                      {}, {{"role", "geometry"}}});
+  }
   WriterOptions wo;
   wo.classes = p.meta.classes;
   wo.overwrite = true;
@@ -135,8 +212,10 @@ Result<PredictSummary> PredictImpl(const PredictOptions& o) {
       if (!path.empty()) RemoveFile(path).IgnoreError();
     }
   } cleanup;
+  const Carried carried = p.spec.patch.empty() ? FindCarried(p.ds->manifest(), p.spec) : Carried{};
+  Decoder decoder;
   if (p.spec.segmentation) {
-    ASSIGN_OR_RETURN(writer, MaskWriter(o, p));
+    ASSIGN_OR_RETURN(writer, MaskWriter(o, p, carried));
   } else {
     cleanup.path = csv_tmp;
     csv.open(csv_tmp, std::ios::trunc);
@@ -149,32 +228,30 @@ Result<PredictSummary> PredictImpl(const PredictOptions& o) {
   }
   const int64_t k = p.meta.model.num_classes;
   ClassMetrics cls(k);
-  DiceMetrics dice(k);
-  CaseDiceMetrics case_dice(k);
+  DiceMetrics dice(k, p.spec.multi_label);
+  CaseDiceMetrics case_dice(k, p.spec.multi_label);
   PredictSummary summary;
   torch::NoGradGuard no_grad;
   const std::string where = o.data_dir + ", split '" + o.split + "'";
   while (true) {
     ASSIGN_OR_RETURN(std::shared_ptr<Batch> b, loader->Next());
     if (!b) break;
-    ASSIGN_OR_RETURN(detail::Inputs in, PredictInputs(b, p, where));
+    ASSIGN_OR_RETURN(detail::Inputs in, detail::BatchInputs(b, p.spec, p.device, where));
     if (!p.spec.patch.empty()) {
       // A batch of one case, [1, C, D, H, W]: the case's own shape (no padding).
       const size_t windows = std::min<size_t>(o.batch_size, kMaxWindowBatch);
-      torch::Tensor probs = detail::VolumeProbs(*p.model, in.image[0], p.spec, windows);
-      if (p.labeled) case_dice.Add(probs.argmax(0).unsqueeze(0), in.target);
+      const torch::Tensor probs = detail::VolumeProbs(*p.model, in.image[0], p.spec, windows);  // [K, D, H, W]
+      if (p.labeled) case_dice.Add(detail::Predictions(probs.unsqueeze(0), p.spec, true), in.target);
       ASSIGN_OR_RETURN(SampleInput s, detail::VolumeSample(*p.ds, p.volumes, b->indices[0], o.split, probs));
       RETURN_IF_ERROR(writer->Append(std::move(s)));
       summary.samples += b->size();
       continue;
     }
-    const bool seg_target = p.spec.segmentation && p.labeled;
-    ImageMask io = Resize({in.image, seg_target ? in.target : torch::Tensor()}, p.spec.resize_h, p.spec.resize_w);
-    torch::Tensor logits = p.model->forward(io.image).to(torch::kFloat);
+    // BatchInputs resized each sample from its own size, as in training.
+    torch::Tensor logits = p.model->forward(in.image).to(torch::kFloat);
     if (p.spec.segmentation) {
-      torch::Tensor pred = logits.argmax(1);
-      if (seg_target) dice.Add(pred, io.mask);
-      RETURN_IF_ERROR(AppendMasks(*writer, *b, o.split, pred));
+      if (p.labeled) dice.Add(detail::Predictions(logits, p.spec, false), in.target);
+      RETURN_IF_ERROR(AppendMasks(*writer, *b, o.split, SampleMasks(logits, in.sizes, p.spec), p, carried, decoder));
     } else {
       cls.Add(logits, in.target);
       WriteCsvRows(csv, *b, logits, in.target);

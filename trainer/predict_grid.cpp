@@ -37,8 +37,9 @@ Result<FieldValue> Copy(const Dataset& ds, const SampleView& s, const std::strin
 }
 
 // The predicted class map as u8 [1, spatial...] bytes.
-std::vector<uint8_t> ClassBytes(const torch::Tensor& probs) {
-  torch::Tensor m = probs.argmax(0).to(torch::kCPU).clamp(0, 255).to(torch::kByte).contiguous();
+std::vector<uint8_t> ClassBytes(const torch::Tensor& probs, bool multi_label) {
+  torch::Tensor m = multi_label ? (probs > 0.5) : probs.argmax(0);
+  m = m.to(torch::kCPU).clamp(0, 255).to(torch::kByte).contiguous();
   const uint8_t* p = m.data_ptr<uint8_t>();
   return std::vector<uint8_t>(p, p + m.numel());
 }
@@ -91,15 +92,15 @@ Result<SampleInput> VolumeSample(const Dataset& ds, const VolumeLayout& l, uint6
       p = F::interpolate(p, F::InterpolateFuncOptions().size(std::vector<int64_t>(box.begin(), box.end()))
                                 .mode(torch::kTrilinear).align_corners(false));
     }
-    Shape shape = {1};
+    Shape shape = {l.multi_label ? probs.size(0) : 1};
     shape.insert(shape.end(), box.begin(), box.end());
     Shape full;
-    ASSIGN_OR_RETURN(std::vector<uint8_t> mask, Uncrop(*grid, DType::kU8, shape, ClassBytes(p[0]), {0.0}, &full));
+    ASSIGN_OR_RETURN(std::vector<uint8_t> mask, Uncrop(*grid, DType::kU8, shape, ClassBytes(p[0], l.multi_label), {0.0}, &full));
     out.values.push_back(FieldValue::Array(std::move(mask), std::move(full)));
   } else {
-    Shape shape = {1};
+    Shape shape = {l.multi_label ? probs.size(0) : 1};
     for (int64_t a = 1; a < probs.dim(); ++a) shape.push_back(probs.size(a));
-    out.values.push_back(FieldValue::Array(ClassBytes(probs), std::move(shape)));
+    out.values.push_back(FieldValue::Array(ClassBytes(probs, l.multi_label), std::move(shape)));
   }
   if (!l.geometry.empty()) {
     for (const char* part : {".spacing", ".origin", ".direction"}) {

@@ -29,6 +29,7 @@ namespace shardify::trainer::detail {
 
 struct VolumeLayout {
   bool source_grid = false;         // masks go back onto the source grid
+  bool multi_label = false;         // K 0/1 channels (probabilities > 0.5), else one class map
   bool mapped = false;              // ... and the dataset has a record to map them with
   std::string geometry;             // "source", "image" or "" (none): mask.spacing & co from
   bool header = false;              // mask.nifti_header from image.nifti_header
@@ -38,7 +39,8 @@ struct VolumeLayout {
 // The layout for predictions of `ds`; appends its fields to `fields` (after index, mask).
 VolumeLayout PlanVolumes(const Dataset& ds, bool source_grid, std::vector<FieldSpec>* fields);
 
-// The sample of volume `index` from its class probabilities [K, D, H, W] (any device).
+// The sample of volume `index` from its class probabilities [K, D, H, W] (any device): a
+// mask [1, D, H, W] of classes, or multi-label [K, D, H, W].
 Result<SampleInput> VolumeSample(const Dataset& ds, const VolumeLayout& layout, uint64_t index,
                                  const std::string& split, const torch::Tensor& probs);
 

@@ -35,6 +35,10 @@ std::string CsvField(const std::string& text) {
 std::string EpochJson(const EpochRecord& r) {
   nlohmann::ordered_json j;
   j["epoch"] = r.epoch;
+  if (r.partial) {
+    j["partial"] = true;
+    j["steps"] = r.steps;
+  }
   j["train_loss"] = Number(r.train_loss);
   j["val_loss"] = Number(r.val_loss);
   for (const auto& [k, v] : r.metrics) j[k] = Number(v);

@@ -21,6 +21,8 @@ struct EpochRecord {
   double samples_per_s = 0;
   double data_wait_fraction = 0;  // time blocked on the loader / step time
   double lr = 0;                  // learning rate at the end of the epoch
+  bool partial = false;           // the run stopped within this epoch (max_steps, Ctrl-C)
+  uint64_t steps = 0;             // training batches of the record (this run's part of the epoch)
   // The value of metric `name`, or NaN.
   double Metric(const std::string& name) const;
 };
@@ -30,6 +32,7 @@ struct EpochRecord {
 std::string CsvField(const std::string& text);
 
 // One JSON object per line: {"epoch":1,"train_loss":...,"val_accuracy":...}. NaN -> null.
+// A partial record also has "partial":true and "steps".
 std::string EpochJson(const EpochRecord& r);
 // Appends EpochJson(r) and a newline to `path` (created if missing).
 Status AppendMetricsLine(const std::string& path, const EpochRecord& r);

@@ -84,7 +84,8 @@ torch::Tensor SlidingWindowProbs(Model& model, const torch::Tensor& image, const
     const size_t hi = std::min(starts.size(), lo + per);
     std::vector<torch::Tensor> windows;
     for (size_t i = lo; i < hi; ++i) windows.push_back(Window(x, starts[i], o.patch));
-    torch::Tensor probs = torch::softmax(model.forward(torch::stack(windows)).to(torch::kFloat), 1);
+    const torch::Tensor logits = model.forward(torch::stack(windows)).to(torch::kFloat);
+    const torch::Tensor probs = o.sigmoid ? torch::sigmoid(logits) : torch::softmax(logits, 1);
     if (!acc.defined()) {
       acc_shape.insert(acc_shape.begin(), probs.size(1));
       acc = torch::zeros(acc_shape, weight.options());

@@ -12,14 +12,15 @@
 // Distributed (options.dist.world_size > 1, see distributed.h): every rank calls Train with
 // its own rank; each reads its part of every epoch, gradients are averaged over the ranks
 // (the batch size is per rank), validation and test are split and their metrics reduced.
-// Only rank 0 writes to out_dir and calls on_step, on_epoch and on_note; every rank returns
-// the global figures. A rank that fails or stops answering makes the others return an
-// IOError naming it within dist.timeout_s.
+// Only rank 0 writes to out_dir and calls on_step, on_epoch, on_eval and on_note; every
+// rank returns the global figures. A rank that fails or stops answering makes the others
+// return an IOError naming it within dist.timeout_s.
 //
 // Errors: Status/Result, never exceptions (LibTorch exceptions are caught here). Library
 // code prints nothing; progress goes to the callbacks.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -87,17 +88,33 @@ struct TrainOptions {
   double overlap = 0.5;
   std::string resume;             // a last.pt to continue from (readable by every rank)
   DistributedOptions dist;        // world_size 1: this process alone
-  uint64_t max_steps = 0;         // stop after this many training batches (0 = no limit)
+  // A run ends early after `max_steps` training batches (0 = no limit), or once `*stop` is
+  // set (polled between batches; e.g. by a Ctrl-C handler). Ending within an epoch, it
+  // validates the current model (when there is a validation split) and writes last.pt
+  // (resumable from that step), best.pt when improved, a metrics line marked "partial"
+  // and the curve, as at an epoch's end. Distributed, `max_steps` must be the same on
+  // every rank; `*stop` set on any rank stops them all after the same step: the next one
+  // whose gradients are averaged (with `accumulate` > 1, the next optimizer step).
+  uint64_t max_steps = 0;
+  const std::atomic<bool>* stop = nullptr;
   uint64_t progress_every = 50;   // batches between on_step calls (and at each epoch end)
+  double progress_seconds = 2;    // on_step also when this long has passed since the last
   std::function<void(const StepInfo&)> on_step;
   std::function<void(const EpochRecord&)> on_epoch;
+  // Validation and test progress: split, samples done, split size (distributed: rank 0's
+  // samples and share); at most every progress_seconds, and when the split is done.
+  std::function<void(const std::string& split, uint64_t done, uint64_t total)> on_eval;
   std::function<void(const std::string&)> on_note;  // what the user should know (e.g. an inexact resume)
 };
 
 struct TrainSummary {
   uint64_t epochs = 0;            // epochs completed (including those before a resume)
+  uint64_t steps = 0;             // training batches of this run
+  bool stopped = false;           // ended early by options.stop (on any rank)
   double seconds = 0;             // wall time of this run's training steps
-  double samples_per_s = 0;
+  double wall_seconds = 0;        // wall time of the whole run: steps, validation, test, files
+  double validation_seconds = 0;  // of which validation and test
+  double samples_per_s = 0;       // over `seconds`
   double data_wait_fraction = 0;  // time blocked in Loader::Next / step time, this run
   std::string best_metric_name;
   double best_metric = 0;         // NaN when never measured
@@ -108,8 +125,9 @@ struct TrainSummary {
   double allreduce_fraction = 0;  // step time blocked on the gradient all-reduce (after backward)
 };
 
-// The summary as one JSON object (epochs, seconds, samples_per_s, data_wait_fraction,
-// best_metric, best_metric_name, metrics, device, rank, world_size, allreduce_fraction).
+// The summary as one JSON object (epochs, steps, seconds, wall_seconds,
+// validation_seconds, samples_per_s, data_wait_fraction, best_metric, best_metric_name,
+// metrics, device, rank, world_size, allreduce_fraction).
 std::string SummaryJson(const TrainSummary& s);
 
 // Checks what can be checked without the data (names of model, optimizer, schedule and
@@ -151,9 +169,11 @@ Status CheckPredictOptions(const PredictOptions& options);
 // Classes: CSV "index,label,predicted,prob_<class>..." in sample order (fields quoted as
 // RFC 4180 says where a class name holds a comma, quote or line break; written to
 // "<out>.tmp" and renamed when complete). Segmentation: a shard dataset with fields
-// `index` (int) and `mask` (u8 [1, H, W]; volumes u8 [1, D, H, W] predicted by sliding
-// windows with the checkpoint's patch and overlap) in split `split`; volumes also carry
-// mask.spacing, .origin, .direction (and more, see predict_grid.h).
+// `index` (int) and `mask` (u8 [1, H, W]; multi-label u8 0/1 [K, H, W]; volumes
+// [1, D, H, W] / [K, D, H, W] predicted by sliding windows with the checkpoint's patch and
+// overlap) in split `split`, each mask at its sample's own size (a --resize undone), with
+// the source's `path` and the geometry of its mask (or image) as `mask.spacing`,
+// `.origin`, `.direction` (volumes: more, see predict_grid.h).
 Result<PredictSummary> Predict(const PredictOptions& options);
 
 }  // namespace shardify::trainer

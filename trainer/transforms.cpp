@@ -1,5 +1,6 @@
 #include "trainer/transforms.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -155,10 +156,34 @@ torch::Tensor ToFloatImage(const torch::Tensor& image, DType dtype, double mean,
   return (x - mean) * (1.0 / stddev);
 }
 
+namespace {
+
+// Mask values as int64, u16 read back from LibTorch's signed type.
+torch::Tensor MaskValues(const torch::Tensor& m, DType dtype) {
+  return dtype == DType::kU16 ? m.to(torch::kInt).bitwise_and(0xFFFF).to(torch::kLong) : m.to(torch::kLong);
+}
+
+}  // namespace
+
 torch::Tensor ToLabelMap(const torch::Tensor& mask, DType dtype, int spatial_rank) {
-  torch::Tensor m = mask.dim() == spatial_rank + 2 ? mask.select(1, 0) : mask;
-  if (dtype == DType::kU16) m = m.to(torch::kInt).bitwise_and(0xFFFF);
-  return m.to(torch::kLong);
+  return MaskValues(mask.dim() == spatial_rank + 2 ? mask.select(1, 0) : mask, dtype);
+}
+
+torch::Tensor PackLabels(const torch::Tensor& mask, DType dtype) {
+  const torch::Tensor m = MaskValues(mask, dtype);
+  std::vector<int64_t> view(m.dim(), 1);
+  view[1] = m.size(1);
+  const torch::Tensor bits = torch::pow(2, torch::arange(m.size(1), m.options())).view(view);
+  const torch::Tensor valid = ((m == 0) | (m == 1)).all(1);
+  return (m.clamp(0, 1) * bits).sum(1).masked_fill(valid.logical_not(), -1);
+}
+
+torch::Tensor UnpackLabels(const torch::Tensor& packed, int64_t k) {
+  std::vector<int64_t> view(packed.dim() + 1, 1);
+  view[1] = k;
+  const torch::Tensor bits = torch::pow(2, torch::arange(k, packed.options())).view(view);
+  const torch::Tensor p = packed.unsqueeze(1);
+  return ((p.bitwise_and(bits) != 0) & (p >= 0)).to(torch::kFloat);
 }
 
 ImageMask Resize(ImageMask io, int64_t h, int64_t w) {
@@ -171,6 +196,32 @@ ImageMask Resize(ImageMask io, int64_t h, int64_t w) {
     m = F::interpolate(m, F::InterpolateFuncOptions().size(size).mode(torch::kNearest));
     io.mask = m.squeeze(1).to(torch::kLong);
   }
+  return io;
+}
+
+ImageMask ResizeEach(ImageMask io, const std::vector<std::vector<int64_t>>& sizes, int64_t h, int64_t w) {
+  const int64_t b = io.image.size(0), ph = io.image.size(2), pw = io.image.size(3);
+  const bool same = std::all_of(sizes.begin(), sizes.end(), [&](const auto& s) { return s == sizes.front(); });
+  if (sizes.size() != static_cast<size_t>(b) || (same && (sizes.empty() || sizes[0] == std::vector<int64_t>{ph, pw}))) {
+    return Resize(std::move(io), h, w);
+  }
+  if (same) {
+    io.image = io.image.narrow(2, 0, sizes[0][0]).narrow(3, 0, sizes[0][1]);
+    if (io.mask.defined()) io.mask = io.mask.narrow(1, 0, sizes[0][0]).narrow(2, 0, sizes[0][1]);
+    return Resize(std::move(io), h, w);
+  }
+  if (h <= 0 || w <= 0) return io;  // sizes differ and stay so: the padded batch it is
+  std::vector<torch::Tensor> images, masks;
+  for (int64_t i = 0; i < b; ++i) {
+    const std::vector<int64_t>& s = sizes[static_cast<size_t>(i)];
+    ImageMask one{io.image.narrow(0, i, 1).narrow(2, 0, s[0]).narrow(3, 0, s[1]), torch::Tensor()};
+    if (io.mask.defined()) one.mask = io.mask.narrow(0, i, 1).narrow(1, 0, s[0]).narrow(2, 0, s[1]);
+    one = Resize(std::move(one), h, w);
+    images.push_back(one.image);
+    if (one.mask.defined()) masks.push_back(one.mask);
+  }
+  io.image = torch::cat(images);
+  if (io.mask.defined()) io.mask = torch::cat(masks);
   return io;
 }
 

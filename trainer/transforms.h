@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "format/status.h"
 #include "format/types.h"
@@ -44,6 +45,17 @@ torch::Tensor ToFloatImage(const torch::Tensor& image, DType dtype, double mean,
 // Mask [B, 1, H, W], [B, H, W] (any integer dtype) -> int64 [B, H, W]; volumes likewise
 // with D, H, W.
 torch::Tensor ToLabelMap(const torch::Tensor& mask, DType dtype, int spatial_rank = 2);
+
+// Multi-label masks (one 0/1 channel per class, classes may overlap) travel through the
+// label-map transforms packed: bit k of a pixel is class k. Packed maps resize, flip,
+// rotate and pad like label maps (nearest neighbour; exact while K <= kMaxMultiLabels).
+inline constexpr int64_t kMaxMultiLabels = 24;
+// Mask [B, K, spatial...] (any integer dtype) -> int64 [B, spatial...]: the sum of
+// 2^k over the channels k that are 1; -1 (unlabeled) where a channel holds anything
+// else than 0 or 1 (such as patch padding).
+torch::Tensor PackLabels(const torch::Tensor& mask, DType dtype);
+// Packed [B, spatial...] -> float 0/1 [B, K, spatial...]; -1 gives zeros.
+torch::Tensor UnpackLabels(const torch::Tensor& packed, int64_t k);
 
 struct AugmentOptions {
   bool flip_x = false;            // mirror left-right with probability 1/2
@@ -75,5 +87,11 @@ ImageMask Augment(ImageMask in, const AugmentOptions& options, uint64_t epoch, u
 
 // Resize only (the deterministic part, for validation and prediction).
 ImageMask Resize(ImageMask in, int64_t h, int64_t w);
+
+// Resizes each sample of a batch zero-padded to its largest sample from its own size
+// sizes[i] = {H, W} to h x w, so that smaller samples are not squashed with the padding.
+// A batch of one size is resized as Resize does. h or w <= 0: each sample is cropped to
+// its own size only when all share it (else returned as is).
+ImageMask ResizeEach(ImageMask in, const std::vector<std::vector<int64_t>>& sizes, int64_t h, int64_t w);
 
 }  // namespace shardify::trainer

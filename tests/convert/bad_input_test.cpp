@@ -201,6 +201,30 @@ TEST_CASE("convert: bad idx files and run-length strings name the file or case")
   CHECK(DecodeRle("14 3", m.data(), 16, "x").ok());
 }
 
+TEST_CASE("convert: run-length strings encode back to what they decode from") {
+  std::vector<uint8_t> m(20, 0);
+  REQUIRE(DecodeRle("1 3 10 2 20 1", m.data(), m.size(), "x").ok());
+  CHECK(EncodeRle(m.data(), m.size()) == "1 3 10 2 20 1");
+  CHECK(EncodeRle(m.data(), 0).empty());
+  uint32_t state = 7;
+  for (int round = 0; round < 20; ++round) {
+    std::vector<uint8_t> mask(97);
+    for (uint8_t& v : mask) v = (state = state * 1103515245u + 12345u) >> 30 == 0;  // runs of ones
+    std::vector<uint8_t> back(mask.size(), 0);
+    REQUIRE(DecodeRle(EncodeRle(mask.data(), mask.size()), back.data(), back.size(), "x").ok());
+    CHECK(back == mask);
+  }
+}
+
+TEST_CASE("convert: a label file that does not fit the dataset is reported with its own name") {
+  TempDir dir;
+  for (const char* n : {"a", "b"}) WritePng(dir / "src/images/" + n + ".png", 1, 4, 4, 1);
+  WritePng(dir / "src/masks/a.png", 1, 4, 4, 2);
+  // A volume as the mask of a 2D image (mixed dtypes would be promoted, not refused).
+  WriteVolume(dir / "src/masks/b.nii", DType::kU16, 2, 4, 4, 1);
+  ExpectFailThenSkip(dir, dir / "src", "masks/b.nii) has spatial shape [2, 4, 4]", 1);
+}
+
 TEST_CASE("convert: an existing dataset is refused unless overwrite, dry run writes nothing") {
   TempDir dir;
   std::string src = GoodSource(dir);

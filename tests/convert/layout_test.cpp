@@ -190,6 +190,7 @@ TEST_CASE("convert: rle layout decodes one mask channel per class and keeps spac
   CHECK(m1[24 + 23] == 1);
   CHECK(rb.Doubles(0, "image.spacing") == std::vector<double>{1.5, 1.25});
   CHECK(Meta(rb.ds->manifest().fields[rb.Field("mask")], "labels") == R"({"large_bowel":0,"small_bowel":1,"stomach":2})");
+  CHECK(Meta(rb.ds->manifest().fields[rb.Field("mask")], "multi_label") == "true");  // organs may overlap
 }
 
 TEST_CASE("convert: nnunet layout stacks channels, keeps geometry and header, imagesTs is test") {

@@ -115,5 +115,46 @@ TEST_CASE("tools: a volume without a stored header exports with its geometry", "
 }
 #endif
 
+TEST_CASE("tools: a mask without geometry of its own exports with its image's spacing", "[tools]") {
+  TempDir tmp;
+  // As the rle layout writes a 1.5 x 1.25 mm slice: geometry on the image only.
+  const std::vector<FieldSpec> fields = {
+      {"image", FieldKind::kNdarray, DType::kU16, {1, 4, 6}, {}, {{"role", "image"}}},
+      {"mask", FieldKind::kNdarray, DType::kU8, {3, 4, 6}, {}, {{"role", "mask"}, {"multi_label", "true"}}},
+      {"image.spacing", FieldKind::kNdarray, DType::kF64, {2}, {}, {}},
+      {"image.origin", FieldKind::kNdarray, DType::kF64, {2}, {}, {}},
+      {"image.direction", FieldKind::kNdarray, DType::kF64, {4}, {}, {}}};
+  WriterOptions wo;
+  wo.fsync = false;
+  auto w = DatasetWriter::Create(tmp / "ds", fields, wo);
+  REQUIRE(w.ok());
+  auto doubles = [](std::vector<double> v) {
+    std::vector<uint8_t> b(v.size() * 8);
+    std::memcpy(b.data(), v.data(), b.size());
+    return FieldValue::Array(std::move(b), {int64_t(v.size())});
+  };
+  std::vector<uint8_t> mask(72, 0);
+  mask[7] = mask[24 + 8] = mask[48 + 9] = 1;
+  SampleInput s;
+  s.values = {FieldValue::Array(std::vector<uint8_t>(48, 3), {1, 4, 6}), FieldValue::Array(mask, {3, 4, 6}),
+              doubles({1.5, 1.25}), doubles({0, 0}), doubles({1, 0, 0, 1})};
+  REQUIRE((*w)->Append(std::move(s)).ok());
+  REQUIRE((*w)->Finish().ok());
+  std::ostringstream out;
+  ExportOptions o;
+  o.field = "mask";
+  REQUIRE(RunExport(tmp / "ds", 0, tmp / "m.nii", o, out).ok());
+  const std::vector<uint8_t> file = test::ReadFile(tmp / "m.nii");
+  auto h = ParseNiftiHeader(file.data(), 348);
+  INFO(h.status().ToString());
+  REQUIRE(h.ok());
+  CHECK(h->dim[1] == 6);
+  CHECK(h->dim[2] == 4);
+  CHECK(h->dim[4] == 3);  // one volume per class
+  CHECK(h->pixdim[1] == Approx(1.5));
+  CHECK(h->pixdim[2] == Approx(1.25));
+  CHECK(std::equal(mask.begin(), mask.end(), file.begin() + h->vox_offset));
+}
+
 }  // namespace
 }  // namespace shardify::tools

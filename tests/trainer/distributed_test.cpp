@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -47,11 +48,14 @@ int Run(const std::string& cmd) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-// `ranks` ranks of shardtrain through tools/launch.py (its store on the first free port of
-// 29550-29599: a port it binds itself, so concurrent launches cannot share one).
+// tools/launch.py hosts its store on the first free port of these: a port it binds itself,
+// so concurrent launches cannot share one.
+const char* const kLaunchPorts = "29550-29599";
+
+// `ranks` ranks of shardtrain through tools/launch.py.
 int Launch(int ranks, const std::string& args, const std::string& log) {
-  return Run(std::string(PYTHON_BIN) + " " + LAUNCH_PY + " --nproc " + std::to_string(ranks) +
-             " --ports 29550-29599 -- " + SHARDTRAIN_BIN + " " + args + " >" + log + " 2>&1");
+  return Run(std::string(PYTHON_BIN) + " " + LAUNCH_PY + " --nproc " + std::to_string(ranks) + " --ports " +
+             kLaunchPorts + " -- " + SHARDTRAIN_BIN + " " + args + " >" + log + " 2>&1");
 }
 
 // The JSON summary line of a log (rank 0 prints it).
@@ -127,26 +131,14 @@ class PortLease {
   int fd_ = -1, port_ = 0;
 };
 
-// One rank started here with the environment a launcher gives it; output to `log`.
-// Everything the child needs is prepared before fork (the child only calls open, dup2, execve).
-class Rank {
+// A child process running `argv` with environment `env`, its output to `log`. With
+// `own_group`, it leads a process group of its own (as a shell's foreground job), so that a
+// signal can reach it and everything it starts, as the terminal's Ctrl-C does. Everything
+// the child needs is prepared before fork (the child only calls setpgid, open, dup2, execve).
+class Child {
  public:
-  Rank(int rank, int world, int port, const std::string& args, const std::string& log) {
-    std::vector<std::string> argv = {SHARDTRAIN_BIN}, env;
-    std::istringstream words(args);
-    for (std::string w; words >> w;) argv.push_back(w);
-    for (char** e = environ; *e != nullptr; ++e) {
-      const std::string var = *e;
-      if (var.rfind("TORCHELASTIC_", 0) != 0 && var.rfind("RANK=", 0) != 0 && var.rfind("WORLD_SIZE=", 0) != 0) {
-        env.push_back(var);
-      }
-    }
-    for (const std::string& v : {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank),
-                                 "WORLD_SIZE=" + std::to_string(world), "LOCAL_WORLD_SIZE=" + std::to_string(world),
-                                 std::string("MASTER_ADDR=127.0.0.1"), "MASTER_PORT=" + std::to_string(port),
-                                 std::string("OMP_NUM_THREADS=1")}) {
-      env.push_back(v);
-    }
+  Child(std::vector<std::string> argv, std::vector<std::string> env, const std::string& log, bool own_group = false)
+      : group_(own_group) {
     std::vector<char*> cargv, cenv;
     for (std::string& a : argv) cargv.push_back(a.data());
     for (std::string& e : env) cenv.push_back(e.data());
@@ -154,19 +146,24 @@ class Rank {
     cenv.push_back(nullptr);
     pid_ = ::fork();
     if (pid_ != 0) return;
+    if (own_group) ::setpgid(0, 0);
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(fd, 1);
     ::dup2(fd, 2);
     ::execve(cargv[0], cargv.data(), cenv.data());
     ::_exit(127);
   }
-  ~Rank() {
+  ~Child() {
     if (pid_ > 0 && !reaped_) {
-      ::kill(pid_, SIGKILL);
+      ::kill(group_ ? -pid_ : pid_, SIGKILL);
       ::waitpid(pid_, nullptr, 0);
     }
   }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
   void Signal(int sig) const { ::kill(pid_, sig); }
+  // `sig` to the child's whole process group (own_group only).
+  void SignalGroup(int sig) const { ::kill(-pid_, sig); }
   // The exit code (128 + signal when killed), or -1 when it still runs after `seconds`
   // (a hang: the test then fails instead of waiting on).
   int Wait(double seconds) {
@@ -184,7 +181,51 @@ class Rank {
 
  private:
   pid_t pid_ = -1;
+  bool group_ = false;
   bool reaped_ = false;
+};
+
+std::vector<std::string> Words(const std::string& text) {
+  std::vector<std::string> w;
+  std::istringstream in(text);
+  for (std::string word; in >> word;) w.push_back(word);
+  return w;
+}
+
+// This process's environment without the variables a launcher sets.
+std::vector<std::string> Environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string var = *e;
+    if (var.rfind("TORCHELASTIC_", 0) != 0 && var.rfind("RANK=", 0) != 0 && var.rfind("WORLD_SIZE=", 0) != 0) {
+      env.push_back(var);
+    }
+  }
+  return env;
+}
+
+std::vector<std::string> RankArgv(const std::string& args) {
+  std::vector<std::string> argv = Words(args);
+  argv.insert(argv.begin(), SHARDTRAIN_BIN);
+  return argv;
+}
+
+std::vector<std::string> RankEnvironment(int rank, int world, int port) {
+  std::vector<std::string> env = Environment();
+  for (const std::string& v : {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank),
+                               "WORLD_SIZE=" + std::to_string(world), "LOCAL_WORLD_SIZE=" + std::to_string(world),
+                               std::string("MASTER_ADDR=127.0.0.1"), "MASTER_PORT=" + std::to_string(port),
+                               std::string("OMP_NUM_THREADS=1")}) {
+    env.push_back(v);
+  }
+  return env;
+}
+
+// One rank started here with the environment a launcher gives it; output to `log`.
+class Rank : public Child {
+ public:
+  Rank(int rank, int world, int port, const std::string& args, const std::string& log)
+      : Child(RankArgv(args), RankEnvironment(rank, world, port), log) {}
 };
 
 // Waits until `path` holds `text` (false after `seconds`).
@@ -248,18 +289,108 @@ TEST_CASE("distributed: ranks of batch 32 or 16 x 2 end with the weights and met
   }
 }
 
+// The JSON summaries of one process training `args` (ending in --out) for its epochs, then
+// of `ranks` ranks resuming its last.pt: they take no step, and evaluate the same weights.
+std::pair<Json, Json> OneThenResumed(const std::string& dir, const std::string& args, int ranks) {
+  REQUIRE(Run(std::string(SHARDTRAIN_BIN) + " " + args + dir + "/one --json >" + dir + "/one.log 2>&1") == 0);
+  REQUIRE(Launch(ranks, args + dir + "/many --json --resume " + dir + "/one/last.pt", dir + "/many.log") == 0);
+  return {Summary(dir + "/one.log"), Summary(dir + "/many.log")};
+}
+
 TEST_CASE("distributed: Dice counts summed over 3 ranks equal the single process's Dice") {
   testing::TempDir dir;
   REQUIRE(testing::WriteSegFixture(dir / "data").ok());
   const std::string args = "train " + dir / "data" + " --model unet --base-channels 4 --aug none --batch 16 "
                            "--epochs 1 --threads 1 --test-split val --out ";
-  REQUIRE(Run(std::string(SHARDTRAIN_BIN) + " " + args + (dir / "one") + " --json >" + (dir / "one.log") + " 2>&1") == 0);
-  REQUIRE(Launch(3, args + (dir / "three") + " --json --resume " + (dir / "one/last.pt"), dir / "three.log") == 0);
-  INFO(Slurp(dir / "three.log"));
-  const Json s1 = Summary(dir / "one.log"), s3 = Summary(dir / "three.log");
+  const auto [s1, s3] = OneThenResumed(dir.path(), args, 3);
+  INFO(Slurp(dir / "many.log"));
   for (const char* k : {"test_dice", "test_dice_0", "test_dice_1"}) {
     CHECK(s3["metrics"][k].get<double>() == Approx(s1["metrics"][k].get<double>()).margin(1e-9));
   }
+}
+
+TEST_CASE("distributed: a multi-label unet's Dice per organ over 2 ranks equals 1 rank's") {
+  testing::TempDir dir;
+  REQUIRE(testing::WriteOrganFixture(dir / "data", 16, 9).ok());  // val: 5 samples on rank 0, 4 on rank 1
+  const std::string args = "train " + dir / "data" + " --model unet --base-channels 4 --aug none --batch 8 "
+                           "--resize 32 32 --epochs 1 --threads 1 --test-split val --out ";
+  const auto [s1, s2] = OneThenResumed(dir.path(), args, 2);
+  INFO(Slurp(dir / "many.log"));
+  CHECK(s2["world_size"] == 2);
+  for (const char* k : {"test_dice", "test_dice_large_bowel", "test_dice_small_bowel", "test_dice_stomach"}) {
+    INFO(k);
+    REQUIRE(s1["metrics"][k].is_number());
+    CHECK(s2["metrics"][k].get<double>() == Approx(s1["metrics"][k].get<double>()).margin(1e-9));
+  }
+}
+
+TEST_CASE("distributed: --max-steps within an epoch validates on every rank, and rank 0 writes the outputs") {
+  testing::TempDir dir;
+  REQUIRE(testing::WriteOrganFixture(dir / "data", 32, 8).ok());  // 4 steps of 4 samples per rank and epoch
+  const std::string args = "train " + dir / "data" + " --model unet --base-channels 4 --aug none --batch 4 "
+                           "--resize 32 32 --epochs 2 --max-steps 3 --threads 1 --progress-seconds 0.01 --json --out " +
+                           (dir / "out");
+  REQUIRE(Launch(2, args, dir / "log") == 0);
+  const std::string log = Slurp(dir / "log");
+  INFO(log);
+  const Json s = Summary(dir / "log");
+  CHECK(s["world_size"] == 2);
+  CHECK(s["steps"] == 3);
+  CHECK(s["epochs"] == 0);
+  CHECK(s["validation_seconds"].get<double>() > 0);
+  CHECK(s["wall_seconds"].get<double>() >= s["seconds"].get<double>() + s["validation_seconds"].get<double>());
+  for (const char* organ : {"val_dice_large_bowel", "val_dice_small_bowel", "val_dice_stomach"}) {
+    CHECK(s["metrics"][organ].is_number());
+  }
+  const std::vector<Json> lines = MetricLines(dir / "out/metrics.jsonl");
+  REQUIRE(lines.size() == 1);  // rank 0's alone
+  CHECK(lines[0]["partial"] == true);
+  CHECK(lines[0]["steps"] == 3);
+  CHECK(lines[0]["val_dice_stomach"] == s["metrics"]["val_dice_stomach"]);
+  CHECK(std::filesystem::exists(dir / "out/best.pt"));
+  CHECK(std::filesystem::exists(dir / "out/curve.png"));
+  Result<st::CheckpointMeta> meta = st::ReadCheckpointMeta(dir / "out/last.pt");
+  REQUIRE(meta.ok());
+  CHECK(meta->world_size == 2);
+  CHECK(meta->epochs_done == 0);
+  CHECK(meta->multi_label);
+  const size_t first = log.find("(stopped after 3 steps)");
+  CHECK(first != std::string::npos);
+  CHECK(log.find("(stopped after 3 steps)", first + 1) == std::string::npos);  // rank 0 alone reports
+}
+
+// The stop reaches the ranks at different steps; they agree on one, validate, and rank 0
+// writes the outputs and its summary: an orderly end on every rank, exit code 130.
+TEST_CASE("distributed: a stop asked on one rank, or at the launcher's terminal, stops every rank after one step") {
+  testing::TempDir dir;
+  REQUIRE(testing::WriteClassFixture(dir / "data", false, 64).ok());
+  const std::string args = TrainArgs(dir / "data", dir / "out", 16, 100000) +
+                           " --json --progress-seconds 0.05 --dist-timeout 60";
+  const std::string log = dir / "rank0.log";
+  SECTION("SIGTERM to rank 1 alone") {
+    PortLease lease;
+    REQUIRE(lease.port() != 0);
+    Rank zero(0, 2, lease.port(), args, log);
+    Rank one(1, 2, lease.port(), args, dir / "rank1.log");
+    REQUIRE(WaitForText(log, "epoch 1/", 120));
+    one.Signal(SIGTERM);
+    CHECK(one.Wait(120) == 130);
+    CHECK(zero.Wait(120) == 130);
+  }
+  SECTION("Ctrl-C at the terminal: each rank gets it from the terminal and from tools/launch.py") {
+    std::vector<std::string> argv = {PYTHON_BIN, LAUNCH_PY, "--nproc", "2", "--ports", kLaunchPorts, "--"};
+    for (std::string& a : RankArgv(args)) argv.push_back(std::move(a));
+    Child launcher(argv, Environment(), log, /*own_group=*/true);
+    REQUIRE(WaitForText(log, "epoch 1/", 120));
+    launcher.SignalGroup(SIGINT);
+    CHECK(launcher.Wait(120) == 130);
+  }
+  INFO(Slurp(log));
+  const Json s = Summary(log);
+  CHECK(s["world_size"] == 2);
+  CHECK(s["steps"].get<uint64_t>() > 0);
+  CHECK(std::filesystem::exists(dir / "out/last.pt"));
+  CHECK_FALSE(MetricLines(dir / "out/metrics.jsonl").empty());
 }
 
 TEST_CASE("distributed: a rank that dies or hangs stops the others with an error naming it") {

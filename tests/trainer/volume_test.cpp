@@ -39,11 +39,16 @@ class SignModel : public st::Model {
 
 // Volumes of varying size, i16, with a bright ellipsoid labeled 1 (u8 mask), stored
 // chunked, with the foreground locations the converter would store. Splits: train, val.
-Status WriteVolumeFixture(const std::string& dir, uint64_t train = 8, uint64_t val = 2) {
-  const std::vector<KeyValue> labels = {{"labels", "{\"background\": 0, \"blob\": 1}"}};
+// `multi_label`: the mask has a channel per class instead, "blob" (the ellipsoid) and
+// "top" (its upper half, overlapping it).
+Status WriteVolumeFixture(const std::string& dir, uint64_t train = 8, uint64_t val = 2, bool multi_label = false) {
+  const std::vector<KeyValue> labels =
+      multi_label ? std::vector<KeyValue>{{"labels", "{\"blob\": 0, \"top\": 1}"}, {"multi_label", "true"}}
+                  : std::vector<KeyValue>{{"labels", "{\"background\": 0, \"blob\": 1}"}};
+  const int64_t k = multi_label ? 2 : 1;
   std::vector<FieldSpec> fields = {
       {"image", FieldKind::kNdarray, DType::kI16, {1, -1, -1, -1}, {}, {}, {1, 8, 8, 8}},
-      {"mask", FieldKind::kNdarray, DType::kU8, {1, -1, -1, -1}, {}, labels, {1, 8, 8, 8}},
+      {"mask", FieldKind::kNdarray, DType::kU8, {k, -1, -1, -1}, {}, labels, {1, 8, 8, 8}},
       {"mask.fg_locations", FieldKind::kNdarray, DType::kI32, {-1, 4}, {}, {{"role", "fg_locations"}}}};
   WriterOptions wo;
   wo.fsync = false;
@@ -53,7 +58,7 @@ Status WriteVolumeFixture(const std::string& dir, uint64_t train = 8, uint64_t v
     const int64_t d = 18 + int64_t(Mix(x) % 5), h = 20 + int64_t(Mix(x) % 5), wd = 22 + int64_t(Mix(x) % 5);
     const double cz = 5 + double(Mix(x) % uint64_t(d - 10)), cy = 5 + double(Mix(x) % uint64_t(h - 10)),
                  cx = 5 + double(Mix(x) % uint64_t(wd - 10));
-    std::vector<uint8_t> img(size_t(d * h * wd) * 2), mask(size_t(d * h * wd));
+    std::vector<uint8_t> img(size_t(d * h * wd) * 2), mask(size_t(k * d * h * wd));
     std::vector<int32_t> loc;
     size_t n = 0;
     for (int64_t z = 0; z < d; ++z)
@@ -62,6 +67,7 @@ Status WriteVolumeFixture(const std::string& dir, uint64_t train = 8, uint64_t v
           const double r = (z - cz) * (z - cz) / 16.0 + (y - cy) * (y - cy) / 20.0 + (c - cx) * (c - cx) / 12.0;
           const bool in = r < 1;
           mask[n] = in ? 1 : 0;
+          if (multi_label) mask[size_t(d * h * wd) + n] = in && z < cz;
           const int16_t v = int16_t((in ? 600 : 100) + int64_t(Mix(x) % 300));
           std::memcpy(&img[2 * n], &v, 2);
           if (in && n % 3 == 0) loc.insert(loc.end(), {1, int32_t(z), int32_t(y), int32_t(c)});
@@ -70,7 +76,7 @@ Status WriteVolumeFixture(const std::string& dir, uint64_t train = 8, uint64_t v
     std::memcpy(locb.data(), loc.data(), locb.size());
     SampleInput in;
     in.split = i < train ? "train" : "val";
-    in.values = {FieldValue::Array(std::move(img), {1, d, h, wd}), FieldValue::Array(std::move(mask), {1, d, h, wd}),
+    in.values = {FieldValue::Array(std::move(img), {1, d, h, wd}), FieldValue::Array(std::move(mask), {k, d, h, wd}),
                  FieldValue::Array(std::move(locb), {int64_t(loc.size() / 4), 4})};
     RETURN_IF_ERROR(w->Append(std::move(in)));
   }
@@ -221,6 +227,37 @@ TEST_CASE("volumes: UNet-3D trains on patches, validates by sliding window, pred
     REQUIRE(predicted.ok());
     REQUIRE(image.ok());
     CHECK(*predicted == *image);  // [1, D, H, W], the case's own size
+  }
+}
+
+TEST_CASE("volumes: a multi-label mask [K, D, H, W] trains one sigmoid per class and predicts [K, D, H, W]") {
+  testing::TempDir dir;
+  REQUIRE(WriteVolumeFixture(dir / "data", 8, 2, true).ok());
+  st::TrainOptions o = VolumeRun(dir / "data", dir / "out");
+  o.epochs = 2;
+  auto r = st::Train(o);
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  const st::EpochRecord& last = r->history.back();
+  CHECK(std::isfinite(last.val_loss));
+  CHECK(std::isfinite(last.Metric("val_dice_blob")));
+  CHECK(std::isfinite(last.Metric("val_dice_top")));
+  CHECK(last.Metric("val_dice") == Approx((last.Metric("val_dice_blob") + last.Metric("val_dice_top")) / 2));
+  st::PredictOptions p;
+  p.checkpoint = dir / "out/last.pt";
+  p.data_dir = dir / "data";
+  p.split = "val";
+  p.out = dir / "masks";
+  auto pr = st::Predict(p);
+  INFO(pr.status().ToString());
+  REQUIRE(pr.ok());
+  auto masks = Dataset::Open(dir / "masks");
+  auto data = Dataset::Open(dir / "data");
+  REQUIRE(masks.ok());
+  REQUIRE(data.ok());
+  for (uint64_t i = 0; i < 2; ++i) {
+    Shape want = *(*data)->Sample(8 + i)->shape(1);  // the source mask: [2, D, H, W]
+    CHECK(*(*masks)->Sample(i)->shape(1) == want);
   }
 }
 
