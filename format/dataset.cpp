@@ -25,6 +25,8 @@ std::optional<IoMode> ParseIoMode(std::string_view name) {
   return std::nullopt;
 }
 
+// A context that could not be made stays null: DecodeBlob then fails with
+// ResourceExhausted instead of dereferencing it.
 Decoder::Decoder() : dctx_(ZSTD_createDCtx()) {}
 Decoder::~Decoder() { ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(dctx_)); }
 

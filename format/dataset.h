@@ -50,7 +50,8 @@ struct ReadOptions {
 
 // Per-thread decompression state (a zstd context and scratch buffers for stored bytes and
 // chunks). Reuse it: once its scratch has grown to the largest blob, decoding allocates
-// nothing.
+// nothing. When its zstd context cannot be allocated, decoding a compressed blob with it
+// fails with ResourceExhausted.
 class Decoder {
  public:
   Decoder();

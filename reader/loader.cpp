@@ -188,9 +188,9 @@ Result<std::unique_ptr<Loader>> Loader::Open(std::shared_ptr<const Dataset> data
   size_t threads = options.threads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   const bool pinned = options.pin_memory && detail::CudaDeviceAnswers();
-  auto ring = std::make_shared<detail::Ring>(std::move(dataset), options, std::move(sampler).value(), std::move(fields),
-                                             pinned, std::move(patches));
-  RETURN_IF_ERROR(ring->Start(threads));
+  ASSIGN_OR_RETURN(std::shared_ptr<detail::Ring> ring,
+                   detail::Ring::Create(std::move(dataset), options, std::move(sampler).value(), std::move(fields),
+                                        pinned, std::move(patches), threads));
   return std::unique_ptr<Loader>(std::make_unique<LoaderImpl>(std::move(ring)));
 }
 

@@ -51,6 +51,15 @@ Ring::Ring(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
 
 Ring::~Ring() { Stop(); }
 
+Result<std::shared_ptr<Ring>> Ring::Create(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
+                                           Sampler sampler, std::vector<FieldPlan> fields, bool pinned,
+                                           std::unique_ptr<PatchSampler> patches, size_t threads) {
+  std::shared_ptr<Ring> ring(
+      new Ring(std::move(dataset), options, std::move(sampler), std::move(fields), pinned, std::move(patches)));
+  RETURN_IF_ERROR(ring->Start(threads));
+  return ring;
+}
+
 size_t Ring::ClaimSize(size_t threads) const {
   // Enough samples for each thread to share a batch; samples of known small size are
   // claimed in runs of about kClaimBytes, since each claim takes the ring's lock twice.

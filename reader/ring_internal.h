@@ -62,14 +62,13 @@ struct Slot {
 
 class Ring : public std::enable_shared_from_this<Ring> {
  public:
-  Ring(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options, Sampler sampler,
-       std::vector<FieldPlan> fields, bool pinned, std::unique_ptr<PatchSampler> patches = nullptr);
+  // A running ring: its slots allocated and `threads` workers started.
+  static Result<std::shared_ptr<Ring>> Create(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
+                                              Sampler sampler, std::vector<FieldPlan> fields, bool pinned,
+                                              std::unique_ptr<PatchSampler> patches, size_t threads);
   ~Ring();
   Ring(const Ring&) = delete;
   Ring& operator=(const Ring&) = delete;
-
-  // Allocates the slots and starts `threads` workers. Call once.
-  Status Start(size_t threads);
   // Stops the workers and joins them. Slots held by the consumer stay valid.
   void Stop();
 
@@ -81,6 +80,10 @@ class Ring : public std::enable_shared_from_this<Ring> {
   const Dataset& dataset() const { return *dataset_; }
 
  private:
+  Ring(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options, Sampler sampler,
+       std::vector<FieldPlan> fields, bool pinned, std::unique_ptr<PatchSampler> patches);
+  // Allocates the slots and starts `threads` workers (once, from Create).
+  Status Start(size_t threads);
   // Samples one worker claims at a time.
   size_t ClaimSize(size_t threads) const;
   void Work();
