@@ -11,7 +11,7 @@ namespace shardify::convert {
 namespace {
 
 constexpr const char* kDescription =
-    "shardify: convert an image dataset once into zstd-compressed, checksummed shards.\n\n"
+    "shardify: convert an image dataset once into compressed (or raw), checksummed shards.\n\n"
     "SRC is a directory in one of these layouts (detected, or set with --layout):\n"
     "  folder  SRC/<class>/<image>: labels from the sorted class folder names\n"
     "  csv     SRC is a .csv with columns image[,label,mask,split,...]; paths relative to it\n"
@@ -39,7 +39,7 @@ constexpr const char* kMergeDescription =
 struct Flags {
   std::string src, dst, layout = "auto", split, on_error = "fail", shard_size = "256M", classes;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::string level = "auto";
+  std::string level = "auto", codec = "zstd";
   uint64_t seed = 0;
   bool dict = false, no_dict = false, overwrite = false, dry_run = false, no_fsync = false, quiet = false;
   std::string patch_size, group_by;
@@ -105,6 +105,12 @@ void Define(CLI::App& app, Flags& f) {
   app.add_option("--threads", f.threads, "Decode/compress threads (default: all cores)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
+  app.add_option("--codec", f.codec,
+                 "How images and masks are stored: zstd (compressed), raw (larger; read by a copy,\n"
+                 "with no decompression), or auto: raw when they decode to at most 2 GiB in all\n"
+                 "(a dataset that stays in the page cache), else zstd")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"zstd", "raw", "auto"}));
   app.add_option("--level", f.level,
                  "zstd compression level 1..19, or auto: 9 when samples are at most 64 KiB\n"
                  "(small images gain from it at no cost in speed), else 3 with masks at 9")
@@ -196,7 +202,12 @@ Status ToOptions(const CLI::App& app, const Flags& f, ConvertOptions& o) {
   if (!layout) return InvalidArgument("unknown --layout '" + f.layout + "'");
   o.layout = *layout;
   o.threads = f.threads;
+  o.codec = f.codec == "raw" ? CodecChoice::kRaw : f.codec == "auto" ? CodecChoice::kAuto : CodecChoice::kZstd;
   ASSIGN_OR_RETURN(o.zstd_level, ParseLevel(f.level));
+  if (o.codec == CodecChoice::kRaw && (app.count("--level") > 0 || f.dict)) {
+    return InvalidArgument(std::string(app.count("--level") > 0 ? "--level" : "--dict") +
+                           " sets zstd compression, and --codec raw stores arrays uncompressed");
+  }
   Result<uint64_t> bytes = ParseByteSize(f.shard_size);
   if (!bytes.ok()) return bytes.status().WithContext("--shard-size");
   o.shard_bytes = *bytes;

@@ -28,11 +28,24 @@
 
 namespace shardify::convert {
 
+// How images and masks are stored (`--codec`).
+enum class CodecChoice {
+  kZstd,  // zstd frames (a blob that does not shrink by 5% is stored raw), byte-shuffled
+          // when 16-bit or wider
+  kRaw,   // every array raw: larger, read by a copy with no decompression
+  kAuto,  // raw when every image and mask together decode to at most kAutoRawBytes
+          // (such a dataset stays in the page cache, where decompression is the whole
+          // cost of reading), zstd otherwise
+};
+inline constexpr uint64_t kAutoRawBytes = 2ull << 30;
+const char* CodecChoiceName(CodecChoice c);  // "zstd", "raw", "auto"
+
 struct ConvertOptions {
   std::string source;                  // directory, or a .csv for the csv layout
   std::string dest;                    // dataset directory to create
   Layout layout = Layout::kAuto;
   int threads = 0;                     // 0: all cores
+  CodecChoice codec = CodecChoice::kZstd;
   int zstd_level = 0;                  // 1..19; 0: auto (9 for samples up to 64 KiB, else 3)
   uint64_t shard_bytes = 256ull << 20; // target shard size
   int dict = -1;                       // train a zstd dictionary per image/mask field:
@@ -66,7 +79,8 @@ struct ConvertOptions {
   uint64_t fg_locations = 10000;       // with patch_size: locations kept per class and case
                                        // (0: no mask.fg_locations field)
   bool shuffle = true;                 // byte-shuffle image and mask fields of 2-, 4- or
-                                       // 8-byte elements (format version 3; smaller)
+                                       // 8-byte elements (format version 3; smaller);
+                                       // zstd only
   // Conversion in parts (convert/parts.h): with parts > 0, write only part `part` (1..parts),
   // a contiguous slice of the sample order, into dest/parts/; Merge() then makes dest the
   // dataset. A part that is complete already is not converted again (unless overwrite).
@@ -108,6 +122,7 @@ struct ConvertSummary {
   double seconds = 0;
   bool dry_run = false;
   bool dictionary = false;            // a dictionary was trained and used
+  std::string codec = "zstd";         // how arrays were stored: "zstd" or "raw"
   // With ConvertOptions::parts: the part (its planned slice of the sample order), the
   // samples of the whole dataset, and whether this run converted it.
   PartInfo part;

@@ -88,7 +88,8 @@ WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan,
                                 const detail::PreprocessPlan& preprocess, bool auto_level) {
   WriterOptions w;
   w.target_shard_bytes = o.shard_bytes;
-  w.zstd_level = o.zstd_level;
+  w.codec = o.codec == CodecChoice::kRaw ? Codec::kRaw : Codec::kZstd;
+  if (o.zstd_level > 0) w.zstd_level = o.zstd_level;
   w.overwrite = o.overwrite;
   w.companions = {detail::kSkippedFile};
   w.fsync = o.fsync;
@@ -99,12 +100,13 @@ WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan,
   std::string split;
   for (const auto& [name, f] : o.split) split += (split.empty() ? "" : ",") + name + "=" + std::to_string(f);
   w.provenance.options = {{"layout", LayoutName(plan.layout)},
-                          {"level", std::to_string(o.zstd_level)},
+                          {"level", o.codec == CodecChoice::kRaw ? "none" : std::to_string(o.zstd_level)},
                           {"shard_size", std::to_string(o.shard_bytes)},
                           {"dict", o.dict ? "true" : "false"},
                           {"split", split},
                           {"seed", std::to_string(o.seed)},
                           {"on_error", o.skip_errors ? "skip" : "fail"}};
+  if (o.codec == CodecChoice::kRaw) w.provenance.options.push_back({"codec", "raw"});  // zstd output stays as it was
   if (!o.group_by.empty()) w.provenance.options.push_back({"group_by", o.group_by});  // only then: output as before
   for (int f : {schema.image, schema.mask}) {  // only when used, so 8-bit output stays as it was
     if (f >= 0 && schema.fields[f].filter == Filter::kByteShuffle) {
@@ -119,7 +121,7 @@ WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan,
     if (schema.fg_locations >= 0) w.provenance.options.push_back({"fg_locations", std::to_string(o.fg_locations)});
   }
   for (KeyValue& kv : detail::PreprocessProvenance(preprocess)) w.provenance.options.push_back(std::move(kv));
-  if (auto_level && o.zstd_level < kLabelLevel && schema.mask >= 0) {
+  if (auto_level && o.codec != CodecChoice::kRaw && o.zstd_level < kLabelLevel && schema.mask >= 0) {
     for (int f : {schema.mask, schema.fg_locations}) {
       if (f >= 0) w.field_levels.push_back({schema.fields[f].name, kLabelLevel});
     }
@@ -148,6 +150,7 @@ struct Prepared {
   std::vector<std::vector<uint8_t>> small_files;  // per case, see CaseInfo::small_file
   uint64_t max_sample_bytes = 0;                  // largest decoded image + mask
   std::string largest;                            // the case that has it
+  CodecChoice codec = CodecChoice::kZstd;         // kZstd or kRaw, `--codec auto` resolved
 };
 
 uint64_t CaseBytes(const CaseInfo& c) {
@@ -155,6 +158,19 @@ uint64_t CaseBytes(const CaseInfo& c) {
   const Result<uint64_t> mask = c.has_mask ? ByteSize(c.mask.shape, c.mask.dtype) : Result<uint64_t>(uint64_t{0});
   if (!image.ok() || !mask.ok() || *image > UINT64_MAX - *mask) return UINT64_MAX;
   return *image + *mask;
+}
+
+// `--codec auto`: raw when every readable case together decodes to at most kAutoRawBytes.
+CodecChoice ResolveCodec(CodecChoice c, const std::vector<CaseInfo>& infos, const std::vector<bool>& ok) {
+  if (c != CodecChoice::kAuto) return c;
+  uint64_t total = 0;
+  for (size_t i = 0; i < infos.size(); ++i) {
+    if (!ok[i]) continue;
+    const uint64_t bytes = CaseBytes(infos[i]);
+    if (bytes > kAutoRawBytes - total) return CodecChoice::kZstd;
+    total += bytes;
+  }
+  return CodecChoice::kRaw;
 }
 
 // Cases whose image and mask together decode to more than the per-sample limit become
@@ -209,19 +225,19 @@ Status Prepare(const ConvertOptions& o, int threads, ProgressSink* progress, Pre
                                             &sum->preprocessing));
   if (o.preprocess.transforms()) ApplySampleLimit(o, plan, infos, &ok, &errors, &work_bytes);  // resampled sizes
   p->schema = detail::BuildSchema(plan, infos, ok, errors);
+  p->codec = ResolveCodec(o.codec, infos, ok);
   if (!p->schema.fields.empty()) {
     detail::Schema& s = p->schema;
     RETURN_IF_ERROR(detail::FinishSchema(infos, ok, plan.has_mask, s.geometry_dims, s.image, s.mask, s.fields,
                                          &s.record, &p->preprocess, &sum->preprocessing));
     RETURN_IF_ERROR(detail::ApplyPatchSize(p->schema, infos, ok, o.patch_size, o.fg_locations, o.seed)
                         .WithContext(o.source));
+    const bool filters = o.shuffle && p->codec == CodecChoice::kZstd;  // they help compression only
     for (int f : {p->schema.image, p->schema.mask}) {
-      if (o.shuffle && f >= 0 && DTypeSize(p->schema.fields[f].dtype) > 1) {
-        p->schema.fields[f].filter = Filter::kByteShuffle;
-      }
+      if (filters && f >= 0 && DTypeSize(p->schema.fields[f].dtype) > 1) p->schema.fields[f].filter = Filter::kByteShuffle;
     }
     // Sorted coordinates: their differences compress to about half (format version 4).
-    if (o.shuffle && s.fg_locations >= 0) s.fields[s.fg_locations].filter = Filter::kDeltaColumns;
+    if (filters && s.fg_locations >= 0) s.fields[s.fg_locations].filter = Filter::kDeltaColumns;
   }
   p->small_files.resize(infos.size());
   for (size_t i = 0; i < infos.size(); ++i) {
@@ -269,14 +285,30 @@ void CountSplits(const Prepared& p, const std::vector<size_t>& written, ConvertS
 constexpr uint64_t kSmallSampleBytes = 64 << 10;
 constexpr size_t kDictionaryMinSamples = 1000;
 
-ConvertOptions ResolveAuto(ConvertOptions o, uint64_t max_sample_bytes, size_t samples) {
-  const bool small = max_sample_bytes <= kSmallSampleBytes;
+ConvertOptions ResolveAuto(ConvertOptions o, const Prepared& p) {
+  o.codec = p.codec;
+  if (o.codec == CodecChoice::kRaw) {  // no compression: no level, no dictionary
+    o.dict = 0;
+    o.zstd_level = 0;
+    return o;
+  }
+  const bool small = p.max_sample_bytes <= kSmallSampleBytes;
+  const size_t samples = p.order.size();
   if (o.zstd_level == 0) o.zstd_level = small ? 9 : 3;
   if (o.dict < 0) o.dict = small && samples >= kDictionaryMinSamples ? 1 : 0;
   return o;
 }
 
 }  // namespace
+
+const char* CodecChoiceName(CodecChoice c) {
+  switch (c) {
+    case CodecChoice::kZstd: return "zstd";
+    case CodecChoice::kRaw: return "raw";
+    case CodecChoice::kAuto: return "auto";
+  }
+  return "?";
+}
 
 namespace {
 
@@ -315,7 +347,8 @@ Result<ConvertSummary> ConvertImpl(const ConvertOptions& options, ProgressSink* 
   sum.dry_run = options.dry_run;
   Prepared p;
   RETURN_IF_ERROR(Prepare(options, threads, progress, &p, &sum));
-  const ConvertOptions o = ResolveAuto(options, p.max_sample_bytes, p.order.size());
+  const ConvertOptions o = ResolveAuto(options, p);
+  sum.codec = CodecChoiceName(o.codec);
   ASSIGN_OR_RETURN(const size_t window, WindowFor(o, threads, p.max_sample_bytes, p.largest));
   // Every part computes the same statistics over the whole training split, so parts agree.
   if (!o.dry_run && p.preprocess.needs_ct_statistics()) RETURN_IF_ERROR(RunCtPass(o, threads, progress, &p, &sum));

@@ -97,7 +97,7 @@ std::string FormatSummary(const ConvertSummary& s) {
     double ratio = s.bytes_in > 0 ? static_cast<double>(s.bytes_out) / static_cast<double>(s.bytes_in) : 0.0;
     std::snprintf(line, sizeof line, "  bytes in %s, out %s (%zu shard%s), ratio %.3f%s\n", detail::HumanBytes(s.bytes_in).c_str(),
                   detail::HumanBytes(s.bytes_out).c_str(), static_cast<size_t>(s.shards), s.shards == 1 ? "" : "s", ratio,
-                  s.dictionary ? ", zstd dictionary" : "");
+                  s.codec == "raw" ? ", stored raw" : s.dictionary ? ", zstd dictionary" : "");
     o << line;
   }
   char t[128];

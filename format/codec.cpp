@@ -64,6 +64,7 @@ Status DecodeBlob(Codec codec, const uint8_t* stored, uint64_t stored_size, uint
                                                               : std::to_string(declared) + " bytes") +
                       ", expected " + std::to_string(raw_size));
   auto* ctx = static_cast<ZSTD_DCtx*>(dctx);
+  if (ctx == nullptr) return ResourceExhausted("no zstd decompression context (out of memory when it was made)");
   const size_t n = codec == Codec::kZstdDict
                        ? ZSTD_decompress_usingDDict(ctx, dst, raw_size, stored, stored_size,
                                                     static_cast<const ZSTD_DDict*>(dict->ddict()))

@@ -1,18 +1,26 @@
 // Dataset: read access to a shard dataset directory.
 //
-// Open() reads and verifies only the manifest; shards are mapped lazily on first use and
-// at most ReadOptions::max_open_shards stay mapped (least recently used is unmapped).
-// A shard is checked completely when it is mapped (ends, footer and index checksums,
-// FlatBuffers verifier, every offset, length and shape against the file), so sample
-// access afterwards is O(1) and cannot read out of bounds.
+// Open() reads and verifies only the manifest; shards are opened lazily on first use and
+// at most ReadOptions::max_open_shards stay open (least recently used is closed). A shard
+// is checked completely when it is opened (ends, footer and index checksums, FlatBuffers
+// verifier, every offset, length and shape against the file), and its index is kept in
+// memory, so sample access afterwards is O(1) and cannot read out of bounds.
+//
+// Files that change underneath: blobs are read from a shared mapping (IoMode::kMmap) or
+// with pread (kPread), and every decode copies the stored bytes before it checks them, so
+// what it delivers is what it checked. A shard truncated or rewritten in place after it
+// was opened gives an error naming the shard (kIOError for bytes the file no longer holds,
+// kCorruption for bytes that no longer match their checksum), never a signal; the Dataset
+// then closes that shard, so the next access opens it again and checks it anew.
 //
 // Thread-safety: a Dataset may be shared by any number of threads. A SampleView is a
-// cheap handle that keeps its shard mapped; use it from one thread at a time. A Decoder
+// cheap handle that keeps its shard open; use it from one thread at a time. A Decoder
 // holds per-thread decompression state.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,15 +32,26 @@
 
 namespace shardify {
 
+// How shard bytes are read.
+enum class IoMode : uint8_t {
+  kMmap = 0,   // a shared read-only mapping per open shard (fast where pages are cached)
+  kPread = 1,  // pread(2) into the destination: no page faults (NFS, FUSE)
+};
+const char* IoModeName(IoMode m);  // "mmap", "pread"
+std::optional<IoMode> ParseIoMode(std::string_view name);
+
 struct ReadOptions {
-  size_t max_open_shards = 64;  // mapped shards kept at once (>= 1)
-  bool verify_checksums = true; // check each blob's XXH3 before decoding it
+  size_t max_open_shards = 64;  // shards kept open at once (>= 1)
+  bool verify_checksums = true; // check each blob's XXH3 (of the bytes copied) before decoding it
+  IoMode io = IoMode::kMmap;    // how blobs are read; both give the same bytes and checks
   // Largest decoded array accepted; guards allocation against hostile sizes.
   uint64_t max_sample_bytes = 4ull << 30;
 };
 
-// Per-thread decompression state (a zstd context and a scratch buffer for chunks). Reuse
-// it: once its scratch has grown to the largest chunk, decoding allocates nothing.
+// Per-thread decompression state (a zstd context and scratch buffers for stored bytes and
+// chunks). Reuse it: once its scratch has grown to the largest blob, decoding allocates
+// nothing. When its zstd context cannot be allocated, decoding a compressed blob with it
+// fails with ResourceExhausted.
 class Decoder {
  public:
   Decoder();
@@ -46,6 +65,7 @@ class Decoder {
  private:
   friend class SampleView;
   void* dctx_;
+  std::vector<uint8_t> stored_;    // a compressed or filtered blob as read from the file
   std::vector<uint8_t> scratch_;
   std::vector<uint8_t> shuffled_;  // a filtered blob before its inverse filter
   uint64_t chunks_decoded_ = 0;
@@ -55,7 +75,11 @@ namespace detail { class MappedShard; }
 
 // The stored form of one ndarray blob.
 struct BlobInfo {
-  const uint8_t* data = nullptr;  // stored bytes, valid while the SampleView lives
+  // The stored bytes in the shard's mapping, valid while the SampleView lives; nullptr when
+  // the dataset reads with IoMode::kPread. Reading them directly checks nothing: bytes the
+  // file no longer holds read as zeros (Decode reports that; prefer it).
+  const uint8_t* data = nullptr;
+  uint64_t offset = 0;            // where the stored bytes start in the shard file
   uint64_t stored_size = 0;
   uint64_t raw_size = 0;          // bytes after decoding
   uint64_t checksum = 0;          // XXH3-64 of the stored bytes
@@ -64,9 +88,10 @@ struct BlobInfo {
 
 class Dataset;
 
-// One sample of a dataset. Keeps its shard mapped while alive. Field indices are
-// positions in manifest().fields; calling an accessor for a field of another kind, or
-// an index out of range, returns InvalidArgument.
+// One sample of a dataset. Keeps its shard open while alive (unless it came from
+// Dataset::SampleBatch, see there). Field indices are positions in manifest().fields;
+// calling an accessor for a field of another kind, or an index out of range, returns
+// InvalidArgument.
 class SampleView {
  public:
   SampleView() = default;
@@ -83,9 +108,11 @@ class SampleView {
   Result<std::string_view> bytes_value(size_t field) const;  // string or bytes
 
   // Decodes ndarray `field` into dst (exactly raw_size bytes; dst_size must be >= it),
-  // undoing the field's filter (blob() and chunk() give the stored, filtered bytes).
-  // Verifies the checksum when the dataset was opened with verify_checksums.
-  // Corruption names the file, sample and field.
+  // undoing the field's filter (blob() and chunk() give the stored, filtered bytes). A raw
+  // blob is copied straight into dst and its checksum computed over dst; other blobs are
+  // copied into the decoder's scratch first. Verifies the checksum when the dataset was
+  // opened with verify_checksums. Corruption (or IOError, for bytes the file no longer
+  // holds) names the file, sample and field.
   Status Decode(size_t field, void* dst, size_t dst_size, Decoder& decoder) const;
 
   // Decodes the box [start, start + size) of ndarray `field` into dst (row-major, shape
@@ -95,14 +122,28 @@ class SampleView {
   Status DecodeRegion(size_t field, const Shape& start, const Shape& size, void* dst, size_t dst_size,
                       Decoder& decoder, const void* pad_element = nullptr) const;
 
+  // The gather loop of a batch: reads field `field` of views[0..n) (of one Dataset) into
+  // dst + i * stride. An ndarray field of one fixed shape, not chunked, decodes as Decode
+  // does (stride >= its bytes); an int field gives an int64_t, a float field a double.
+  // Prefetches the index entries, and the mapped stored bytes, of the samples ahead, so the
+  // loop waits on memory for several samples at once. On error, *failed is the position
+  // of the failing view and the error names it as Decode's do; views before it are done.
+  static Status DecodeBatch(const SampleView* views, size_t n, size_t field, uint8_t* dst, size_t stride,
+                            Decoder& decoder, size_t* failed);
+
  private:
   Status DecodeChunk(size_t field, uint64_t k, uint8_t* dst, Decoder& decoder) const;
-  // Decompresses blob `b` of `field` into dst (b.raw_size bytes), undoing the field's filter.
-  Status DecodeStored(size_t field, const BlobInfo& b, void* dst, Decoder& decoder) const;
+  // Reads blob `b` of `field` (a whole blob, or chunk `chunk`), checks it and decodes it
+  // into dst (b.raw_size bytes), undoing the field's filter. Errors carry no location.
+  Status ReadStored(size_t field, const BlobInfo& b, const char* what, void* dst, Decoder& decoder) const;
   std::string Where(size_t field) const;
+  // `s` with the location (sample, field, then `part`); closes the shard in the Dataset
+  // when its file changed.
+  Status Fail(const Status& s, size_t field, const std::string& part) const;
   friend class Dataset;
   const Dataset* dataset_ = nullptr;
-  std::shared_ptr<const detail::MappedShard> shard_;
+  const detail::MappedShard* shard_ = nullptr;
+  std::shared_ptr<const detail::MappedShard> owner_;  // empty for views of SampleBatch
   uint64_t index_ = 0;
   uint64_t local_ = 0;
 };
@@ -120,10 +161,19 @@ class Dataset {
   const ReadOptions& options() const { return options_; }
   uint64_t num_samples() const { return manifest_.num_samples; }
 
-  // O(1) (binary search over shards). Maps the shard if needed (which verifies it).
+  // O(1) (binary search over shards). Opens the shard if needed (which verifies it).
   Result<SampleView> Sample(uint64_t index) const;
 
-  // Maps shard `n` and runs every structural check (not blob checksums). Used by verify.
+  // Views of many samples at once, for loaders that look up a batch on one thread and
+  // decode it on others: one lock for the batch, one shard lookup per change of shard, and
+  // no reference count per sample. out[i] views indices[i] (out holds n views). These
+  // views do not keep their shards open themselves: one reference per distinct shard is
+  // appended to `pins`, and the views are valid while `pins` holds it. On error `out` is
+  // partly filled and the error names the first sample that failed.
+  Status SampleBatch(const uint64_t* indices, size_t n, SampleView* out,
+                     std::vector<std::shared_ptr<const void>>* pins) const;
+
+  // Opens shard `n` and runs every structural check (not blob checksums). Used by verify.
   Status CheckShard(size_t n) const;
 
   // Checks, before memory is allocated in proportion to `count` (sample orders, label
@@ -133,7 +183,7 @@ class Dataset {
   // Corruption names the shard, the claim and the file's size.
   Status CheckSampleCounts(uint64_t first, uint64_t count) const;
 
-  // Shards currently mapped (for tests of the mapping cap).
+  // Shards currently open (for tests of the cap).
   size_t open_shards() const;
 
  private:
@@ -143,6 +193,8 @@ class Dataset {
   Manifest manifest_;
   ReadOptions options_;
   std::unique_ptr<Impl> impl_;
+  // Closes shard `shard` (when it is still the open one) after its file changed.
+  void Forget(const detail::MappedShard* shard) const;
   friend class SampleView;
 };
 

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <utility>
 
+#include "format/fault_internal.h"
+
 namespace shardify {
 
 namespace {
@@ -36,16 +38,9 @@ class Fd {
 };
 
 constexpr size_t kWriteBuffer = 1 << 20;
-}  // namespace
 
-MappedFile::MappedFile(std::string path, const uint8_t* data, uint64_t size)
-    : path_(std::move(path)), data_(data), size_(size) {}
-
-MappedFile::~MappedFile() {
-  if (data_ != nullptr && size_ > 0) ::munmap(const_cast<uint8_t*>(data_), size_);
-}
-
-Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
+// Opens `path` read-only and returns the descriptor and the size of a regular file.
+Result<std::pair<int, uint64_t>> OpenForReading(const std::string& path) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     if (errno == ENOENT) return NotFound(path + ": no such file");
@@ -54,14 +49,70 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return Errno("cannot stat", path);
   if (!S_ISREG(st.st_mode)) return IOError(path + ": not a regular file");
-  const auto size = static_cast<uint64_t>(st.st_size);
-  const uint8_t* data = nullptr;
+  return std::make_pair(fd.release(), static_cast<uint64_t>(st.st_size));
+}
+
+}  // namespace
+
+MappedFile::MappedFile(std::string path, const uint8_t* data, uint64_t size)
+    : path_(std::move(path)), data_(data), size_(size) {}
+
+MappedFile::~MappedFile() {
+  guard_.reset();  // unregistered before the range goes away
+  if (data_ != nullptr && size_ > 0) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
+  ASSIGN_OR_RETURN(const auto opened, OpenForReading(path));
+  Fd fd(opened.first);
+  const uint64_t size = opened.second;
+  std::unique_ptr<MappedFile> file(new MappedFile(path, nullptr, 0));
   if (size > 0) {
     void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0);
     if (p == MAP_FAILED) return Errno("cannot map", path);
-    data = static_cast<const uint8_t*>(p);
+    file->data_ = static_cast<const uint8_t*>(p);
+    file->size_ = size;
+    Result<std::unique_ptr<detail::FaultGuard>> guard = detail::FaultGuard::Register(p, size);
+    if (!guard.ok()) return guard.status().WithContext("cannot map " + path);
+    file->guard_ = std::move(guard).value();
   }
-  return std::unique_ptr<MappedFile>(new MappedFile(path, data, size));
+  return file;
+}
+
+bool MappedFile::faulted() const { return guard_ != nullptr && guard_->faulted(); }
+
+Status MappedFile::FaultStatus() const {
+  if (!faulted()) return Status::Ok();
+  return IOError(path_ + ": reading the mapped file failed at offset " + std::to_string(guard_->first_fault()) +
+                 " of " + std::to_string(size_) + ": it was truncated or rewritten after it was opened, or the file "
+                 "system could not read it");
+}
+
+ReadableFile::~ReadableFile() { ::close(fd_); }
+
+Result<std::unique_ptr<ReadableFile>> ReadableFile::Open(const std::string& path) {
+  ASSIGN_OR_RETURN(const auto opened, OpenForReading(path));
+  return std::unique_ptr<ReadableFile>(new ReadableFile(path, opened.first, opened.second));
+}
+
+Status ReadableFile::Read(uint64_t offset, uint64_t size, void* dst) const {
+  auto* out = static_cast<uint8_t*>(dst);
+  uint64_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pread(fd_, out + done, static_cast<size_t>(std::min<uint64_t>(size - done, 1u << 30)),
+                              static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Errno("cannot read " + std::to_string(size) + " bytes at offset " + std::to_string(offset) + " of", path_);
+    }
+    if (n == 0) {
+      return IOError(path_ + ": the file ends at offset " + std::to_string(offset + done) + ", reading " +
+                     std::to_string(size) + " bytes at " + std::to_string(offset) +
+                     ": it was truncated after it was opened");
+    }
+    done += static_cast<uint64_t>(n);
+  }
+  return Status::Ok();
 }
 
 WritableFile::WritableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {
@@ -191,11 +242,13 @@ Result<std::pair<uint64_t, uint64_t>> FileId(const std::string& path) {
 }
 
 Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path, uint64_t max_size) {
-  ASSIGN_OR_RETURN(auto mapped, MappedFile::Open(path));
-  if (mapped->size() > max_size)
-    return ResourceExhausted(path + ": " + std::to_string(mapped->size()) + " bytes exceeds the limit of " +
+  ASSIGN_OR_RETURN(auto file, ReadableFile::Open(path));
+  if (file->size() > max_size)
+    return ResourceExhausted(path + ": " + std::to_string(file->size()) + " bytes exceeds the limit of " +
                              std::to_string(max_size));
-  return std::vector<uint8_t>(mapped->data(), mapped->data() + mapped->size());
+  std::vector<uint8_t> bytes(file->size());
+  RETURN_IF_ERROR(file->Read(0, bytes.size(), bytes.data()));
+  return bytes;
 }
 
 std::string JoinPath(const std::string& dir, const std::string& name) {

@@ -13,7 +13,14 @@
 
 namespace shardify {
 
+namespace detail {
+class FaultGuard;
+}
+
 // A read-only mapping of a whole file. Move-only through unique_ptr; unmapped on destruction.
+// A read of a page the file no longer holds (it was truncated after Open, or the file
+// system failed to read it) does not kill the process with SIGBUS: the page reads as
+// zeros and faulted() turns true (format/fault_internal.h). Callers check it after reading.
 class MappedFile {
  public:
   static Result<std::unique_ptr<MappedFile>> Open(const std::string& path);
@@ -23,11 +30,37 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // True once a read of the mapping faulted (see above). Cheap: one atomic load.
+  bool faulted() const;
+  // IOError naming the file and the offset of the first page that faulted; Ok when none did.
+  Status FaultStatus() const;
 
  private:
   MappedFile(std::string path, const uint8_t* data, uint64_t size);
   std::string path_;
   const uint8_t* data_;
+  uint64_t size_;
+  std::unique_ptr<detail::FaultGuard> guard_;  // null for an empty file
+};
+
+// A file read with pread(2), for file systems where page faults are slow or unsafe (NFS,
+// FUSE). Read() may be called from any number of threads at once.
+class ReadableFile {
+ public:
+  static Result<std::unique_ptr<ReadableFile>> Open(const std::string& path);
+  ~ReadableFile();
+  ReadableFile(const ReadableFile&) = delete;
+  ReadableFile& operator=(const ReadableFile&) = delete;
+  uint64_t size() const { return size_; }  // when opened
+  const std::string& path() const { return path_; }
+  // Reads exactly `size` bytes at `offset` into dst. IOError naming the file when the
+  // system call fails or the file ends before (it shrank since Open).
+  Status Read(uint64_t offset, uint64_t size, void* dst) const;
+
+ private:
+  ReadableFile(std::string path, int fd, uint64_t size) : path_(std::move(path)), fd_(fd), size_(size) {}
+  std::string path_;
+  int fd_;
   uint64_t size_;
 };
 
@@ -85,7 +118,8 @@ Status ExchangePaths(const std::string& a, const std::string& b);
 // (device, inode) of `path` without following a final symlink; NotFound when missing.
 Result<std::pair<uint64_t, uint64_t>> FileId(const std::string& path);
 
-// Reads a whole file; refuses one larger than max_size.
+// Reads a whole file (with read(2), no mapping); refuses one larger than max_size, and
+// fails with IOError when it shrinks while being read.
 Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path, uint64_t max_size);
 // Writes `path` + ".tmp", optionally fsyncs it, renames it over `path`, then fsyncs the
 // directory. Readers see the old file or the new one, never a mix.

@@ -102,6 +102,8 @@ BlobEntry ReadBlobRef(const fb::BlobRef* base, uint64_t i) {
   return {ref->offset(), ref->stored_size(), ref->raw_size(), ref->checksum(), static_cast<Codec>(ref->codec())};
 }
 
+const void* BlobRefAddress(const fb::BlobRef* base, uint64_t i) { return base + i; }
+
 namespace {
 
 template <typename V>

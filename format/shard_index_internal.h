@@ -81,5 +81,7 @@ Status SetIndexFirstSample(std::vector<uint8_t>* index, uint64_t first_sample, c
 
 // Accessors for one BlobRef (keeps the generated header out of other files).
 BlobEntry ReadBlobRef(const fb::BlobRef* base, uint64_t i);
+// Where BlobRef i lies (for prefetching), without reading it.
+const void* BlobRefAddress(const fb::BlobRef* base, uint64_t i);
 
 }  // namespace shardify::detail

@@ -186,14 +186,23 @@ class EncoderImpl final : public Encoder {
     out->raw_size = bytes;
     if (options_->compute_stats) out->moments = ComputeMoments(spec.dtype, v.bytes.data(), bytes);
     if (spec.chunked()) return EncodeChunks(f, v.bytes, out);
-    ASSIGN_OR_RETURN(out->codec, Compress(f, v.bytes.data(), v.bytes.size(), &out->stored));
+    if (options_->codec == Codec::kRaw && spec.filter == Filter::kNone) {
+      out->codec = Codec::kRaw;
+      out->stored = std::move(v.bytes);
+    } else {
+      ASSIGN_OR_RETURN(out->codec, Compress(f, v.bytes.data(), v.bytes.size(), &out->stored));
+    }
     out->checksum = Checksum64(out->stored.data(), out->stored.size());
     return Status::Ok();
   }
 
-  // Applies the field's filter, then compresses.
+  // Applies the field's filter, then compresses (or copies, with codec kRaw).
   Result<Codec> Compress(size_t f, const uint8_t* data, size_t size, std::vector<uint8_t>* stored) {
     data = Filtered((*fields_)[f], data, size, &shuffled_);
+    if (options_->codec == Codec::kRaw) {
+      stored->assign(data, data + size);
+      return Codec::kRaw;
+    }
     return compressor_.Compress(data, size, (*dicts_)[f].get(), options_->min_ratio, stored, levels_[f]);
   }
 
@@ -255,6 +264,7 @@ class WriterImpl final : public DatasetWriter {
       return InvalidArgument("no ndarray field named '" + field + "' to train a dictionary for");
     if (encoders_made_ || manifest_.num_samples > 0)
       return InvalidArgument("dictionaries must be trained before encoding starts");
+    if (options_.codec != Codec::kZstd) return InvalidArgument("a zstd dictionary needs codec zstd, the writer stores raw");
     std::vector<std::vector<uint8_t>> filtered;  // a dictionary learns from what is compressed
     if (manifest_.fields[f].filter != Filter::kNone) {
       for (const auto& s : samples) {
@@ -455,6 +465,8 @@ class WriterImpl final : public DatasetWriter {
 Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& dir, std::vector<FieldSpec> fields,
                                                              const WriterOptions& options) {
   if (dir.empty()) return InvalidArgument("empty destination directory");
+  if (options.codec != Codec::kZstd && options.codec != Codec::kRaw)
+    return InvalidArgument("the writer's codec is zstd or raw (a dictionary is set with TrainDictionary)");
   if (options.zstd_level < 1 || options.zstd_level > 19)
     return InvalidArgument("zstd level " + std::to_string(options.zstd_level) + " is outside 1..19");
   if (options.target_shard_bytes == 0) return InvalidArgument("target shard size must be positive");

@@ -56,12 +56,16 @@ struct SampleInput {
 
 struct WriterOptions {
   uint64_t target_shard_bytes = 256ull << 20;  // a shard is closed once it reaches this
-  int zstd_level = 3;                          // 1..19
+  // How ndarray blobs are stored (FORMAT.md 3.2). kZstd: each blob is compressed, and the
+  // frame kept when stored <= raw * min_ratio, else the blob is stored raw. kRaw: every
+  // blob is stored raw (64-byte aligned): larger, and read by a copy, without
+  // decompression. kZstdDict is not a choice here: TrainDictionary gives a field one.
+  Codec codec = Codec::kZstd;
+  int zstd_level = 3;                          // 1..19 (kZstd)
   // Levels (1..19) of single ndarray fields instead of zstd_level, e.g. {{"mask", 9}}:
-  // label maps compress much better at higher levels, at little cost.
+  // label maps compress much better at higher levels, at little cost (kZstd).
   std::vector<std::pair<std::string, int>> field_levels;
-  // A compressed blob is kept only when stored <= raw * min_ratio; else stored raw.
-  double min_ratio = 0.95;
+  double min_ratio = 0.95;                     // kZstd
   bool compute_stats = true;   // per-field min/max/mean/std into the manifest
   bool overwrite = false;      // replace an existing dataset at the destination
   // Names of further files that belong to a dataset at the destination (e.g.

@@ -153,6 +153,7 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, LoaderOptio
   ReadOptions read;
   read.verify_checksums = options.verify_checksums;
   read.max_open_shards = options.max_open_shards;
+  read.io = options.io;
   ASSIGN_OR_RETURN(std::unique_ptr<Dataset> dataset, Dataset::Open(dir, read));
   return Open(std::shared_ptr<const Dataset>(std::move(dataset)), std::move(options));
 }
@@ -187,9 +188,9 @@ Result<std::unique_ptr<Loader>> Loader::Open(std::shared_ptr<const Dataset> data
   size_t threads = options.threads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   const bool pinned = options.pin_memory && detail::CudaDeviceAnswers();
-  auto ring = std::make_shared<detail::Ring>(std::move(dataset), options, std::move(sampler).value(), std::move(fields),
-                                             pinned, std::move(patches));
-  RETURN_IF_ERROR(ring->Start(threads));
+  ASSIGN_OR_RETURN(std::shared_ptr<detail::Ring> ring,
+                   detail::Ring::Create(std::move(dataset), options, std::move(sampler).value(), std::move(fields),
+                                        pinned, std::move(patches), threads));
   return std::unique_ptr<Loader>(std::make_unique<LoaderImpl>(std::move(ring)));
 }
 

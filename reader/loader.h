@@ -27,14 +27,13 @@
 #include <string>
 #include <vector>
 
+#include "format/dataset.h"
 #include "format/status.h"
 #include "format/types.h"
 #include "reader/patch_sampler.h"
 #include "reader/sampler.h"
 
 namespace shardify {
-
-class Dataset;
 
 // True when this build has the CUDA runtime and a device answers at run time: then
 // pin_memory gives pinned slots and stage_to_device is accepted.
@@ -56,6 +55,7 @@ struct LoaderOptions {
   bool stage_to_device = false;
   int device = 0;               // CUDA device for staging
   size_t max_open_shards = 64;  // Open(dir) only, as verify_checksums
+  IoMode io = IoMode::kMmap;    // Open(dir) only: how shards are read (see format/dataset.h)
   // When the consumer holds every slot, add a slot instead of failing Next() with
   // ResourceExhausted: memory then grows with the batches the consumer keeps alive (and
   // the added slots stay in the ring). For consumers that cannot bound what they keep.

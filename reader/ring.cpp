@@ -51,8 +51,32 @@ Ring::Ring(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
 
 Ring::~Ring() { Stop(); }
 
+Result<std::shared_ptr<Ring>> Ring::Create(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
+                                           Sampler sampler, std::vector<FieldPlan> fields, bool pinned,
+                                           std::unique_ptr<PatchSampler> patches, size_t threads) {
+  std::shared_ptr<Ring> ring(
+      new Ring(std::move(dataset), options, std::move(sampler), std::move(fields), pinned, std::move(patches)));
+  RETURN_IF_ERROR(ring->Start(threads));
+  return ring;
+}
+
+size_t Ring::ClaimSize(size_t threads) const {
+  // Enough samples for each thread to share a batch; samples of known small size are
+  // claimed in runs of about kClaimBytes, since each claim takes the ring's lock twice.
+  constexpr uint64_t kClaimBytes = 64 << 10;
+  const size_t share = std::clamp<size_t>(options_.batch_size / (4 * threads), 1, 32);
+  uint64_t bytes = 0;
+  for (const FieldPlan& f : fields_) {
+    if (f.variable || f.chunked || f.patch) return share;
+    bytes += f.fixed_bytes;
+  }
+  const uint64_t run = kClaimBytes / std::max<uint64_t>(bytes, 1);
+  return std::clamp<size_t>(static_cast<size_t>(std::min<uint64_t>(run, options_.batch_size)), share,
+                            std::max<size_t>(share, options_.batch_size));
+}
+
 Status Ring::Start(size_t threads) {
-  chunk_ = std::clamp<size_t>(options_.batch_size / (4 * threads), 1, 32);
+  chunk_ = ClaimSize(threads);
   if (options_.stage_to_device) {
     RETURN_IF_ERROR(CudaSetDevice(options_.device));
     ASSIGN_OR_RETURN(stream_, CudaStream::Create());
@@ -233,14 +257,8 @@ bool Ring::TryDecode(std::unique_lock<std::mutex>& lock, Decoder& decoder, std::
   const size_t end = std::min(n, begin + chunk_);
   slot->claimed = end;
   lock.unlock();
-  Status status;
   size_t bad = SIZE_MAX;
-  for (size_t i = begin; i < end && status.ok(); ++i) {
-    status = CatchAllocationFailure([&] { return DecodeSample(*slot, i, decoder, scratch); }, [&] {
-      return "loader: " + Where(slot->batch) + ": out of memory decoding sample " + std::to_string(slot->batch.indices[i]);
-    });
-    if (!status.ok()) bad = i;
-  }
+  const Status status = DecodeRun(*slot, begin, end, decoder, scratch, &bad);
   lock.lock();
   if (!status.ok() && bad < slot->error_position) {
     slot->error = status;
@@ -284,13 +302,9 @@ Status Ring::Plan(Slot& slot, uint64_t seq) {
   batch.step = at.step;
   sampler_.BatchIndices(epoch_order_, at.step, &batch.indices);
   const size_t n = batch.indices.size();
-  for (size_t i = 0; i < n; ++i) {
-    Result<SampleView> view = dataset_->Sample(batch.indices[i]);
-    if (!view.ok()) {
-      return view.status().WithContext("loader: " + Where(batch) + ": sample " + std::to_string(batch.indices[i]));
-    }
-    slot.views[i] = std::move(view).value();
-  }
+  slot.pins.clear();  // the previous batch of this slot is decoded
+  const Status found = dataset_->SampleBatch(batch.indices.data(), n, slot.views.data(), &slot.pins);
+  if (!found.ok()) return found.WithContext("loader: " + Where(batch));
   for (size_t f = 0; f < fields_.size(); ++f) RETURN_IF_ERROR(ShapeField(slot, f, n));
   batch.device_ready_event = options_.stage_to_device ? slot.event.get() : nullptr;
   return Status::Ok();
@@ -368,37 +382,59 @@ Status Ring::Grow(Slot& slot, size_t f, uint64_t stride) {
   return Status::Ok();
 }
 
-Status Ring::DecodeSample(Slot& slot, size_t i, Decoder& decoder, std::vector<uint8_t>& scratch) {
-  const SampleView view = std::move(slot.views[i]);  // released once decoded
-  slot.views[i] = SampleView();
-  if (patches_) RETURN_IF_ERROR(DecodePatch(slot, i, decoder));
+Status Ring::DecodeRun(Slot& slot, size_t begin, size_t end, Decoder& decoder, std::vector<uint8_t>& scratch,
+                       size_t* bad) {
+  Status status;
+  for (size_t i = begin; i < end && patches_; ++i) {  // patches first, sample by sample
+    status = CatchAllocationFailure([&] { return DecodePatch(slot, i, decoder); }, [&] { return OutOfMemory(slot, i); });
+    if (!status.ok()) end = *bad = i;  // later fields need look only before it
+  }
+  // Field by field, so that a batch of small samples is one tight gather loop per field.
+  // A failure at position p ends the run there: the fields after it are still checked for
+  // samples before p, so the error is the one a sample-by-sample pass would meet first.
   for (size_t f = 0; f < fields_.size(); ++f) {
     const FieldPlan& plan = fields_[f];
-    if (plan.patch) continue;
-    uint8_t* dst = static_cast<uint8_t*>(slot.host[f].data()) + i * slot.stride[f];
-    Status status;
-    if (plan.kind == FieldKind::kInt) {
-      Result<int64_t> v = view.int_value(plan.index);
-      if (v.ok()) std::memcpy(dst, &*v, sizeof(int64_t));
-      status = v.status();
-    } else if (plan.kind == FieldKind::kFloat) {
-      Result<double> v = view.float_value(plan.index);
-      if (v.ok()) std::memcpy(dst, &*v, sizeof(double));
-      status = v.status();
+    if (plan.patch || begin >= end) continue;
+    uint8_t* host = static_cast<uint8_t*>(slot.host[f].data());
+    const size_t stride = slot.stride[f];
+    size_t failed = end;
+    Status s;
+    if (plan.kind != FieldKind::kNdarray || (!plan.variable && !plan.chunked)) {
+      size_t at = 0;
+      s = CatchAllocationFailure(
+          [&] {
+            return SampleView::DecodeBatch(&slot.views[begin], end - begin, plan.index, host + begin * stride, stride,
+                                           decoder, &at);
+          },
+          [&] { return OutOfMemory(slot, begin); });
+      failed = begin + at;
     } else {
-      status = DecodeArray(slot, f, i, view, dst, decoder, scratch);
+      for (size_t i = begin; i < end && s.ok(); ++i) {
+        s = CatchAllocationFailure(
+            [&] { return DecodeArray(slot, f, i, slot.views[i], host + i * stride, decoder, scratch); },
+            [&] { return OutOfMemory(slot, i); });
+        failed = i;
+      }
     }
-    if (!status.ok()) {
-      return status.WithContext("loader: " + Where(slot.batch) + ": sample " + std::to_string(slot.batch.indices[i]) +
-                                " in " + view.shard_file());
-    }
+    if (s.ok()) continue;
+    const SampleView& view = slot.views[failed];
+    status = s.WithContext("loader: " + Where(slot.batch) + ": sample " + std::to_string(view.index()) + " in " +
+                           view.shard_file());
+    end = *bad = failed;
   }
-  return Status::Ok();
+  return status;
+}
+
+std::string Ring::OutOfMemory(const Slot& slot, size_t i) const {
+  return "loader: " + Where(slot.batch) + ": out of memory decoding sample " + std::to_string(slot.batch.indices[i]);
 }
 
 Status Ring::DecodeArray(const Slot& slot, size_t f, size_t i, const SampleView& view, uint8_t* dst, Decoder& decoder,
                          std::vector<uint8_t>& scratch) {
   const FieldPlan& plan = fields_[f];
+  // A fixed shape: the shard's index was checked to give every blob exactly its bytes, so
+  // the blob decodes straight into the slot (a raw one by a copy and its checksum).
+  if (!plan.variable && !plan.chunked) return view.Decode(plan.index, dst, slot.stride[f], decoder);
   const BatchField& bf = slot.batch.fields[f];
   const Shape& shape = bf.sample_shapes[i];
   uint64_t raw_size = 0;

@@ -49,7 +49,8 @@ struct Slot {
   bool release_pending = false;      // `released` was recorded; the next copy waits for it
   bool staged = false;               // a copy was queued from the host buffers
   std::vector<uint64_t> stride;      // bytes per sample, per field
-  std::vector<SampleView> views;     // batch_size entries; reset once decoded
+  std::vector<SampleView> views;     // batch_size entries, valid while `pins` holds their shards
+  std::vector<std::shared_ptr<const void>> pins;  // the shards of the planned batch
   Batch batch;
   SlotState state = SlotState::kFree;
   size_t claimed = 0;                // samples handed to workers
@@ -61,14 +62,13 @@ struct Slot {
 
 class Ring : public std::enable_shared_from_this<Ring> {
  public:
-  Ring(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options, Sampler sampler,
-       std::vector<FieldPlan> fields, bool pinned, std::unique_ptr<PatchSampler> patches = nullptr);
+  // A running ring: its slots allocated and `threads` workers started.
+  static Result<std::shared_ptr<Ring>> Create(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
+                                              Sampler sampler, std::vector<FieldPlan> fields, bool pinned,
+                                              std::unique_ptr<PatchSampler> patches, size_t threads);
   ~Ring();
   Ring(const Ring&) = delete;
   Ring& operator=(const Ring&) = delete;
-
-  // Allocates the slots and starts `threads` workers. Call once.
-  Status Start(size_t threads);
   // Stops the workers and joins them. Slots held by the consumer stay valid.
   void Stop();
 
@@ -80,6 +80,12 @@ class Ring : public std::enable_shared_from_this<Ring> {
   const Dataset& dataset() const { return *dataset_; }
 
  private:
+  Ring(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options, Sampler sampler,
+       std::vector<FieldPlan> fields, bool pinned, std::unique_ptr<PatchSampler> patches);
+  // Allocates the slots and starts `threads` workers (once, from Create).
+  Status Start(size_t threads);
+  // Samples one worker claims at a time.
+  size_t ClaimSize(size_t threads) const;
   void Work();
   void Release(size_t slot);
   Result<std::unique_ptr<Slot>> MakeSlot();
@@ -99,7 +105,9 @@ class Ring : public std::enable_shared_from_this<Ring> {
   // The padded [n, ...] shape of ndarray field f and each sample's shape.
   Status PadShapes(Slot& slot, size_t f, size_t n);
   Status Grow(Slot& slot, size_t f, uint64_t stride);
-  Status DecodeSample(Slot& slot, size_t position, Decoder& decoder, std::vector<uint8_t>& scratch);
+  // Decodes samples [begin, end) of a slot; on error *bad is the first failing position.
+  Status DecodeRun(Slot& slot, size_t begin, size_t end, Decoder& decoder, std::vector<uint8_t>& scratch, size_t* bad);
+  std::string OutOfMemory(const Slot& slot, size_t position) const;  // the message
   Status DecodeArray(const Slot& slot, size_t f, size_t i, const SampleView& view, uint8_t* dst, Decoder& decoder,
                      std::vector<uint8_t>& scratch);
   Status Stage(Slot& slot);

@@ -60,7 +60,7 @@ Result<uint64_t> DecodeRange(const Dataset& ds, const std::vector<uint64_t>& ord
 
 Result<BenchResult> BenchDirect(const std::string& dir, const BenchOptions& o, const std::string& split) {
   const Clock::time_point t0 = Clock::now();
-  ASSIGN_OR_RETURN(auto ds, detail::OpenDataset(dir, true));
+  ASSIGN_OR_RETURN(auto ds, detail::OpenDataset(dir, o.io));
   ASSIGN_OR_RETURN(detail::Range range, detail::SplitRange(ds->manifest(), split));
   RETURN_IF_ERROR(ds->CheckSampleCounts(range.first, range.end - range.first));
   const size_t threads = WorkerCount(o.threads, SIZE_MAX);
@@ -90,6 +90,7 @@ Result<BenchResult> BenchLoader(const std::string& dir, const BenchOptions& o, c
   lo.sampler.order = SampleOrder::kShuffle;
   lo.sampler.seed = o.seed;
   lo.sampler.epochs = o.epochs;
+  lo.io = o.io;
   ASSIGN_OR_RETURN(LoaderBenchResult lr, RunLoaderBench(dir, lo));
   BenchResult r;
   r.mode = "loader";
@@ -129,7 +130,7 @@ struct PhaseTotals {
 Result<PatchSetup> SetUpPatches(const std::string& dir, const BenchOptions& o, const std::string& split,
                                 const Shape& patch) {
   PatchSetup s;
-  ASSIGN_OR_RETURN(s.ds, detail::OpenDataset(dir, true));
+  ASSIGN_OR_RETURN(s.ds, detail::OpenDataset(dir, o.io));
   const Manifest& m = s.ds->manifest();
   const int image = m.FindField("image");
   if (image < 0 || m.fields[image].kind != FieldKind::kNdarray)
@@ -258,7 +259,7 @@ Result<BenchResult> BenchPatches(const std::string& dir, const BenchOptions& o, 
 
 Result<std::string> ChooseSplit(const std::string& dir, const std::string& split) {
   if (!split.empty()) return split;
-  ASSIGN_OR_RETURN(auto ds, detail::OpenDataset(dir, true));
+  ASSIGN_OR_RETURN(auto ds, detail::OpenDataset(dir, IoMode::kMmap));  // the manifest only
   if (ds->manifest().splits.empty()) return NotFound("dataset " + dir + " has no splits");
   return ds->manifest().splits.front().name;
 }

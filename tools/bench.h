@@ -5,12 +5,14 @@
 #include <ostream>
 #include <string>
 
+#include "format/dataset.h"
 #include "format/status.h"
 #include "format/types.h"
 
 namespace shardify::tools {
 
 struct BenchOptions {
+  IoMode io = IoMode::kMmap;  // how shards are read (--io mmap|pread)
   std::string split;    // empty = the first split
   size_t batch = 64;    // samples per batch (>= 1); patch mode: slots of which the last third are forced
   size_t threads = 0;   // decode threads; 0 = all cores

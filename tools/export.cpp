@@ -154,7 +154,7 @@ Status ExportTo(const Dataset& ds, const Array& a, const std::string& path, Deco
 
 Status RunExport(const std::string& dir, uint64_t index, const std::string& path, const ExportOptions& options,
                  std::ostream& out) {
-  ASSIGN_OR_RETURN(auto ds, detail::OpenDataset(dir, true));
+  ASSIGN_OR_RETURN(auto ds, detail::OpenDataset(dir, options.io));
   const Manifest& m = ds->manifest();
   if (index >= m.num_samples) {
     return OutOfRange("sample " + std::to_string(index) + " of " + dir + ": the dataset has " +

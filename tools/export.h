@@ -5,11 +5,13 @@
 #include <ostream>
 #include <string>
 
+#include "format/dataset.h"
 #include "format/status.h"
 
 namespace shardify::tools {
 
 struct ExportOptions {
+  IoMode io = IoMode::kMmap;  // how shards are read (--io mmap|pread)
   std::string field;         // ndarray field to export; empty = the image field
   bool source_grid = false;  // map a preprocessed array back onto its source grid
   bool json = false;  // report as a JSON object {file, sample, field, format, dtype, shape, source_grid}

@@ -129,7 +129,7 @@ Status DrawSample(const Dataset& ds, uint64_t index, size_t field, uint32_t x0, 
 Status RunGrid(const std::string& dir, const std::string& path, const GridOptions& options, std::ostream& out) {
   if (options.tile < 16 || options.tile > 1024) return InvalidArgument("--tile must be 16..1024");
   if (options.count == 0 || options.count > 10000) return InvalidArgument("--count must be 1..10000");
-  ASSIGN_OR_RETURN(auto ds, detail::OpenDataset(dir, true));
+  ASSIGN_OR_RETURN(auto ds, detail::OpenDataset(dir, options.io));
   const Manifest& m = ds->manifest();
   ASSIGN_OR_RETURN(size_t field, detail::ResolveArrayField(m, options.field));
   ASSIGN_OR_RETURN(detail::Range range, detail::SplitRange(m, options.split));

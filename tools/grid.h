@@ -6,11 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "format/dataset.h"
 #include "format/status.h"
 
 namespace shardify::tools {
 
 struct GridOptions {
+  IoMode io = IoMode::kMmap;  // how shards are read (--io mmap|pread)
   size_t count = 16;     // samples drawn (fewer when the split is smaller)
   std::string split;     // empty = every sample
   uint64_t seed = 0;     // which samples: the same seed draws the same ones

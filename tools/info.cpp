@@ -197,7 +197,7 @@ Status InfoText(const Dataset& ds, const InfoOptions& options, std::ostream& out
 }  // namespace
 
 Status RunInfo(const std::string& dir, const InfoOptions& options, std::ostream& out) {
-  ASSIGN_OR_RETURN(auto ds, detail::OpenDataset(dir, true));
+  ASSIGN_OR_RETURN(auto ds, detail::OpenDataset(dir, options.io));
   return options.json ? InfoJson(*ds, out) : InfoText(*ds, options, out);
 }
 

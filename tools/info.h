@@ -5,11 +5,13 @@
 #include <ostream>
 #include <string>
 
+#include "format/dataset.h"
 #include "format/status.h"
 
 namespace shardify::tools {
 
 struct InfoOptions {
+  IoMode io = IoMode::kMmap;  // how shards are read (--io mmap|pread)
   bool json = false;         // one JSON object instead of text
   bool list_shards = false;  // text: one line per shard (JSON always lists them)
 };
@@ -24,6 +26,7 @@ struct InfoOptions {
 Status RunInfo(const std::string& dir, const InfoOptions& options, std::ostream& out);
 
 struct LsOptions {
+  IoMode io = IoMode::kMmap;  // how shards are read (--io mmap|pread)
   std::string split;    // empty = every split
   uint64_t offset = 0;  // first row, counted within the split
   uint64_t limit = 0;   // 0 = no limit

@@ -39,7 +39,7 @@ Result<Row> ReadRow(const Dataset& ds, uint64_t index, int image, int label) {
 }  // namespace
 
 Status RunLs(const std::string& dir, const LsOptions& options, std::ostream& out) {
-  ASSIGN_OR_RETURN(auto ds, detail::OpenDataset(dir, true));
+  ASSIGN_OR_RETURN(auto ds, detail::OpenDataset(dir, options.io));
   const Manifest& m = ds->manifest();
   ASSIGN_OR_RETURN(detail::Range range, detail::SplitRange(m, options.split));
   const uint64_t first = range.first + std::min(options.offset, range.end - range.first);

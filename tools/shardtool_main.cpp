@@ -30,7 +30,7 @@ constexpr char kExitCodes[] =
 
 // Flags of every subcommand, filled by CLI11.
 struct Args {
-  std::string dir, output;
+  std::string dir, output, io = "mmap";
   bool json = false, no_preview = false;
   uint64_t index = 0;
   t::InfoOptions info;
@@ -49,9 +49,16 @@ CLI::App* Add(CLI::App& app, const char* name, const char* what, Args& a) {
   CLI::App* c = app.add_subcommand(name, what);
   c->add_option("DATASET", a.dir, "dataset directory (holds manifest.sfm)")->required();
   c->add_flag("--json", a.json, "machine-readable JSON on stdout");
+  c->add_option("--io", a.io,
+                "how shards are read: mmap (a memory mapping) or pread (no page faults: NFS, FUSE);\n"
+                "same bytes and checks")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"mmap", "pread"}));
   c->footer(kExitCodes);
   return c;
 }
+
+shardify::IoMode Io(const Args& a) { return *shardify::ParseIoMode(a.io); }  // checked by CLI11
 
 void AddInspect(CLI::App& app, Args& a, std::vector<Command>& cmds) {
   auto* info =
@@ -59,6 +66,7 @@ void AddInspect(CLI::App& app, Args& a, std::vector<Command>& cmds) {
   info->add_flag("--shards", a.info.list_shards, "list every shard file");
   cmds.emplace_back(info, [&a] {
     a.info.json = a.json;
+    a.info.io = Io(a);
     return t::RunInfo(a.dir, a.info, std::cout);
   });
 
@@ -68,6 +76,7 @@ void AddInspect(CLI::App& app, Args& a, std::vector<Command>& cmds) {
   ls->add_option("--limit", a.ls.limit, "at most this many rows (0 = all)");
   cmds.emplace_back(ls, [&a] {
     a.ls.json = a.json;
+    a.ls.io = Io(a);
     return t::RunLs(a.dir, a.ls, std::cout);
   });
 
@@ -77,6 +86,7 @@ void AddInspect(CLI::App& app, Args& a, std::vector<Command>& cmds) {
   show->add_flag("--no-preview", a.no_preview, "leave out the text preview");
   cmds.emplace_back(show, [&a] {
     a.show.json = a.json;
+    a.show.io = Io(a);
     a.show.preview = !a.no_preview;
     return t::RunShow(a.dir, a.index, a.show, std::cout);
   });
@@ -87,6 +97,7 @@ void AddInspect(CLI::App& app, Args& a, std::vector<Command>& cmds) {
   stats->add_option("--threads", a.stats.threads, "decode threads (0 = all cores)");
   cmds.emplace_back(stats, [&a] {
     a.stats.json = a.json;
+    a.stats.io = Io(a);
     return t::RunStats(a.dir, a.stats, std::cout);
   });
 }
@@ -104,6 +115,7 @@ void AddOutputs(CLI::App& app, Args& a, std::vector<Command>& cmds) {
                 "overlays the source image in a viewer)");
   cmds.emplace_back(exp, [&a] {
     a.exp.json = a.json;
+    a.exp.io = Io(a);
     return t::RunExport(a.dir, a.index, a.output, a.exp, std::cout);
   });
 
@@ -120,6 +132,7 @@ void AddOutputs(CLI::App& app, Args& a, std::vector<Command>& cmds) {
   grid->add_option("--columns", a.grid.columns, "tiles per row (default: a square)");
   cmds.emplace_back(grid, [&a] {
     a.grid.json = a.json;
+    a.grid.io = Io(a);
     return t::RunGrid(a.dir, a.output, a.grid, std::cout);
   });
 }
@@ -130,6 +143,7 @@ void AddChecks(CLI::App& app, Args& a, std::vector<Command>& cmds) {
   verify->add_option("--threads", a.verify.threads, "shards checked at once (0 = all cores)");
   cmds.emplace_back(verify, [&a] {
     a.verify.json = a.json;
+    a.verify.io = Io(a);
     return t::RunVerify(a.dir, a.verify, std::cout);
   });
 
@@ -149,6 +163,7 @@ void AddChecks(CLI::App& app, Args& a, std::vector<Command>& cmds) {
   bench->add_option("--patches", a.bench.patches, "with --patch: patches to draw (default 8 per sample, at least 32)");
   cmds.emplace_back(bench, [&a] {
     a.bench.json = a.json;
+    a.bench.io = Io(a);
     return t::RunBench(a.dir, a.bench, std::cout);
   });
 }

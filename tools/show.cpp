@@ -168,7 +168,7 @@ Status PreviewImage(const Manifest& m, const SampleView& s, const ShowOptions& o
 }  // namespace
 
 Status RunShow(const std::string& dir, uint64_t index, const ShowOptions& options, std::ostream& out) {
-  ASSIGN_OR_RETURN(auto ds, detail::OpenDataset(dir, true));
+  ASSIGN_OR_RETURN(auto ds, detail::OpenDataset(dir, options.io));
   const Manifest& m = ds->manifest();
   if (index >= m.num_samples) {
     return OutOfRange("sample " + std::to_string(index) + " of " + dir + ": the dataset has " +

@@ -105,7 +105,7 @@ void Merge(StatsReport& into, const StatsReport& part) {
 }  // namespace
 
 Result<StatsReport> ComputeStats(const std::string& dir, const StatsOptions& options) {
-  ASSIGN_OR_RETURN(auto ds, detail::OpenDataset(dir, true));
+  ASSIGN_OR_RETURN(auto ds, detail::OpenDataset(dir, options.io));
   const Manifest& m = ds->manifest();
   ASSIGN_OR_RETURN(detail::Range range, detail::SplitRange(m, options.split));
   if (options.limit > 0 && range.end - range.first > options.limit) range.end = range.first + options.limit;
@@ -182,7 +182,7 @@ void StatsText(const Manifest& m, const StatsReport& r, std::ostream& out) {
 }  // namespace
 
 Status RunStats(const std::string& dir, const StatsOptions& options, std::ostream& out) {
-  ASSIGN_OR_RETURN(auto ds, detail::OpenDataset(dir, true));
+  ASSIGN_OR_RETURN(auto ds, detail::OpenDataset(dir, options.io));
   if (!options.json) {
     out << "stats of " << dir << (options.split.empty() ? "" : " split " + options.split) << " (" << ds->num_samples()
         << " samples in the dataset)\n"

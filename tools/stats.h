@@ -7,11 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "format/dataset.h"
 #include "format/status.h"
 
 namespace shardify::tools {
 
 struct StatsOptions {
+  IoMode io = IoMode::kMmap;  // how shards are read (--io mmap|pread)
   std::string split;   // empty = every sample
   uint64_t limit = 0;  // 0 = every sample of the split, else the first `limit`
   size_t threads = 0;  // 0 = all cores

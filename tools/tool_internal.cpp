@@ -8,9 +8,9 @@
 
 namespace shardify::tools::detail {
 
-Result<std::unique_ptr<Dataset>> OpenDataset(const std::string& dir, bool verify_checksums) {
+Result<std::unique_ptr<Dataset>> OpenDataset(const std::string& dir, IoMode io) {
   ReadOptions options;
-  options.verify_checksums = verify_checksums;
+  options.io = io;
   return Dataset::Open(dir, options);  // its errors name the directory and file
 }
 

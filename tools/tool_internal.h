@@ -16,8 +16,8 @@
 
 namespace shardify::tools::detail {
 
-// Opens `dir` with default read options and the given checksum setting.
-Result<std::unique_ptr<Dataset>> OpenDataset(const std::string& dir, bool verify_checksums);
+// Opens `dir` with default read options (checksums on), reading shards as `io` says.
+Result<std::unique_ptr<Dataset>> OpenDataset(const std::string& dir, IoMode io);
 
 // The field that holds the pixels: "image" when it is an ndarray, else the first ndarray
 // whose meta role is "image", else the first ndarray field; -1 when there is none.

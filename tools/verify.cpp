@@ -126,7 +126,9 @@ Result<VerifyReport> VerifyDataset(const std::string& dir, const VerifyOptions& 
     if (on_problem) on_problem(p);
     report.problems.push_back(std::move(p));
   };
-  auto ds = Dataset::Open(dir, ReadOptions{});
+  ReadOptions read;
+  read.io = options.io;
+  auto ds = Dataset::Open(dir, read);
   if (!ds.ok()) {
     if (ds.status().code() != StatusCode::kCorruption && ds.status().code() != StatusCode::kUnsupported) {
       return ds.status().WithContext("dataset " + dir);

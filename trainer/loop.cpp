@@ -184,7 +184,9 @@ Status CheckLabeled(const TrainOptions& o, const Setup& s) {
 Status Prepare(const TrainOptions& o, Setup& s) {
   RETURN_IF_ERROR(CheckTrainOptions(o));
   ASSIGN_OR_RETURN(s.device, detail::PickDevice(o.device));
-  ASSIGN_OR_RETURN(std::unique_ptr<Dataset> ds, Dataset::Open(o.data_dir));
+  ReadOptions read;
+  read.io = o.io;
+  ASSIGN_OR_RETURN(std::unique_ptr<Dataset> ds, Dataset::Open(o.data_dir, read));
   s.ds = std::move(ds);
   s.spec.image_field = o.image_field;
   s.spec.label_field = o.label_field;

@@ -105,9 +105,16 @@ struct Cli {
   bool json = false, quiet = false;
   std::vector<int64_t> resize, crop;
   std::string patch, aug, aug_p;
+  std::string io = "mmap";
   std::optional<int> rank, world_size, local_rank, master_port;  // given: override the environment
   std::optional<std::string> master_addr;
 };
+
+void AddIo(CLI::App& app, Cli& c) {
+  app.add_option("--io", c.io, "How shards are read: mmap, or pread (no page faults: NFS, FUSE)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"mmap", "pread"}));
+}
 
 // The --model help: one line per entry of the model table.
 std::string ModelHelp() {
@@ -180,6 +187,7 @@ void AddTrain(CLI::App& app, Cli& c) {
   app.add_option("--threads", t.threads, "Decode threads (0 = all cores, shared by the ranks of a machine)")
       ->capture_default_str();
   app.add_option("--prefetch", t.prefetch, "Batches decoded ahead")->capture_default_str();
+  AddIo(app, c);
   app.add_option("--order", c.order, "shuffle | sequential | windowed | balanced")->capture_default_str();
   app.add_option("--train-split", t.train_split, "Split to train on")->capture_default_str();
   app.add_option("--val-split", t.val_split, "Split validated every epoch (skipped when absent)")->capture_default_str();
@@ -224,6 +232,7 @@ void AddPredict(CLI::App& app, Cli& c) {
   app.add_option("-b,--batch", p.batch_size, "Batch size (volumes: sliding windows per pass, at most 8)")->capture_default_str();
   app.add_option("--device", p.device, "auto | cpu | cuda | cuda:N")->capture_default_str();
   app.add_option("--threads", p.threads, "Decode threads (0 = all cores)")->capture_default_str();
+  AddIo(app, c);
   app.add_flag("--source-grid", p.source_grid,
                "Volumes: write each predicted mask on its case's source grid (undoing shardify's --crop and\n"
                "--spacing: probabilities resampled linearly, then argmax), with the source header and geometry");
@@ -232,6 +241,7 @@ void AddPredict(CLI::App& app, Cli& c) {
 
 int RunTrain(Cli& c) {
   st::TrainOptions& t = c.train;
+  t.io = *shardify::ParseIoMode(c.io);  // checked by CLI11
   if (c.order == "sequential") t.order = shardify::SampleOrder::kSequential;
   else if (c.order == "windowed") t.order = shardify::SampleOrder::kShardWindowed;
   else if (c.order == "balanced") t.order = shardify::SampleOrder::kClassBalanced;
@@ -290,6 +300,7 @@ int RunTrain(Cli& c) {
 }
 
 int RunPredict(Cli& c) {
+  c.predict.io = *shardify::ParseIoMode(c.io);  // checked by CLI11
   const shardify::Status usage = st::CheckPredictOptions(c.predict);
   if (!usage.ok()) {
     std::fprintf(stderr, "shardtrain: %s\n", usage.message().c_str());

@@ -28,7 +28,9 @@ struct Predictor {
 Status OpenPredictor(const PredictOptions& o, Predictor& p) {
   ASSIGN_OR_RETURN(p.meta, ReadCheckpointMeta(o.checkpoint));
   ASSIGN_OR_RETURN(p.device, detail::PickDevice(o.device));
-  ASSIGN_OR_RETURN(std::unique_ptr<Dataset> ds, Dataset::Open(o.data_dir));
+  ReadOptions read;
+  read.io = o.io;
+  ASSIGN_OR_RETURN(std::unique_ptr<Dataset> ds, Dataset::Open(o.data_dir, read));
   p.ds = std::move(ds);
   if (p.ds->manifest().FindSplit(o.split) == nullptr) {
     return NotFound(o.data_dir + ": no split '" + o.split + "'");

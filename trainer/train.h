@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "format/dataset.h"
 #include "format/status.h"
 #include "reader/sampler.h"
 #include "trainer/optim.h"
@@ -59,6 +60,7 @@ struct TrainOptions {
   uint64_t repeats = 1;           // passes over the training split per epoch (few large volumes)
   SampleOrder order = SampleOrder::kShuffle;
   size_t threads = 0, prefetch = 4;  // loader decode threads (0 = all cores / dist.local_world_size), batches ahead
+  IoMode io = IoMode::kMmap;      // how shards are read (format/dataset.h)
   bool drop_last = false;         // drop the last partial training batch of each epoch
   OptimizerOptions optimizer;
   ScheduleOptions schedule;       // total_steps is computed by Train
@@ -149,6 +151,7 @@ struct PredictOptions {
   std::string out;                // classes: a CSV file; segmentation: a shard dataset dir
   size_t batch_size = 256;        // volumes: sliding windows per forward pass (at most 8)
   size_t threads = 0;
+  IoMode io = IoMode::kMmap;      // how shards are read (format/dataset.h)
   std::string device = "auto";
   // Volumes: each mask back on its case's source grid (predict_grid.h), with the source's
   // header and geometry; otherwise on the stored grid, with the case's source.* record.

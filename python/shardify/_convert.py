@@ -22,6 +22,7 @@ class ConvertSummary:
     seconds: float
     dry_run: bool
     dictionary: bool
+    codec: str
     ignored_files: int
     warnings: list = field(default_factory=list)
     preprocessing: list = field(default_factory=list)  # what was promoted, cropped, normalized, resampled
@@ -56,7 +57,7 @@ def convert(src, dst, *, progress=True, **options):
 
     Every option of the ``shardify`` command line is a keyword argument, its name with
     ``_`` for ``-``: ``layout="folder"``, ``split="train=0.8,val=0.2"`` (or a dict),
-    ``level=9``, ``shard_size="64M"``, ``classes=[...]``, ``patch_size=(128, 128, 128)``,
+    ``level=9``, ``codec="raw"``, ``shard_size="64M"``, ``classes=[...]``, ``patch_size=(128, 128, 128)``,
     ``overwrite=True``, ``dry_run=True``, ``dict=False`` (``--no-dict``), ``shuffle=False``
     (``--no-shuffle``), ``fsync=False``, ``on_error="skip"``, ``threads=4``, ``seed=1``,
     ``part="2/4"`` (or ``"auto"``; then ``merge(dst)`` once every part is done);

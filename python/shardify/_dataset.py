@@ -4,6 +4,8 @@ import os
 
 from . import _core
 
+_IO_MODES = ("mmap", "pread")
+
 
 class Dataset:
     """A shard dataset directory (``manifest.sfm`` + ``shard-*.sfs``), opened for reading.
@@ -11,7 +13,9 @@ class Dataset:
     ``ds[i]`` decodes sample ``i`` (any split) into a dict: ndarray fields as new numpy
     arrays in their stored dtype and shape, ``int``/``float`` fields as Python numbers,
     ``string`` fields as ``str`` and ``bytes`` fields as ``bytes``. Only the manifest is
-    read when opening; each shard is mapped and fully checked the first time it is used.
+    read when opening; each shard is opened and fully checked the first time it is used.
+    ``io="mmap"`` (default) reads shards through a memory mapping, ``io="pread"`` with
+    pread(2) (no page faults: for NFS or FUSE); both give the same values and checks.
 
     It is a map-style dataset: ``torch.utils.data.DataLoader(ds, ...)`` works, worker
     processes included (a pickled Dataset reopens its path). For training, prefer
@@ -19,14 +23,18 @@ class Dataset:
 
     Errors: a missing dataset raises ``FileNotFoundError``; bytes that disagree with the
     format or their checksum raise :class:`shardify.CorruptionError` (an ``OSError``)
-    naming the file, sample and field; an index out of range raises ``IndexError``.
+    naming the file, sample and field; an index out of range raises ``IndexError``. A shard
+    truncated or rewritten while it is read raises an ``OSError`` (or CorruptionError)
+    naming it, never a crash.
     """
 
-    def __init__(self, path, *, verify_checksums=True, max_open_shards=64):
+    def __init__(self, path, *, verify_checksums=True, max_open_shards=64, io="mmap"):
         path = os.fspath(path)
         if max_open_shards < 1:
             raise ValueError(f"max_open_shards must be >= 1, got {max_open_shards}")
-        self._options = dict(verify_checksums=bool(verify_checksums), max_open_shards=int(max_open_shards))
+        if io not in _IO_MODES:
+            raise ValueError(f"io must be one of {_IO_MODES}, got {io!r}")
+        self._options = dict(verify_checksums=bool(verify_checksums), max_open_shards=int(max_open_shards), io=io)
         self._core = _core.Dataset(path, **self._options)
         self._path = path
 

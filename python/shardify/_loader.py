@@ -63,7 +63,8 @@ class Loader:
         by "shard_windowed". patch_fields: (image field, label field or None).
         label_pad: label value outside a volume. pin_memory: pinned host buffers (default:
         only for device="cuda"; see the README before copying pinned batches yourself).
-        output: "torch" or "numpy". verify_checksums: check every blob's XXH3.
+        output: "torch" or "numpy". verify_checksums: check every blob's XXH3. io: "mmap"
+        or "pread", how shards are read (see Dataset; when ``dataset`` is a path).
     """
 
     _torch_class = None
@@ -76,11 +77,11 @@ class Loader:
     def __init__(self, dataset, split="train", batch_size=64, shuffle=True, seed=0, drop_last=False, rank=None,
                  world_size=None, threads=0, prefetch=4, fields=None, device="cpu", patch=None, *, order=None,
                  repeats=1, window_shards=4, patch_fields=("image", "mask"), foreground_fraction=0.33,
-                 label_pad=-1, pin_memory=None, output="torch", verify_checksums=True):
+                 label_pad=-1, pin_memory=None, output="torch", verify_checksums=True, io="mmap"):
         if output not in _OUTPUTS:
             raise ValueError(f"output must be one of {_OUTPUTS}, got {output!r}")
-        self._dataset = dataset if isinstance(dataset, Dataset) else Dataset(dataset,
-                                                                            verify_checksums=verify_checksums)
+        self._dataset = dataset if isinstance(dataset, Dataset) else Dataset(dataset, verify_checksums=verify_checksums,
+                                                                            io=io)
         self._torch = _import_torch() if output == "torch" else None
         self._cuda = _parse_device(device, self._torch)
         args = _core.LoaderArgs()

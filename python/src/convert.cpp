@@ -95,6 +95,7 @@ py::dict SummaryDict(const ConvertSummary& s) {
   out["seconds"] = s.seconds;
   out["dry_run"] = s.dry_run;
   out["dictionary"] = s.dictionary;
+  out["codec"] = s.codec;
   out["part"] = s.part.count > 0 ? py::object(py::str(PartName(s.part))) : py::object(py::none());
   out["part_complete"] = s.part_state != ConvertSummary::PartState::kConverted;
   out["text"] = convert::FormatSummary(s);

@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -170,10 +171,13 @@ py::object Region(const PyDataset& d, uint64_t index, const std::string& name, c
   return std::move(out);
 }
 
-PyDataset Open(const std::string& path, bool verify_checksums, size_t max_open_shards) {
+PyDataset Open(const std::string& path, bool verify_checksums, size_t max_open_shards, const std::string& io) {
   ReadOptions o;
   o.verify_checksums = verify_checksums;
   o.max_open_shards = max_open_shards;
+  const std::optional<IoMode> mode = ParseIoMode(io);
+  if (!mode) Throw(InvalidArgument("io must be mmap or pread, got '" + io + "'"));
+  o.io = *mode;
   return PyDataset{std::shared_ptr<const Dataset>(Unwrap(WithoutGil([&] { return Dataset::Open(path, o); })))};
 }
 
@@ -181,7 +185,8 @@ PyDataset Open(const std::string& path, bool verify_checksums, size_t max_open_s
 
 void RegisterDataset(py::module_& m) {
   py::class_<PyDataset>(m, "Dataset")
-      .def(py::init(&Open), py::arg("path"), py::arg("verify_checksums") = true, py::arg("max_open_shards") = 64)
+      .def(py::init(&Open), py::arg("path"), py::arg("verify_checksums") = true, py::arg("max_open_shards") = 64,
+           py::arg("io") = "mmap")
       .def_property_readonly("path", [](const PyDataset& d) { return d.dataset->dir(); })
       .def_property_readonly("num_samples", [](const PyDataset& d) { return d.dataset->num_samples(); })
       .def_property_readonly("format_version", [](const PyDataset& d) { return d.dataset->manifest().format_version; })

@@ -296,3 +296,42 @@ def test_close_stops_the_threads_and_iterating_reopens(fmnist):
     assert batch["image"].sum() >= 0  # a batch handed out before close stays valid
     loader.set_epoch(0)
     assert indices(loader) == first
+
+
+def test_raw_shards_and_pread_give_the_same_batches(fmnist, fmnist_png, tmp_path):
+    raw = tmp_path / "raw"
+    summary = shardify.convert(fmnist_png, raw, split={"train": 0.8, "val": 0.2}, progress=False, shard_size="64K",
+                               codec="raw")
+    assert summary.codec == "raw" and "stored raw" in str(summary)
+
+    def run(path, io):
+        return [(b["index"].tolist(), b["image"].numpy().tobytes(), b["label"].tolist())
+                for b in shardify.Loader(path, batch_size=32, seed=4, io=io)]
+
+    expected = run(fmnist, "mmap")
+    assert run(fmnist, "pread") == expected
+    assert run(raw, "mmap") == expected
+    assert run(raw, "pread") == expected
+    ds = shardify.Dataset(raw, io="pread")
+    assert np.array_equal(ds[5]["image"], shardify.Dataset(fmnist)[5]["image"])
+    with pytest.raises(ValueError, match="io"):
+        shardify.Loader(fmnist, io="nfs")
+
+
+@pytest.mark.parametrize("io", ["mmap", "pread"])
+def test_a_shard_truncated_while_it_is_read_raises_naming_it(fmnist, tmp_path, io):
+    import shutil
+    copy = tmp_path / "copy"
+    shutil.copytree(fmnist, copy)
+    shard = sorted(p for p in os.listdir(copy) if p.startswith("shard-"))[0]
+    ds = shardify.Dataset(copy, io=io)
+    loader = shardify.Loader(ds, batch_size=16, shuffle=False, prefetch=1, threads=1)
+    batches = iter(loader)
+    next(batches)
+    assert ds[40]["image"].shape == (1, 28, 28)
+    os.truncate(copy / shard, 4096)  # the shard is open (mapped, with io="mmap")
+    with pytest.raises(OSError, match=shard):
+        ds[40]  # an io error, or corruption once reopened: never a crash
+    with pytest.raises(OSError, match=shard):
+        for _batch in batches:
+            pass

@@ -484,3 +484,46 @@ TEST_CASE("convert: bad --patch-size values are refused with a clear message") {
   CHECK(out.find("--patch-size") != std::string::npos);
   CHECK(out.find("--fg-locations") != std::string::npos);
 }
+
+TEST_CASE("convert: --codec raw stores every array and chunk raw and unshuffled, --codec auto picks it for small data") {
+  TempDir dir;
+  const std::string src = dir / "Dataset002";
+  MakeNnunet(src);
+  ConvertOptions raw = ChunkedOptions({4, 4, 4});
+  raw.codec = CodecChoice::kRaw;
+  ConvertOptions automatic = ChunkedOptions({4, 4, 4});
+  automatic.codec = CodecChoice::kAuto;  // a few KiB of volumes: raw
+  REQUIRE(RunConvert(src, dir / "zstd", ChunkedOptions({4, 4, 4})).ok());
+  auto summary = RunConvert(src, dir / "raw", raw);
+  REQUIRE(summary.ok());
+  CHECK(summary->codec == "raw");
+  CHECK(FormatSummary(*summary).find("stored raw") != std::string::npos);
+  REQUIRE(RunConvert(src, dir / "auto", automatic).ok());
+  CHECK(DirBytes(dir / "auto") == DirBytes(dir / "raw"));
+  auto z = Open(dir / "zstd"), r = Open(dir / "raw");
+  CHECK(r.ds->manifest().format_version == 2);  // chunked, not filtered
+  CHECK(r.ds->manifest().fields[r.Field("image")].filter == Filter::kNone);
+  CHECK(Option(r.ds->manifest(), "codec") == "raw");
+  CHECK(Option(z.ds->manifest(), "codec") == "<missing>");  // zstd output stays as it was
+  Decoder dec;
+  for (uint64_t i = 0; i < r.ds->num_samples(); ++i) {
+    auto vz = z.ds->Sample(i), vr = r.ds->Sample(i);
+    REQUIRE((vz.ok() && vr.ok()));
+    for (const char* name : {"image", "mask", "mask.fg_locations"}) {
+      CHECK(DecodeAll(*vz, z.Field(name), dec) == DecodeAll(*vr, r.Field(name), dec));
+      const size_t f = static_cast<size_t>(r.Field(name));
+      if (r.ds->manifest().fields[f].chunked()) {
+        for (uint64_t k = 0; k < *vr->num_chunks(f); ++k) CHECK(vr->chunk(f, k)->codec == Codec::kRaw);
+      } else {
+        CHECK(vr->blob(f)->codec == Codec::kRaw);
+      }
+    }
+  }
+  std::string out;
+  const std::string base = std::string(SHARDIFY_BIN) + " '" + src + "' -o '" + dir.path() + "/cli' --no-fsync ";
+  CHECK(Shell(base + "--codec raw --level 5", &out) == 2);
+  CHECK(out.find("--codec raw") != std::string::npos);
+  CHECK(Shell(base + "--codec raw --dict", &out) == 2);
+  CHECK(Shell(base + "--codec lz4", &out) == 2);
+  CHECK_FALSE(fs::exists(dir / "cli"));
+}

@@ -310,3 +310,17 @@ TEST_CASE("format corruption: decompression bomb") {
   ExpectError(detail::DecodeBlob(Codec::kZstd, frame.data(), frame.size(), 64, dst.data(), d.zstd_context(), nullptr),
               StatusCode::kCorruption, "frame declares 1048576 bytes, expected 64");
 }
+
+TEST_CASE("format: a decoder without a zstd context fails with ResourceExhausted, not a crash") {
+  Bytes raw(4096, 3);
+  detail::Compressor c(3);
+  Bytes frame;
+  REQUIRE(c.Compress(raw.data(), raw.size(), nullptr, 0.95, &frame).ok());
+  Bytes dst(raw.size());
+  ExpectError(detail::DecodeBlob(Codec::kZstd, frame.data(), frame.size(), raw.size(), dst.data(), nullptr, nullptr),
+              StatusCode::kResourceExhausted, "no zstd decompression context");
+  Decoder d;  // the usual case: a context
+  REQUIRE(detail::DecodeBlob(Codec::kZstd, frame.data(), frame.size(), raw.size(), dst.data(), d.zstd_context(), nullptr)
+              .ok());
+  CHECK(dst == raw);
+}

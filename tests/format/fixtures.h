@@ -42,14 +42,16 @@ inline SampleInput ImageLabelSample(uint64_t i, const std::string& split = "trai
   return s;
 }
 
-// Writes `n` 8x8 samples split train/val at n*3/4, `shard_bytes` per shard.
+// Writes `n` samples of `shape` (8x8 by default) split train/val at n*3/4, `shard_bytes`
+// per shard.
 inline Status WriteSmallDataset(const std::string& dir, uint64_t n, uint64_t shard_bytes = 4096,
-                                WriterOptions options = {}) {
+                                WriterOptions options = {}, const Shape& shape = {1, 8, 8}) {
   options.target_shard_bytes = shard_bytes;
   options.fsync = false;
   options.classes = {"c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9"};
-  ASSIGN_OR_RETURN(auto w, DatasetWriter::Create(dir, ImageLabelFields(), options));
-  for (uint64_t i = 0; i < n; ++i) RETURN_IF_ERROR(w->Append(ImageLabelSample(i, i < n * 3 / 4 ? "train" : "val")));
+  ASSIGN_OR_RETURN(auto w, DatasetWriter::Create(dir, ImageLabelFields(shape), options));
+  for (uint64_t i = 0; i < n; ++i)
+    RETURN_IF_ERROR(w->Append(ImageLabelSample(i, i < n * 3 / 4 ? "train" : "val", shape)));
   return w->Finish();
 }
 

@@ -38,6 +38,7 @@ struct FixtureOptions {
   uint64_t shard_bytes = 4096;
   int classes = 4;    // label = index % classes (skewed: see `skew`)
   bool skew = false;  // label 0 for 3 samples in 4
+  Codec codec = Codec::kZstd;  // how the writer stores blobs
 };
 
 inline FieldSpec Field(std::string name, FieldKind kind, DType dtype = DType::kU8, Shape shape = {}) {
@@ -89,6 +90,7 @@ inline Status WriteFixture(const std::string& dir, const FixtureOptions& o) {
   w.target_shard_bytes = o.shard_bytes;
   w.fsync = false;
   w.zstd_level = 1;
+  w.codec = o.codec;
   w.compute_stats = false;
   for (int c = 0; c < o.classes; ++c) w.classes.push_back("c" + std::to_string(c));
   ASSIGN_OR_RETURN(auto writer, DatasetWriter::Create(dir, FixtureFields(o), w));

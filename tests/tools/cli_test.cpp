@@ -3,8 +3,11 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "format/dataset.h"
+#include "format/writer.h"
 #include "tests/tools/fixtures.h"
 
 namespace shardify::tools {
@@ -42,6 +45,49 @@ TEST_CASE("tools: shardtool exits 0 on success, 1 on damage, 2 on misuse", "[too
   std::filesystem::resize_file(shard, std::filesystem::file_size(shard) - 1);
   CHECK(Run("verify " + ds) == 1);
   CHECK(Run("verify --quick " + ds) == 1);
+}
+
+// 512 raw samples of 4 KiB in one shard: many pages.
+void WriteRawPages(const std::string& ds) {
+  WriterOptions o;
+  o.codec = Codec::kRaw;
+  o.fsync = false;
+  auto w = DatasetWriter::Create(ds, {{"image", FieldKind::kNdarray, DType::kU8, {64, 64}, {}, {}}}, o);
+  REQUIRE(w.ok());
+  for (uint64_t i = 0; i < 512; ++i) {
+    SampleInput s;
+    s.values.push_back(FieldValue::Array(std::vector<uint8_t>(4096, static_cast<uint8_t>(i * 7)), {64, 64}));
+    REQUIRE((*w)->Append(std::move(s)).ok());
+  }
+  REQUIRE((*w)->Finish().ok());
+}
+
+TEST_CASE("tools: --io pread reads as mmap does; a shard truncated under bench ends it with an error, not a signal",
+          "[tools]") {
+  TempDir tmp;
+  const std::string ds = tmp / "ds";
+  WriteRawPages(ds);
+  CHECK(Run("bench " + ds + " --epochs 2 --io pread") == 0);
+  CHECK(Run("bench " + ds + " --epochs 1 --direct --io pread") == 0);
+  CHECK(Run("verify " + ds + " --io pread") == 0);
+  CHECK(Run("show " + ds + " 3 --io pread") == 0);
+  CHECK(Run("info " + ds + " --io nfs") == 2);
+  for (const std::string io : {"mmap", "pread"}) {
+    const std::string dir = tmp / io, log = tmp / (io + ".log"), rc = tmp / (io + ".rc");
+    WriteRawPages(dir);
+    // Runs until the shard shrinks under it (if it has not opened it yet, opening fails).
+    const std::string script = std::string(SHARDTOOL_PATH) + " bench " + dir + " --epochs 100000000 --io " + io +
+                               " >" + log + " 2>&1 & pid=$!; sleep 0.3; truncate -s 4096 " + dir +
+                               "/shard-00000.sfs; wait $pid; echo $? >" + rc;
+    REQUIRE(std::system(("sh -c '" + script + "'").c_str()) == 0);
+    std::ifstream code(rc), text(log);
+    int status = -1;
+    code >> status;
+    const std::string out((std::istreambuf_iterator<char>(text)), std::istreambuf_iterator<char>());
+    INFO(io << ": exit " << status << ": " << out);
+    CHECK((status == 1 || status == 2));  // a data or I/O error; 135 would be SIGBUS
+    CHECK(out.find("shard-00000.sfs") != std::string::npos);
+  }
 }
 
 }  // namespace

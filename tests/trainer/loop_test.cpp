@@ -3,10 +3,14 @@
 
 #include <sys/wait.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -242,8 +246,15 @@ std::vector<std::string> CsvRecord(std::istream& in) {
   return fields;
 }
 
-int Shardtrain(const std::string& args) {
-  const int st = std::system((std::string(SHARDTRAIN_BIN) + " " + args + " >/dev/null 2>&1").c_str());
+// Runs shardtrain with `args`; its stderr goes to *err when given.
+int Shardtrain(const std::string& args, std::string* err = nullptr) {
+  const std::string log = std::filesystem::temp_directory_path() / ("shardtrain-" + std::to_string(::getpid()) + ".err");
+  const int st = std::system((std::string(SHARDTRAIN_BIN) + " " + args + " >/dev/null 2>" + log).c_str());
+  if (err != nullptr) {
+    std::ifstream in(log);
+    err->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  std::filesystem::remove(log);
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
@@ -361,5 +372,18 @@ TEST_CASE("trainer: shardtrain exits 2 on usage errors, 1 on failed runs") {
   CHECK(Shardtrain(predict + "--batch 0") == 2);
   CHECK(Shardtrain(predict + "--device gpu7") == 2);
   CHECK(Shardtrain(predict + "--split nowhere") == 1);
+  CHECK(Shardtrain(predict + "--io nfs") == 2);
+  CHECK(Shardtrain(predict + "--io pread") == 0);
   CHECK(Shardtrain(predict) == 0);
+  // A truncated checkpoint: one line naming it, no C++ backtrace, for --resume and predict.
+  std::filesystem::copy_file(dir / "out/last.pt", dir / "cut.pt");
+  std::filesystem::resize_file(dir / "cut.pt", std::filesystem::file_size(dir / "cut.pt") / 2);
+  for (const std::string& args : {"train " + dir / "data" + " -q -o " + dir / "out" + " -e 2 --resume " + dir / "cut.pt",
+                                  "predict " + dir / "cut.pt" + " " + dir / "data" + " -o " + dir / "q.csv"}) {
+    std::string err;
+    CHECK(Shardtrain(args, &err) == 1);
+    INFO(err);
+    CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+    CHECK(err.find("cut.pt") != std::string::npos);
+  }
 }
