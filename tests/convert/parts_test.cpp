@@ -207,7 +207,7 @@ TEST_CASE("parts: merge refuses missing, incomplete, duplicate and mismatched pa
   ExpectSameDataset(dir / "one", dst);
 }
 
-TEST_CASE("parts: a complete part is not converted again; an interrupted one never looks complete") {
+TEST_CASE("parts: a complete part is not converted again, an interrupted one never looks complete") {
   TempDir dir;
   const std::string src = ManyPngs(dir, 20);
   const std::string dst = dir / "ds";

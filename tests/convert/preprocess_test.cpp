@@ -90,7 +90,7 @@ std::vector<double> Index(const std::vector<double>& sp, const std::vector<doubl
 
 }  // namespace
 
-TEST_CASE("preprocess: mixed dtypes take the smallest dtype holding them all; export gives each source back") {
+TEST_CASE("preprocess: mixed dtypes take the smallest dtype holding them all, export gives each source back") {
   TempDir dir;
   const std::vector<std::pair<const char*, DType>> files = {{"a.nii", DType::kU8}, {"b.nii", DType::kU16}, {"c.nii", DType::kI16}};
   uint32_t seed = 1;
@@ -237,7 +237,7 @@ TEST_CASE("preprocess: auto spacing is the median, with nnU-Net's rule for an an
   CHECK(detail::Percentile({5, 1, 3}, 10) == Approx(1.4));
 }
 
-TEST_CASE("preprocess: crop then uncrop on the source grid is the identity; the crop box spans every channel") {
+TEST_CASE("preprocess: crop then uncrop on the source grid is the identity, the crop box spans every channel") {
   TempDir dir;
   auto inside = [](int64_t z, int64_t y, int64_t x) { return z >= 2 && z < 6 && y >= 3 && y < 8 && x >= 1 && x < 9; };
   WriteFn(dir / "src/images/v.nii", DType::kI16, {1, 8, 10, 12},
@@ -276,7 +276,7 @@ TEST_CASE("preprocess: crop then uncrop on the source grid is the identity; the 
   CHECK(Values(Open(dir / "nn_out"), 0, "source.crop_box") == std::vector<double>{1, 1, 3, 4, 2, 2});
 }
 
-TEST_CASE("preprocess: zscore and ct statistics equal a direct computation; stored values are normalized") {
+TEST_CASE("preprocess: zscore and ct statistics equal a direct computation, stored values are normalized") {
   TempDir dir;
   const std::string src = dir / "src";
   WriteText(src + "/dataset.json", R"({"channel_names": {"0": "CT"}, "labels": {"background": 0, "organ": 1}, "file_ending": ".nii.gz"})");
@@ -347,7 +347,7 @@ TEST_CASE("preprocess: zscore and ct statistics equal a direct computation; stor
   for (size_t k = 0; k < stored.size(); ++k) CHECK(stored[k] == Approx((source[k] - m) / std::sqrt(v)).margin(1e-5));
 }
 
-TEST_CASE("preprocess: foreground samples are evenly strided; bad combinations fail clearly") {
+TEST_CASE("preprocess: foreground samples are evenly strided, bad combinations fail clearly") {
   std::vector<uint8_t> image(20), mask(20, 0);
   for (int i = 0; i < 20; ++i) image[i] = uint8_t(i * 3), mask[i] = i % 2;  // 10 foreground voxels
   auto s = detail::SampleForeground(image.data(), DType::kU8, {1, 4, 5}, mask.data(), DType::kU8, 1, 4);

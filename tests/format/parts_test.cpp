@@ -160,7 +160,7 @@ TEST_CASE("parts: merge renames the shards in order and combines splits and stat
   CHECK(again.samples == 30);
 }
 
-TEST_CASE("parts: samples left out of a part shift the next; their shards get a new first_sample") {
+TEST_CASE("parts: samples left out of a part shift the next, their shards get a new first_sample") {
   TempDir dir;
   const std::string dst = dir / "merged";
   const std::set<uint64_t> skip = {3, 4, 12};

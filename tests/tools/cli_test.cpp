@@ -62,7 +62,7 @@ void WriteRawPages(const std::string& ds) {
   REQUIRE((*w)->Finish().ok());
 }
 
-TEST_CASE("tools: --io pread reads as mmap does; a shard truncated under bench ends it with an error, not a signal",
+TEST_CASE("tools: --io pread reads as mmap does, a shard truncated under bench ends it with an error, not a signal",
           "[tools]") {
   TempDir tmp;
   const std::string ds = tmp / "ds";

@@ -139,7 +139,7 @@ TEST_CASE("augment: rotation, scaling and mirroring keep the mask a threshold of
   }
 }
 
-TEST_CASE("augment: probability 0 is the identity; each transform alone changes the image") {
+TEST_CASE("augment: probability 0 is the identity, each transform alone changes the image") {
   const st::ImageMask in = SmoothPair(3, {12, 14, 10});
   st::NnUnetAugmentOptions none = Only("");
   none.margin = false;
