@@ -160,8 +160,8 @@ void WriteHeadText(const Dataset& ds, const InfoOptions& options, std::ostream& 
     }
   }
   const Provenance& p = m.provenance;
-  out << "source    " << (p.source.empty() ? "-" : p.source) << " (" << p.converter << " " << p.converter_version
-      << ")";
+  out << "source    " << (p.source.empty() ? "-" : p.source) << " (" << p.converter
+      << (p.converter_version.empty() ? "" : " " + p.converter_version) << ")";
   for (const KeyValue& kv : p.options) out << " " << kv.key << "=" << kv.value;
   out << "\n";
   for (const FieldStats& s : m.stats) {
