@@ -99,8 +99,10 @@ Result<json> FieldJson(const Manifest& m, const SampleView& s, size_t f, Decoder
       ASSIGN_OR_RETURN(std::string_view v, s.bytes_value(f));
       j["size"] = v.size();
       j["head"] = Hex(reinterpret_cast<const uint8_t*>(v.data()), std::min<size_t>(v.size(), 16));
-      if (detail::MetaValue(spec, "role") == "nifti_header" ||
-          (spec.name.size() > 13 && spec.name.compare(spec.name.size() - 13, 13, ".nifti_header") == 0)) {
+      const std::string_view suffix = kNiftiHeaderSuffix;
+      if (detail::MetaValue(spec, kMetaRole) == kRoleNiftiHeader ||
+          (spec.name.size() > suffix.size() &&
+           spec.name.compare(spec.name.size() - suffix.size(), suffix.size(), suffix) == 0)) {
         j["nifti"] = NiftiSummary(v);
       }
       break;
