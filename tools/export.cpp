@@ -7,6 +7,7 @@
 
 #include "format/dataset.h"
 #include "format/elements.h"
+#include "media/nifti.h"
 #include "media/png.h"
 #include "tools/nifti.h"
 #include "tools/tool_internal.h"
@@ -74,8 +75,8 @@ Result<std::vector<uint8_t>> NiftiHeaderFor(const Dataset& ds, const Array& a, D
     ASSIGN_OR_RETURN(std::string_view hb, a.sample.bytes_value(hf));
     std::vector<uint8_t> header(hb.begin(), hb.end());
     if (!header.empty()) {
-      ASSIGN_OR_RETURN(const bool fits, NiftiHeaderFits(header, a.shape));
-      if (fits) return RetypeNiftiHeader(header, a.dtype);
+      ASSIGN_OR_RETURN(const bool fits, media::NiftiHeaderFits(header, a.shape));
+      if (fits) return media::RetypeNiftiHeader(header, a.dtype);
     }
   }
   // Preprocessed and asked for the source grid: the source's geometry. A mask without
@@ -91,7 +92,7 @@ Result<std::vector<uint8_t>> NiftiHeaderFor(const Dataset& ds, const Array& a, D
   ASSIGN_OR_RETURN(auto spacing, GeometryValues(ds, a.sample, geometry + kSpacingSuffix, d));
   ASSIGN_OR_RETURN(auto origin, GeometryValues(ds, a.sample, geometry + kOriginSuffix, d));
   ASSIGN_OR_RETURN(auto direction, GeometryValues(ds, a.sample, geometry + kDirectionSuffix, d));
-  return MakeNifti1Header(a.shape, a.dtype, spacing, origin, direction);
+  return media::MakeNifti1Header(a.shape, a.dtype, spacing, origin, direction);
 }
 
 // Brings `a` back to its source form: onto the source grid when asked, and into the
