@@ -7,6 +7,7 @@
 #include <string>
 
 #include "format/elements.h"
+#include "format/fields.h"
 
 namespace shardify::convert {
 namespace {
@@ -112,7 +113,7 @@ Result<CaseInfo> InspectCase(const SourcePlan& plan, const CaseInput& in, uint64
   } else if (!in.mask.empty()) {
     out.has_mask = true;
     ASSIGN_OR_RETURN(out.mask, ReadImageInfo(in.mask, nullptr, max_bytes));
-    RETURN_IF_ERROR(SameSpace(out.image, out.mask, in.name, "mask", in.mask));
+    RETURN_IF_ERROR(SameSpace(out.image, out.mask, in.name, kMaskField, in.mask));
   }
   return out;
 }
@@ -196,7 +197,7 @@ Result<CaseData> DecodeCase(const SourcePlan& plan, const CaseInput& in, const s
   } else if (!in.mask.empty()) {
     out.has_mask = true;
     ASSIGN_OR_RETURN(out.mask, ReadImage(in.mask, nullptr, max_bytes));
-    RETURN_IF_ERROR(SameSpace(out.image.info, out.mask.info, in.name, "mask", in.mask));
+    RETURN_IF_ERROR(SameSpace(out.image.info, out.mask.info, in.name, kMaskField, in.mask));
   }
   return out;
 }

@@ -11,6 +11,7 @@
 #include "convert/schema_internal.h"
 #include "format/chunking.h"
 #include "format/elements.h"
+#include "format/fields.h"
 
 namespace shardify::convert {
 
@@ -65,11 +66,11 @@ Status ApplyPatchSize(Schema& s, const std::vector<CaseInfo>& infos, const std::
   }
   if (s.mask >= 0 && fg_cap > 0) {
     FieldSpec loc;
-    loc.name = "mask.fg_locations";
+    loc.name = kMaskFgLocationsField;
     loc.kind = FieldKind::kNdarray;
     loc.dtype = DType::kI32;
     loc.shape = {-1, static_cast<int64_t>(1 + spatial)};
-    loc.meta = {{"role", "fg_locations"}, {"max_per_class", std::to_string(fg_cap)}};
+    loc.meta = {{kMetaRole, kRoleFgLocations}, {kMetaMaxPerClass, std::to_string(fg_cap)}};
     s.fg_locations = static_cast<int>(s.fields.size());
     s.fields.push_back(std::move(loc));
     s.fg_cap = fg_cap;

@@ -10,16 +10,9 @@
 namespace shardify::convert {
 namespace {
 
-constexpr const char* kDescription =
+const std::string kDescription =
     "shardify: convert an image dataset once into compressed (or raw), checksummed shards.\n\n"
-    "SRC is a directory in one of these layouts (detected, or set with --layout):\n"
-    "  folder  SRC/<class>/<image>: labels from the sorted class folder names\n"
-    "  csv     SRC is a .csv with columns image[,label,mask,split,...]; paths relative to it\n"
-    "  pairs   SRC/images/ and SRC/masks/ with matching file names\n"
-    "  rle     SRC/train.csv (id,class,segmentation) and SRC/train/caseN/caseN_dayM/scans/*.png\n"
-    "  nnunet  SRC/dataset.json, imagesTr/<case>_XXXX.nii.gz, labelsTr/<case>.nii.gz, imagesTs/\n"
-    "  nifti   a folder of .nii / .nii.gz volumes\n"
-    "  idx     MNIST-style *-images-idx3-ubyte[.gz] with *-labels-idx1-ubyte[.gz]\n"
+    "SRC is a directory in one of these layouts (detected, or set with --layout):\n" + LayoutHelp() +
     "Images may be PNG (1 to 16 bit, gray, gray+alpha, RGB, RGBA, palette), JPEG, NIfTI-1/2.\n"
     "Pixels keep their dtype; volumes keep spacing, origin, direction and the NIfTI header.\n"
     "The output is byte-identical for any --threads. Ctrl-C stops cleanly (nothing is left\n"
@@ -101,7 +94,7 @@ Status ToPreprocessOptions(const CLI::App& app, const Flags& f, PreprocessOption
 void Define(CLI::App& app, Flags& f) {
   app.add_option("SRC", f.src, "Source directory, or a .csv file for the csv layout")->required();
   app.add_option("-o,--output", f.dst, "Destination dataset directory (created if missing)")->required();
-  app.add_option("--layout", f.layout, "auto, folder, csv, pairs, rle, nnunet, nifti or idx")->capture_default_str();
+  app.add_option("--layout", f.layout, LayoutNames())->capture_default_str();
   app.add_option("--threads", f.threads, "Decode/compress threads (default: all cores)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));

@@ -88,13 +88,15 @@ Status ItkNiftiGeometry(const std::string& path, Geometry* g) {
   return Status::Ok();
 }
 
-Result<ImageInfo> NiftiInfo(const std::string& path, const detail::NiftiHeader& h) {
+Result<ImageInfo> NiftiInfo(const std::string& path, const detail::NiftiVolume& h) {
   ImageInfo info;
   info.kind = ImageKind::kNifti;
   info.dtype = h.dtype;
   info.shape = h.shape;
   info.geometry = h.geometry;
-  // ITK's NIfTI-1 reader is the reference for geometry; NIfTI-2 uses the header math.
+  // ITK's NIfTI-1 reader is the reference for geometry (it chooses between sform and
+  // qform by its own rules and orthonormalizes); NIfTI-2 uses the header math of
+  // media/nifti.h.
   if (h.version == 1) RETURN_IF_ERROR(ItkNiftiGeometry(path, &info.geometry));
   return info;
 }
@@ -112,7 +114,7 @@ Result<ImageInfo> ReadImageInfo(const std::string& path, std::vector<uint8_t>* s
   ImageKind kind = KindFromName(path);
   if (kind == ImageKind::kUnknown) return Unsupported(path + ": not a PNG, JPEG or NIfTI file name");
   if (kind == ImageKind::kNifti) {
-    ASSIGN_OR_RETURN(detail::NiftiHeader h, detail::ReadNifti(path, nullptr, max_bytes));
+    ASSIGN_OR_RETURN(detail::NiftiVolume h, detail::ReadNifti(path, nullptr, max_bytes));
     return NiftiInfo(path, h);
   }
   if (kind == ImageKind::kPng) return detail::ReadPngInfo(path, small_file, max_bytes);
@@ -123,7 +125,7 @@ Result<DecodedImage> ReadImage(const std::string& path, const std::vector<uint8_
   ImageKind kind = KindFromName(path);
   DecodedImage out;
   if (kind == ImageKind::kNifti) {
-    ASSIGN_OR_RETURN(detail::NiftiHeader h, detail::ReadNifti(path, &out.pixels, max_bytes));
+    ASSIGN_OR_RETURN(detail::NiftiVolume h, detail::ReadNifti(path, &out.pixels, max_bytes));
     ASSIGN_OR_RETURN(out.info, NiftiInfo(path, h));
     out.nifti_header = std::move(h.bytes);
     return out;

@@ -15,6 +15,7 @@
 #include "convert/schema_internal.h"
 #include "convert/source_internal.h"
 #include "format/elements.h"
+#include "format/fields.h"
 
 namespace shardify::convert {
 
@@ -288,8 +289,12 @@ Status FinishSchema(const std::vector<CaseInfo>& infos, const std::vector<bool>&
   }
   const std::map<DType, int> image_seen = SeenDTypes(infos, ok, false), mask_seen = SeenDTypes(infos, ok, true);
   const bool normalized = !plan->normalize.empty();
-  if (image_seen.size() > 1 || o.dtype) notes->push_back(DTypeNote("image", out, image_seen, o.dtype.has_value(), normalized));
-  if (mask >= 0 && mask_seen.size() > 1) notes->push_back(DTypeNote("mask", fields[mask].dtype, mask_seen, false, false));
+  if (image_seen.size() > 1 || o.dtype) {
+    notes->push_back(DTypeNote(kImageField, out, image_seen, o.dtype.has_value(), normalized));
+  }
+  if (mask >= 0 && mask_seen.size() > 1) {
+    notes->push_back(DTypeNote(kMaskField, fields[mask].dtype, mask_seen, false, false));
+  }
   img.dtype = out;
   const Shape image_shape = img.shape;  // `img` dangles once fields grow
   plan->image_dtype = out;
@@ -301,28 +306,29 @@ Status FinishSchema(const std::vector<CaseInfo>& infos, const std::vector<bool>&
   }
   if (image_seen.size() > 1 || image_seen.begin()->first != out) {
     record->image_dtype = static_cast<int>(fields.size());
-    fields.push_back(ScalarField("image.source_dtype", FieldKind::kString, "source_dtype"));
+    fields.push_back(ScalarField(std::string(kImageField) + kSourceDTypeSuffix, FieldKind::kString, kRoleSourceDType));
   }
   if (has_mask && mask >= 0 && (mask_seen.size() > 1 || (!mask_seen.empty() && mask_seen.begin()->first != plan->mask_dtype))) {
     record->mask_dtype = static_cast<int>(fields.size());
-    fields.push_back(ScalarField("mask.source_dtype", FieldKind::kString, "source_dtype"));
+    fields.push_back(ScalarField(std::string(kMaskField) + kSourceDTypeSuffix, FieldKind::kString, kRoleSourceDType));
   }
   if (o.crop_nonzero || o.resamples()) {
     const auto s = static_cast<int64_t>(image_shape.size() - 1);
     record->shape = static_cast<int>(fields.size());
-    fields.push_back(NdarrayField("source.shape", DType::kI64, {s}, "source_grid"));
-    fields.push_back(NdarrayField("source.crop_box", DType::kI64, {2, s}, "source_grid"));
+    fields.push_back(NdarrayField(kSourceShapeField, DType::kI64, {s}, kRoleSourceGrid));
+    fields.push_back(NdarrayField(kSourceCropBoxField, DType::kI64, {2, s}, kRoleSourceGrid));
     if (geometry_dims > 0) {
       const auto g = static_cast<int64_t>(geometry_dims);
       record->geometry = static_cast<int>(fields.size());
-      fields.push_back(NdarrayField("source.spacing", DType::kF64, {g}, "source_grid"));
-      fields.push_back(NdarrayField("source.origin", DType::kF64, {g}, "source_grid"));
-      fields.push_back(NdarrayField("source.direction", DType::kF64, {g * g}, "source_grid"));
+      fields.push_back(NdarrayField(kSourceSpacingField, DType::kF64, {g}, kRoleSourceGrid));
+      fields.push_back(NdarrayField(kSourceOriginField, DType::kF64, {g}, kRoleSourceGrid));
+      fields.push_back(NdarrayField(kSourceDirectionField, DType::kF64, {g * g}, kRoleSourceGrid));
     }
   }
   if (!plan->normalize.empty()) {
     record->normalization = static_cast<int>(fields.size());
-    fields.push_back(NdarrayField("image.normalization", DType::kF64, {image_shape[0], 4}, "normalization"));
+    fields.push_back(NdarrayField(std::string(kImageField) + kNormalizationSuffix, DType::kF64, {image_shape[0], 4},
+                                  kRoleNormalization));
   }
   return Status::Ok();
 }

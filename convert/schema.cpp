@@ -8,6 +8,7 @@
 #include "convert/schema_internal.h"
 #include "convert/source_internal.h"
 #include "format/elements.h"
+#include "format/fields.h"
 
 namespace shardify::convert::detail {
 
@@ -17,7 +18,7 @@ FieldSpec NdarrayField(const std::string& name, DType t, Shape shape, const std:
   f.kind = FieldKind::kNdarray;
   f.dtype = t;
   f.shape = std::move(shape);
-  f.meta.push_back({"role", role});
+  f.meta.push_back({kMetaRole, role});
   return f;
 }
 
@@ -25,7 +26,7 @@ FieldSpec ScalarField(const std::string& name, FieldKind k, const std::string& r
   FieldSpec f;
   f.name = name;
   f.kind = k;
-  if (!role.empty()) f.meta.push_back({"role", role});
+  if (!role.empty()) f.meta.push_back({kMetaRole, role});
   return f;
 }
 
@@ -59,13 +60,13 @@ void AddGeometryFields(Schema& s, const std::string& f, size_t dims, bool nifti,
   if (dims > 0) {
     *geo = static_cast<int>(s.fields.size());
     Shape sd = {static_cast<int64_t>(dims)}, dd = {static_cast<int64_t>(dims * dims)};
-    s.fields.push_back(NdarrayField(f + ".spacing", DType::kF64, sd, "geometry"));
-    s.fields.push_back(NdarrayField(f + ".origin", DType::kF64, sd, "geometry"));
-    s.fields.push_back(NdarrayField(f + ".direction", DType::kF64, dd, "geometry"));
+    s.fields.push_back(NdarrayField(f + kSpacingSuffix, DType::kF64, sd, kRoleGeometry));
+    s.fields.push_back(NdarrayField(f + kOriginSuffix, DType::kF64, sd, kRoleGeometry));
+    s.fields.push_back(NdarrayField(f + kDirectionSuffix, DType::kF64, dd, kRoleGeometry));
   }
   if (nifti) {
     *header = static_cast<int>(s.fields.size());
-    s.fields.push_back(ScalarField(f + ".nifti_header", FieldKind::kBytes, "nifti_header"));
+    s.fields.push_back(ScalarField(f + kNiftiHeaderSuffix, FieldKind::kBytes, kRoleNiftiHeader));
   }
 }
 
@@ -97,10 +98,10 @@ Schema BuildSchema(const SourcePlan& plan, const std::vector<CaseInfo>& infos, s
     if (!ok[i]) continue;
     const CaseInput& c = plan.cases[i];
     // The file at fault: the mask file for a mask that does not fit, else the only image.
-    std::string why = Mismatch(ref.image, infos[i].image, "image");
+    std::string why = Mismatch(ref.image, infos[i].image, kImageField);
     std::string file = c.images.size() == 1 ? c.images[0] : "";
     if (why.empty() && infos[i].has_mask) {
-      why = Mismatch(ref.mask, infos[i].mask, "mask");
+      why = Mismatch(ref.mask, infos[i].mask, kMaskField);
       file = c.mask;
     }
     if (!why.empty()) {
@@ -114,28 +115,30 @@ Schema BuildSchema(const SourcePlan& plan, const std::vector<CaseInfo>& infos, s
     if (infos[i].has_mask) mask_dtypes.push_back(infos[i].mask.dtype);
   }
   s.image = static_cast<int>(s.fields.size());
-  s.fields.push_back(NdarrayField("image", PromoteDTypes(image_dtypes), image_shape, "image"));
-  if (!plan.channel_names_json.empty()) s.fields.back().meta.push_back({"channel_names", plan.channel_names_json});
+  s.fields.push_back(NdarrayField(kImageField, PromoteDTypes(image_dtypes), image_shape, kRoleImage));
+  if (!plan.channel_names_json.empty()) s.fields.back().meta.push_back({kMetaChannelNames, plan.channel_names_json});
   if (plan.has_mask) {
     if (plan.unlabeled_masks) mask_shape[0] = -1;  // cases without a label store 0 channels
     s.mask = static_cast<int>(s.fields.size());
-    s.fields.push_back(NdarrayField("mask", mask_dtypes.empty() ? ref.mask.dtype : PromoteDTypes(mask_dtypes), mask_shape, "mask"));
-    if (!plan.mask_labels_json.empty()) s.fields.back().meta.push_back({"labels", plan.mask_labels_json});
-    if (plan.multi_label_mask) s.fields.back().meta.push_back({"multi_label", "true"});
+    s.fields.push_back(NdarrayField(kMaskField, mask_dtypes.empty() ? ref.mask.dtype : PromoteDTypes(mask_dtypes),
+                                    mask_shape, kRoleMask));
+    if (!plan.mask_labels_json.empty()) s.fields.back().meta.push_back({kMetaLabels, plan.mask_labels_json});
+    if (plan.multi_label_mask) s.fields.back().meta.push_back({kMetaMultiLabel, "true"});
   }
   s.label = static_cast<int>(s.fields.size());
-  s.fields.push_back(ScalarField("label", FieldKind::kInt, "label"));
+  s.fields.push_back(ScalarField(kLabelField, FieldKind::kInt, kRoleLabel));
   s.path = static_cast<int>(s.fields.size());
-  s.fields.push_back(ScalarField("path", FieldKind::kString, "path"));
+  s.fields.push_back(ScalarField(kPathField, FieldKind::kString, kRolePath));
   s.first_scalar = static_cast<int>(s.fields.size());
   for (size_t c = 0; c < plan.scalar_columns.size(); ++c) {
     s.scalar_kinds.push_back(ScalarKind(plan.cases, ok, c));
     s.fields.push_back(ScalarField(plan.scalar_columns[c], s.scalar_kinds.back(), ""));
   }
   s.geometry_dims = ref.image.geometry.spacing.size();
-  AddGeometryFields(s, "image", s.geometry_dims, ref.image.kind == ImageKind::kNifti, &s.image_geometry, &s.image_header);
+  AddGeometryFields(s, kImageField, s.geometry_dims, ref.image.kind == ImageKind::kNifti, &s.image_geometry,
+                    &s.image_header);
   if (plan.has_mask && ref.mask.kind == ImageKind::kNifti) {
-    AddGeometryFields(s, "mask", s.geometry_dims, true, &s.mask_geometry, &s.mask_header);
+    AddGeometryFields(s, kMaskField, s.geometry_dims, true, &s.mask_geometry, &s.mask_header);
   }
   return s;
 }

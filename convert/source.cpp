@@ -1,4 +1,4 @@
-// Layout detection and the folder, csv, pairs, nifti and idx planners.
+// Listing helpers and the folder, pairs, nifti and idx planners.
 #include "convert/source.h"
 
 #include <algorithm>
@@ -172,17 +172,15 @@ std::string JsonQuote(const std::string& s) {
   return out + "\"";
 }
 
-}  // namespace detail
-
 namespace {
-
-using detail::ListedFile;
 
 bool IsImage(const std::string& p) { return KindFromName(p) != ImageKind::kUnknown; }
 
-Status PlanFolder(const std::string& src, SourcePlan* plan) {
+}  // namespace
+
+Status PlanFolder(const std::string& src, const std::vector<std::string>&, SourcePlan* plan) {
   std::vector<std::string> links;
-  ASSIGN_OR_RETURN(plan->classes, detail::ListSubdirs(src, plan->excluded, &links));
+  ASSIGN_OR_RETURN(plan->classes, ListSubdirs(src, plan->excluded, &links));
   for (const std::string& l : links) {
     plan->warnings.push_back(src + "/" + l + ": a directory symlink, not followed (no class)");
   }
@@ -190,7 +188,7 @@ Status PlanFolder(const std::string& src, SourcePlan* plan) {
   for (size_t c = 0; c < plan->classes.size(); ++c) {
     const std::string& cls = plan->classes[c];
     std::vector<ListedFile> files;
-    RETURN_IF_ERROR(detail::ListFiles(src + "/" + cls, true, &files, &plan->bad, plan->excluded));
+    RETURN_IF_ERROR(ListFiles(src + "/" + cls, true, &files, &plan->bad, plan->excluded));
     size_t n = 0;
     for (const auto& f : files) {
       if (!IsImage(f.rel)) { ++plan->ignored_files; continue; }
@@ -206,9 +204,9 @@ Status PlanFolder(const std::string& src, SourcePlan* plan) {
   return Status::Ok();
 }
 
-Status PlanNifti(const std::string& src, SourcePlan* plan) {
+Status PlanNifti(const std::string& src, const std::vector<std::string>&, SourcePlan* plan) {
   std::vector<ListedFile> files;
-  RETURN_IF_ERROR(detail::ListFiles(src, true, &files, &plan->bad, plan->excluded));
+  RETURN_IF_ERROR(ListFiles(src, true, &files, &plan->bad, plan->excluded));
   for (const auto& f : files) {
     if (KindFromName(f.rel) != ImageKind::kNifti) { ++plan->ignored_files; continue; }
     CaseInput in;
@@ -220,6 +218,8 @@ Status PlanNifti(const std::string& src, SourcePlan* plan) {
   return Status::Ok();
 }
 
+namespace {
+
 std::string Stem(const std::string& rel) {
   std::string s = rel;
   if (s.size() > 7 && s.compare(s.size() - 7, 7, ".nii.gz") == 0) return s.substr(0, s.size() - 7);
@@ -228,10 +228,12 @@ std::string Stem(const std::string& rel) {
   return s;
 }
 
-Status PlanPairs(const std::string& src, SourcePlan* plan) {
+}  // namespace
+
+Status PlanPairs(const std::string& src, const std::vector<std::string>&, SourcePlan* plan) {
   std::vector<ListedFile> images, masks;
-  RETURN_IF_ERROR(detail::ListFiles(src + "/images", true, &images, &plan->bad, plan->excluded));
-  RETURN_IF_ERROR(detail::ListFiles(src + "/masks", true, &masks, &plan->bad, plan->excluded));
+  RETURN_IF_ERROR(ListFiles(src + "/images", true, &images, &plan->bad, plan->excluded));
+  RETURN_IF_ERROR(ListFiles(src + "/masks", true, &masks, &plan->bad, plan->excluded));
   std::map<std::string, std::string> by_stem;
   for (const auto& m : masks) {
     if (IsImage(m.rel)) by_stem[Stem(m.rel)] = m.abs; else ++plan->ignored_files;
@@ -255,6 +257,8 @@ Status PlanPairs(const std::string& src, SourcePlan* plan) {
   if (plan->cases.empty() && plan->bad.empty()) return NotFound(src + "/images: no images found");
   return Status::Ok();
 }
+
+namespace {
 
 std::string SplitForIdxPrefix(const std::string& prefix) {
   if (prefix.rfind("train", 0) == 0) return "train";
@@ -290,9 +294,11 @@ Status LoadIdxSet(const std::string& images, const std::string& labels, const st
   return Status::Ok();
 }
 
-Status PlanIdx(const std::string& src, SourcePlan* plan) {
+}  // namespace
+
+Status PlanIdx(const std::string& src, const std::vector<std::string>& class_names, SourcePlan* plan) {
   std::vector<ListedFile> files;
-  RETURN_IF_ERROR(detail::ListFiles(src, false, &files, &plan->bad, plan->excluded));
+  RETURN_IF_ERROR(ListFiles(src, false, &files, &plan->bad, plan->excluded));
   std::map<std::string, std::string> labels;
   for (const auto& f : files) {
     size_t k = f.rel.find("-labels");
@@ -308,95 +314,16 @@ Status PlanIdx(const std::string& src, SourcePlan* plan) {
     RETURN_IF_ERROR(LoadIdxSet(f.abs, it->second, SplitForIdxPrefix(prefix), plan));
   }
   if (plan->idx.empty()) return NotFound(src + ": no *-images-idx3-ubyte files found");
+  if (class_names.empty()) return Status::Ok();
+  for (const auto& c : plan->cases) {
+    if (c.label >= static_cast<int64_t>(class_names.size())) {
+      return InvalidArgument(c.name + ": label " + std::to_string(c.label) + " has no name in --classes (" +
+                             std::to_string(class_names.size()) + " given)");
+    }
+  }
+  plan->classes = class_names;
   return Status::Ok();
 }
 
-}  // namespace
-
-const char* LayoutName(Layout l) {
-  switch (l) {
-    case Layout::kAuto: return "auto";
-    case Layout::kFolder: return "folder";
-    case Layout::kCsv: return "csv";
-    case Layout::kPairs: return "pairs";
-    case Layout::kRle: return "rle";
-    case Layout::kNnunet: return "nnunet";
-    case Layout::kNifti: return "nifti";
-    case Layout::kIdx: return "idx";
-  }
-  return "?";
-}
-
-std::optional<Layout> ParseLayout(const std::string& name) {
-  for (Layout l : {Layout::kAuto, Layout::kFolder, Layout::kCsv, Layout::kPairs, Layout::kRle,
-                   Layout::kNnunet, Layout::kNifti, Layout::kIdx}) {
-    if (name == LayoutName(l)) return l;
-  }
-  return std::nullopt;
-}
-
-Result<Layout> DetectLayout(const std::string& src, const std::string& excluded) {
-  std::error_code ec;
-  fs::file_status st = fs::status(src, ec);
-  if (ec) return NotFound(src + ": cannot open source: " + ec.message());
-  if (fs::is_regular_file(st)) {
-    std::string s = src;
-    if (s.size() > 4 && s.compare(s.size() - 4, 4, ".csv") == 0) return Layout::kCsv;
-    return InvalidArgument(src + ": a source file must be a .csv; otherwise give a directory");
-  }
-  if (!fs::is_directory(st)) return InvalidArgument(src + ": not a file or directory");
-  auto has = [&](const char* n) { std::error_code e; return fs::exists(fs::path(src) / n, e); };
-  if (has("dataset.json") && has("imagesTr")) return Layout::kNnunet;
-  if (has("train.csv") && has("train")) return Layout::kRle;
-  if (has("images") && has("masks")) return Layout::kPairs;
-  std::vector<ListedFile> files;
-  std::vector<BadEntry> bad;
-  RETURN_IF_ERROR(detail::ListFiles(src, false, &files, &bad, excluded));
-  bool idx = false, vol = false;
-  for (const auto& f : files) {
-    idx = idx || IsIdxName(f.rel);
-    vol = vol || KindFromName(f.rel) == ImageKind::kNifti;
-  }
-  if (idx) return Layout::kIdx;
-  if (vol) return Layout::kNifti;
-  ASSIGN_OR_RETURN(auto dirs, detail::ListSubdirs(src, excluded));
-  if (!dirs.empty()) return Layout::kFolder;
-  return InvalidArgument(src + ": cannot tell the layout (no class folders, volumes, idx files, "
-                         "dataset.json, images/+masks/ or train.csv); use --layout");
-}
-
-Status PlanCsv(const std::string& csv, const std::vector<std::string>& class_names, SourcePlan* plan);
-
-Result<SourcePlan> PlanSource(const std::string& src, Layout layout,
-                              const std::vector<std::string>& class_names, const std::string& excluded) {
-  if (layout == Layout::kAuto) { ASSIGN_OR_RETURN(layout, DetectLayout(src, excluded)); }
-  SourcePlan plan;
-  plan.layout = layout;
-  plan.excluded = excluded;
-  plan.root = layout == Layout::kCsv ? fs::path(src).parent_path().string() : src;
-  Status s;
-  switch (layout) {
-    case Layout::kFolder: s = PlanFolder(src, &plan); break;
-    case Layout::kCsv: s = PlanCsv(src, class_names, &plan); break;
-    case Layout::kPairs: s = PlanPairs(src, &plan); break;
-    case Layout::kRle: s = detail::PlanRle(src, &plan); break;
-    case Layout::kNnunet: s = detail::PlanNnunet(src, &plan); break;
-    case Layout::kNifti: s = PlanNifti(src, &plan); break;
-    case Layout::kIdx: s = PlanIdx(src, &plan); break;
-    case Layout::kAuto: s = Internal("layout not resolved"); break;
-  }
-  RETURN_IF_ERROR(s);
-  if (!class_names.empty() && layout != Layout::kCsv) {
-    if (layout != Layout::kIdx) return InvalidArgument("--classes applies to the idx and csv layouts");
-    for (const auto& c : plan.cases) {
-      if (c.label >= static_cast<int64_t>(class_names.size())) {
-        return InvalidArgument(c.name + ": label " + std::to_string(c.label) + " has no name in --classes (" +
-                               std::to_string(class_names.size()) + " given)");
-      }
-    }
-    plan.classes = class_names;
-  }
-  return plan;
-}
-
+}  // namespace detail
 }  // namespace shardify::convert

@@ -21,8 +21,12 @@ namespace shardify::convert {
 
 enum class Layout { kAuto, kFolder, kCsv, kPairs, kRle, kNnunet, kNifti, kIdx };
 
-const char* LayoutName(Layout layout);  // "folder", "csv", ...
+// Each layout is a row of one table (kLayouts in layouts.cpp): its name, --help line,
+// detection and planner; these are read from it.
+const char* LayoutName(Layout layout);  // "folder", "csv", ...; "auto" for kAuto
 std::optional<Layout> ParseLayout(const std::string& name);
+std::string LayoutNames();  // "auto, folder, csv, ... or idx": the values of --layout
+std::string LayoutHelp();   // one line per layout, "  folder  SRC/<class>/<image>: ...\n"
 
 // One sample to produce.
 struct CaseInput {

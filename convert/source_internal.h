@@ -1,7 +1,9 @@
 // Helpers shared by the layout planners (internal).
 #pragma once
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "convert/source.h"
@@ -34,7 +36,52 @@ std::string JsonQuote(const std::string& s);
 // "1.5 MiB", "312 B".
 std::string HumanBytes(uint64_t b);
 
-Status PlanNnunet(const std::string& src, SourcePlan* plan);
-Status PlanRle(const std::string& src, SourcePlan* plan);
+// The planners, one per layout (kLayouts in layouts.cpp): each enumerates `src` into
+// `plan` (whose layout, root and excluded are set). `class_names` is --classes: a layout
+// whose row says names_labels checks it against its labels and sets plan->classes; the
+// others never get a non-empty one.
+Status PlanFolder(const std::string& src, const std::vector<std::string>& class_names, SourcePlan* plan);
+Status PlanCsv(const std::string& csv, const std::vector<std::string>& class_names, SourcePlan* plan);
+Status PlanPairs(const std::string& src, const std::vector<std::string>& class_names, SourcePlan* plan);
+Status PlanRle(const std::string& src, const std::vector<std::string>& class_names, SourcePlan* plan);
+Status PlanNnunet(const std::string& src, const std::vector<std::string>& class_names, SourcePlan* plan);
+Status PlanNifti(const std::string& src, const std::vector<std::string>& class_names, SourcePlan* plan);
+Status PlanIdx(const std::string& src, const std::vector<std::string>& class_names, SourcePlan* plan);
+
+// What layout detection sees of a source directory: each listing is read once, when a
+// layout's detect first asks for it.
+class SourceDir {
+ public:
+  SourceDir(std::string dir, std::string excluded) : dir_(std::move(dir)), excluded_(std::move(excluded)) {}
+  // Whether the directory has an entry `name` (file or directory).
+  bool Has(const char* name) const;
+  // Whether one of its regular files (not recursive) has a name that passes `test`.
+  Result<bool> AnyFile(bool (*test)(const std::string& name));
+  // Whether it has a subdirectory (not hidden, not a link, not the excluded one).
+  Result<bool> HasSubdirs();
+
+ private:
+  std::string dir_, excluded_;
+  std::optional<std::vector<ListedFile>> files_;
+};
+
+// One source layout. Adding a layout is a Layout value, a row of kLayouts, its planner
+// and its test.
+struct LayoutSpec {
+  Layout layout;
+  const char* name;         // --layout value, the provenance's "layout"
+  const char* help;         // its line in shardify --help: what SRC holds
+  const char* file_suffix;  // SRC is a file with this suffix, in the root directory; nullptr: SRC is the root
+  // Directory layouts: whether SRC looks like this layout. Detection asks them by
+  // ascending detect_rank (the more specific first) and takes the first yes.
+  Result<bool> (*detect)(SourceDir& src);
+  int detect_rank;
+  const char* detect_hint;  // what detect looks for, e.g. "dataset.json" (for "cannot tell")
+  bool names_labels;        // --classes names its integer labels (elsewhere --classes is an error)
+  Status (*plan)(const std::string& src, const std::vector<std::string>& class_names, SourcePlan* plan);
+};
+
+// The row of `layout`; nullptr for kAuto.
+const LayoutSpec* FindLayout(Layout layout);
 
 }  // namespace shardify::convert::detail

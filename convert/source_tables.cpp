@@ -62,9 +62,11 @@ Status CsvLabels(const std::vector<std::vector<std::string>>& rows, int col,
 
 }  // namespace
 
+namespace detail {
+
 Status PlanCsv(const std::string& csv, const std::vector<std::string>& class_names, SourcePlan* plan) {
-  ASSIGN_OR_RETURN(std::string text, detail::ReadTextFile(csv));
-  ASSIGN_OR_RETURN(auto rows, detail::ParseCsv(text, csv));
+  ASSIGN_OR_RETURN(std::string text, ReadTextFile(csv));
+  ASSIGN_OR_RETURN(auto rows, ParseCsv(text, csv));
   if (rows.empty()) return Corruption(csv + ": empty csv (expected a header with an 'image' column)");
   const auto& header = rows[0];
   int image = Column(header, "image"), label = Column(header, "label");
@@ -104,7 +106,6 @@ Status PlanCsv(const std::string& csv, const std::vector<std::string>& class_nam
   return Status::Ok();
 }
 
-namespace detail {
 namespace {
 
 struct NnunetCase {
@@ -169,7 +170,7 @@ void AddNnunetCases(const std::string& src, const std::string& folder, const std
 
 }  // namespace
 
-Status PlanNnunet(const std::string& src, SourcePlan* plan) {
+Status PlanNnunet(const std::string& src, const std::vector<std::string>&, SourcePlan* plan) {
   const std::string json_path = src + "/dataset.json";
   ASSIGN_OR_RETURN(std::string text, ReadTextFile(json_path));
   // Ordered, so that channel names and labels keep the order of dataset.json in the meta.
@@ -215,7 +216,7 @@ bool ParseSliceName(const std::string& n, std::string* slice, std::vector<double
 
 }  // namespace
 
-Status PlanRle(const std::string& src, SourcePlan* plan) {
+Status PlanRle(const std::string& src, const std::vector<std::string>&, SourcePlan* plan) {
   const std::string csv = src + "/train.csv";
   ASSIGN_OR_RETURN(std::string text, ReadTextFile(csv));
   ASSIGN_OR_RETURN(auto rows, ParseCsv(text, csv));

@@ -1,6 +1,7 @@
 // Threaded work of the pipeline (see work_internal.h).
 #include "convert/work_internal.h"
 
+#include "format/fields.h"
 #include "format/file.h"
 #include "format/parallel.h"
 
@@ -220,8 +221,8 @@ Status TrainDictionaries(const EncodeJob& job, uint64_t max_sample_bytes, Conver
     if (!t.ok()) sum->warnings.push_back(std::string("no dictionary for field ") + field + ": " + t.ToString());
     return t.ok();
   };
-  sum->dictionary = train("image", images);
-  if (schema.mask >= 0) train("mask", masks);
+  sum->dictionary = train(kImageField, images);
+  if (schema.mask >= 0) train(kMaskField, masks);
   return Status::Ok();
 }
 

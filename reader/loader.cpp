@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "format/dataset.h"
+#include "format/fields.h"
 #include "reader/cuda_internal.h"
 #include "reader/ring_internal.h"
 
@@ -110,8 +111,8 @@ Result<std::vector<detail::FieldPlan>> PlanFields(const Manifest& m, std::vector
 
 // The `label` of every sample of the split, read from the shard indices (O(N), no blobs).
 Result<std::vector<int64_t>> ReadLabels(const Dataset& d, const SplitInfo& split) {
-  const int field = d.manifest().FindField("label");
-  if (field < 0 || d.manifest().fields[field].kind != FieldKind::kInt) {
+  const int field = FindLabelField(d.manifest());
+  if (field < 0) {
     return InvalidArgument("loader: class-balanced order needs an int field 'label'");
   }
   std::vector<int64_t> labels(split.num_samples);

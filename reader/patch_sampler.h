@@ -23,15 +23,16 @@
 #include <string>
 
 #include "format/dataset.h"
+#include "format/fields.h"
 #include "format/status.h"
 #include "format/types.h"
 
 namespace shardify {
 
 struct PatchOptions {
-  std::string image_field = "image";
-  std::string label_field = "mask";  // empty = images only
-  std::string locations_field = "mask.fg_locations";
+  std::string image_field = kImageField;
+  std::string label_field = kMaskField;  // empty = images only
+  std::string locations_field = kMaskFgLocationsField;
   Shape patch;                        // spatial size, applied to the trailing axes (e.g. 128x128x128)
   Shape margin;                       // empty, or >= 0 voxels read on each side of the patch per axis
   double foreground_fraction = 0.33;  // share of each batch forced to contain foreground

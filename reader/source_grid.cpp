@@ -6,6 +6,7 @@
 
 #include "format/chunks_internal.h"
 #include "format/elements.h"
+#include "format/fields.h"
 
 namespace shardify {
 namespace {
@@ -85,9 +86,9 @@ Result<std::vector<double>> ReadDoubles(const Dataset& ds, const SampleView& s, 
 }
 
 Result<std::optional<SourceGrid>> ReadSourceGrid(const Dataset& ds, const SampleView& s, Decoder& d) {
-  if (ds.manifest().FindField("source.shape") < 0) return std::optional<SourceGrid>{};
-  ASSIGN_OR_RETURN(const std::vector<double> shape, ReadDoubles(ds, s, "source.shape", d));
-  ASSIGN_OR_RETURN(const std::vector<double> box, ReadDoubles(ds, s, "source.crop_box", d));
+  if (ds.manifest().FindField(kSourceShapeField) < 0) return std::optional<SourceGrid>{};
+  ASSIGN_OR_RETURN(const std::vector<double> shape, ReadDoubles(ds, s, kSourceShapeField, d));
+  ASSIGN_OR_RETURN(const std::vector<double> box, ReadDoubles(ds, s, kSourceCropBoxField, d));
   const size_t rank = shape.size();
   if (rank == 0 || rank > kMaxRank || box.size() != 2 * rank) {
     return Corruption(Where(ds, s) + ": source.crop_box has " + std::to_string(box.size()) + " values, source.shape " +
@@ -105,9 +106,9 @@ Result<std::optional<SourceGrid>> ReadSourceGrid(const Dataset& ds, const Sample
     g.crop_start.push_back(static_cast<int64_t>(start));
     g.crop_size.push_back(static_cast<int64_t>(size));
   }
-  ASSIGN_OR_RETURN(g.spacing, ReadDoubles(ds, s, "source.spacing", d));
-  ASSIGN_OR_RETURN(g.origin, ReadDoubles(ds, s, "source.origin", d));
-  ASSIGN_OR_RETURN(g.direction, ReadDoubles(ds, s, "source.direction", d));
+  ASSIGN_OR_RETURN(g.spacing, ReadDoubles(ds, s, kSourceSpacingField, d));
+  ASSIGN_OR_RETURN(g.origin, ReadDoubles(ds, s, kSourceOriginField, d));
+  ASSIGN_OR_RETURN(g.direction, ReadDoubles(ds, s, kSourceDirectionField, d));
   const size_t gd = g.spacing.size();
   if (g.origin.size() != gd || g.direction.size() != gd * gd) {
     return Corruption(Where(ds, s) + ": source.spacing, .origin and .direction do not agree in size");
@@ -116,7 +117,7 @@ Result<std::optional<SourceGrid>> ReadSourceGrid(const Dataset& ds, const Sample
 }
 
 Result<std::optional<DType>> ReadSourceDType(const Dataset& ds, const SampleView& s, const std::string& field) {
-  const int f = ds.manifest().FindField(field + ".source_dtype");
+  const int f = ds.manifest().FindField(field + kSourceDTypeSuffix);
   if (f < 0 || ds.manifest().fields[f].kind != FieldKind::kString) return std::optional<DType>{};
   ASSIGN_OR_RETURN(const std::string_view name, s.bytes_value(static_cast<size_t>(f)));
   const std::optional<DType> t = ParseDType(name);

@@ -132,7 +132,7 @@ Result<PatchSetup> SetUpPatches(const std::string& dir, const BenchOptions& o, c
   PatchSetup s;
   ASSIGN_OR_RETURN(s.ds, detail::OpenDataset(dir, o.io));
   const Manifest& m = s.ds->manifest();
-  const int image = m.FindField("image");
+  const int image = m.FindField(kImageField);
   if (image < 0 || m.fields[image].kind != FieldKind::kNdarray)
     return NotFound("--patch reads the ndarray field 'image', and " + dir + " has none");
   s.image = static_cast<size_t>(image);
@@ -143,8 +143,8 @@ Result<PatchSetup> SetUpPatches(const std::string& dir, const BenchOptions& o, c
   PatchOptions po;
   po.patch = patch;
   po.seed = o.seed;
-  const int mask = m.FindField("mask");
-  po.label_field = mask >= 0 && m.fields[mask].kind == FieldKind::kNdarray ? "mask" : "";
+  const int mask = m.FindField(kMaskField);
+  po.label_field = mask >= 0 && m.fields[mask].kind == FieldKind::kNdarray ? kMaskField : "";
   ASSIGN_OR_RETURN(s.sampler, PatchSampler::Create(s.ds.get(), std::move(po)));
   ASSIGN_OR_RETURN(s.range, detail::SplitRange(m, split));
   RETURN_IF_ERROR(s.ds->CheckSampleCounts(s.range.first, s.range.end - s.range.first));

@@ -7,6 +7,7 @@
 
 #include "format/dataset.h"
 #include "format/elements.h"
+#include "media/nifti.h"
 #include "media/png.h"
 #include "tools/nifti.h"
 #include "tools/tool_internal.h"
@@ -69,13 +70,13 @@ Result<std::vector<double>> GeometryValues(const Dataset& ds, const SampleView& 
 Result<std::vector<uint8_t>> NiftiHeaderFor(const Dataset& ds, const Array& a, Decoder& d) {
   const Manifest& m = ds.manifest();
   const std::string base = m.fields[a.field].name;
-  const int hf = m.FindField(base + ".nifti_header");
+  const int hf = m.FindField(base + kNiftiHeaderSuffix);
   if (hf >= 0 && m.fields[hf].kind == FieldKind::kBytes) {
     ASSIGN_OR_RETURN(std::string_view hb, a.sample.bytes_value(hf));
     std::vector<uint8_t> header(hb.begin(), hb.end());
     if (!header.empty()) {
-      ASSIGN_OR_RETURN(const bool fits, NiftiHeaderFits(header, a.shape));
-      if (fits) return RetypeNiftiHeader(header, a.dtype);
+      ASSIGN_OR_RETURN(const bool fits, media::NiftiHeaderFits(header, a.shape));
+      if (fits) return media::RetypeNiftiHeader(header, a.dtype);
     }
   }
   // Preprocessed and asked for the source grid: the source's geometry. A mask without
@@ -83,15 +84,15 @@ Result<std::vector<uint8_t>> NiftiHeaderFor(const Dataset& ds, const Array& a, D
   std::string geometry = base;
   const int image = detail::FindImageField(m);
   if (a.source_grid) {
-    geometry = "source";
-  } else if (m.FindField(base + ".spacing") < 0 && detail::MetaValue(m.fields[a.field], "role") == "mask" &&
+    geometry = kSourcePrefix;
+  } else if (m.FindField(base + kSpacingSuffix) < 0 && detail::MetaValue(m.fields[a.field], kMetaRole) == kRoleMask &&
              image >= 0) {
     geometry = m.fields[image].name;
   }
-  ASSIGN_OR_RETURN(auto spacing, GeometryValues(ds, a.sample, geometry + ".spacing", d));
-  ASSIGN_OR_RETURN(auto origin, GeometryValues(ds, a.sample, geometry + ".origin", d));
-  ASSIGN_OR_RETURN(auto direction, GeometryValues(ds, a.sample, geometry + ".direction", d));
-  return MakeNifti1Header(a.shape, a.dtype, spacing, origin, direction);
+  ASSIGN_OR_RETURN(auto spacing, GeometryValues(ds, a.sample, geometry + kSpacingSuffix, d));
+  ASSIGN_OR_RETURN(auto origin, GeometryValues(ds, a.sample, geometry + kOriginSuffix, d));
+  ASSIGN_OR_RETURN(auto direction, GeometryValues(ds, a.sample, geometry + kDirectionSuffix, d));
+  return media::MakeNifti1Header(a.shape, a.dtype, spacing, origin, direction);
 }
 
 // Brings `a` back to its source form: onto the source grid when asked, and into the
@@ -100,7 +101,7 @@ Status ToSourceForm(const Dataset& ds, bool source_grid, Array* a, Decoder& d) {
 #ifdef SHARDIFY_TOOLS_WITH_READER
   const FieldSpec& spec = ds.manifest().fields[a->field];
   ASSIGN_OR_RETURN(const std::optional<DType> source_dtype, ReadSourceDType(ds, a->sample, spec.name));
-  ASSIGN_OR_RETURN(const std::vector<double> norm, ReadDoubles(ds, a->sample, spec.name + ".normalization", d));
+  ASSIGN_OR_RETURN(const std::vector<double> norm, ReadDoubles(ds, a->sample, spec.name + kNormalizationSuffix, d));
   if (source_grid) {
     ASSIGN_OR_RETURN(const std::optional<SourceGrid> grid, ReadSourceGrid(ds, a->sample, d));
     if (grid) {
@@ -109,8 +110,7 @@ Status ToSourceForm(const Dataset& ds, bool source_grid, Array* a, Decoder& d) {
         if (c == 0) fill.clear();
         fill.push_back((std::clamp(0.0, norm[c], norm[c + 1]) - norm[c + 2]) / norm[c + 3]);
       }
-      bool mask = false;
-      for (const KeyValue& kv : spec.meta) mask = mask || (kv.key == "role" && kv.value == "mask");
+      const bool mask = detail::MetaValue(spec, kMetaRole) == kRoleMask;
       ASSIGN_OR_RETURN(a->bytes, ToSourceGrid(*grid, a->dtype, a->shape, a->bytes,
                                               mask ? GridInterp::kNearest : GridInterp::kLinear, fill, &a->shape));
       a->source_grid = true;

@@ -106,7 +106,7 @@ Status DrawSample(const Dataset& ds, uint64_t index, size_t field, uint32_t x0, 
   const Manifest& m = ds.manifest();
   ASSIGN_OR_RETURN(SampleView s, ds.Sample(index));
   ASSIGN_OR_RETURN(detail::Plane p, PlaneOf(ds, s, field, d));
-  const int mf = m.FindField("mask");
+  const int mf = m.FindField(kMaskField);
   detail::Plane mask;
   const bool has_mask = mf >= 0 && static_cast<size_t>(mf) != field && m.fields[mf].kind == FieldKind::kNdarray;
   if (has_mask) {

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "format/dataset.h"
-#include "tools/nifti.h"
+#include "media/nifti.h"
 #include "tools/plane_internal.h"
 #include "tools/tool_internal.h"
 
@@ -36,13 +36,13 @@ std::string Hex(const uint8_t* p, size_t n) {
 }
 
 json NiftiSummary(std::string_view bytes) {
-  auto h = ParseNiftiHeader(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  auto h = media::ParseStoredNiftiHeader(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   if (!h.ok()) return {{"error", h.status().message()}};
   std::vector<int64_t> dim(h->dim.begin() + 1, h->dim.begin() + 1 + h->dim[0]);
   std::vector<double> pixdim(h->pixdim.begin(), h->pixdim.begin() + 1 + h->dim[0]);
   return {{"version", h->version},       {"big_endian", h->big_endian}, {"dim", dim},
           {"datatype", h->datatype},     {"bitpix", h->bitpix},         {"pixdim", pixdim},
-          {"vox_offset", h->vox_offset}, {"scl_slope", h->scl_slope},   {"scl_inter", h->scl_inter},
+          {"vox_offset", media::VoxOffsetBytes(*h)}, {"scl_slope", h->scl_slope},   {"scl_inter", h->scl_inter},
           {"qform_code", h->qform_code}, {"sform_code", h->sform_code}};
 }
 
@@ -99,8 +99,10 @@ Result<json> FieldJson(const Manifest& m, const SampleView& s, size_t f, Decoder
       ASSIGN_OR_RETURN(std::string_view v, s.bytes_value(f));
       j["size"] = v.size();
       j["head"] = Hex(reinterpret_cast<const uint8_t*>(v.data()), std::min<size_t>(v.size(), 16));
-      if (detail::MetaValue(spec, "role") == "nifti_header" ||
-          (spec.name.size() > 13 && spec.name.compare(spec.name.size() - 13, 13, ".nifti_header") == 0)) {
+      const std::string_view suffix = kNiftiHeaderSuffix;
+      if (detail::MetaValue(spec, kMetaRole) == kRoleNiftiHeader ||
+          (spec.name.size() > suffix.size() &&
+           spec.name.compare(spec.name.size() - suffix.size(), suffix.size(), suffix) == 0)) {
         j["nifti"] = NiftiSummary(v);
       }
       break;

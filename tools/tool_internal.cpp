@@ -14,23 +14,6 @@ Result<std::unique_ptr<Dataset>> OpenDataset(const std::string& dir, IoMode io) 
   return Dataset::Open(dir, options);  // its errors name the directory and file
 }
 
-int FindImageField(const Manifest& m) {
-  int named = m.FindField("image");
-  if (named >= 0 && m.fields[named].kind == FieldKind::kNdarray) return named;
-  int first = -1;
-  for (size_t i = 0; i < m.fields.size(); ++i) {
-    if (m.fields[i].kind != FieldKind::kNdarray) continue;
-    if (MetaValue(m.fields[i], "role") == "image") return static_cast<int>(i);
-    if (first < 0) first = static_cast<int>(i);
-  }
-  return first;
-}
-
-int FindLabelField(const Manifest& m) {
-  int i = m.FindField("label");
-  return (i >= 0 && m.fields[i].kind == FieldKind::kInt) ? i : -1;
-}
-
 Result<size_t> ResolveArrayField(const Manifest& m, const std::string& name) {
   int i = name.empty() ? FindImageField(m) : m.FindField(name);
   if (i < 0) {
@@ -47,13 +30,6 @@ std::string ClassName(const Manifest& m, int64_t label) {
   if (label < 0) return "-";
   if (static_cast<uint64_t>(label) < m.classes.size()) return m.classes[label];
   return std::to_string(label);
-}
-
-std::string MetaValue(const FieldSpec& f, const std::string& key) {
-  for (const KeyValue& kv : f.meta) {
-    if (kv.key == key) return kv.value;
-  }
-  return "";
 }
 
 const std::string& SplitCursor::Name(uint64_t index) {

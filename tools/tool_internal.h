@@ -10,6 +10,7 @@
 
 #include "format/dataset.h"
 #include "format/elements.h"
+#include "format/fields.h"
 #include "format/manifest.h"
 #include "format/status.h"
 #include "format/types.h"
@@ -19,18 +20,15 @@ namespace shardify::tools::detail {
 // Opens `dir` with default read options (checksums on), reading shards as `io` says.
 Result<std::unique_ptr<Dataset>> OpenDataset(const std::string& dir, IoMode io);
 
-// The field that holds the pixels: "image" when it is an ndarray, else the first ndarray
-// whose meta role is "image", else the first ndarray field; -1 when there is none.
-int FindImageField(const Manifest& m);
-// The int field "label", or -1.
-int FindLabelField(const Manifest& m);
+// Field conventions (format/fields.h).
+using shardify::FindImageField;
+using shardify::FindLabelField;
+using shardify::MetaValue;
 // The ndarray field `name`; when `name` is empty, FindImageField. NotFound names the field.
 Result<size_t> ResolveArrayField(const Manifest& m, const std::string& name);
 
 // "T-shirt" for a label with a class name, the number otherwise, "-" for -1.
 std::string ClassName(const Manifest& m, int64_t label);
-// Value of `key` in a field's meta, or "".
-std::string MetaValue(const FieldSpec& f, const std::string& key);
 
 // Maps a global sample index to its split name; fastest when indices ascend.
 class SplitCursor {

@@ -566,7 +566,7 @@ Result<std::unique_ptr<Loader>> TrainLoader(const TrainOptions& o, const Setup& 
     PatchOptions po;
     po.image_field = s.spec.image_field;
     po.label_field = s.spec.mask_field;
-    po.locations_field = s.spec.mask_field + ".fg_locations";  // absent: uniform draws
+    po.locations_field = s.spec.mask_field + kFgLocationsSuffix;  // absent: uniform draws
     po.patch = Shape(s.spec.patch.begin(), s.spec.patch.end());
     po.foreground_fraction = o.foreground_fraction;
     po.label_pad = kLabelPad;

@@ -159,8 +159,8 @@ MaskClasses DescribeMask(const FieldSpec& mask) {
   std::map<int64_t, std::string> by_value;
   std::vector<std::string> others;  // nnU-Net regions: a list of values
   for (const KeyValue& kv : mask.meta) {
-    if (kv.key == "multi_label") flag = kv.value;
-    if (kv.key != "labels") continue;
+    if (kv.key == kMetaMultiLabel) flag = kv.value;
+    if (kv.key != kMetaLabels) continue;
     const nlohmann::json j = nlohmann::json::parse(kv.value, nullptr, false);
     if (!j.is_object()) continue;
     for (const auto& [name, value] : j.items()) {

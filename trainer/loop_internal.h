@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "format/dataset.h"
+#include "format/fields.h"
 #include "format/status.h"
 #include "reader/loader.h"
 #include "trainer/models.h"
@@ -55,7 +56,7 @@ class InFlightBatches {
 
 // How a batch becomes model inputs.
 struct DataSpec {
-  std::string image_field = "image", label_field = "label", mask_field = "mask";
+  std::string image_field = kImageField, label_field = kLabelField, mask_field = kMaskField;
   bool segmentation = false;
   double mean = 0, stddev = 1;
   int64_t resize_h = 0, resize_w = 0;  // applied in Evaluate/Predict (Train: via Augment)

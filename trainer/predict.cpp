@@ -3,6 +3,7 @@
 #include <iomanip>
 #include <nlohmann/json.hpp>
 
+#include "format/fields.h"
 #include "format/file.h"
 #include "format/writer.h"
 #include "trainer/loop_internal.h"
@@ -108,25 +109,20 @@ std::vector<torch::Tensor> SampleMasks(const torch::Tensor& outputs, const std::
 // of its mask (or else of its image) as mask.spacing, mask.origin and mask.direction.
 struct Carried {
   int path = -1;
-  std::vector<int> geometry;  // source fields, in the order of GeometrySuffixes()
+  std::vector<int> geometry;  // source fields, in the order of kGeometrySuffixes
 };
-
-const std::vector<std::string>& GeometrySuffixes() {
-  static const std::vector<std::string> k = {".spacing", ".origin", ".direction"};
-  return k;
-}
 
 Carried FindCarried(const Manifest& m, const detail::DataSpec& spec) {
   Carried c;
-  const int path = m.FindField("path");
+  const int path = m.FindField(kPathField);
   if (path >= 0 && m.fields[path].kind == FieldKind::kString) c.path = path;
   for (const std::string& base : {spec.mask_field, spec.image_field}) {
     std::vector<int> g;
-    for (const std::string& suffix : GeometrySuffixes()) {
+    for (const char* suffix : kGeometrySuffixes) {
       const int f = m.FindField(base + suffix);
       if (f >= 0 && m.fields[f].kind == FieldKind::kNdarray && m.fields[f].dtype == DType::kF64) g.push_back(f);
     }
-    if (g.size() == GeometrySuffixes().size()) {
+    if (g.size() == kGeometrySuffixes.size()) {
       c.geometry = g;
       break;
     }
@@ -170,25 +166,25 @@ Status AppendMasks(DatasetWriter& w, const Batch& b, const std::string& split, c
 
 // Volumes carry what PlanVolumes lays out; 2D masks what FindCarried found.
 Result<std::unique_ptr<DatasetWriter>> MaskWriter(const PredictOptions& o, Predictor& p, const Carried& c) {
-  std::vector<FieldSpec> fields = {{"index", FieldKind::kInt, DType::kI64, {}, {}, {{"role", "index"}}}};
+  std::vector<FieldSpec> fields = {{kIndexField, FieldKind::kInt, DType::kI64, {}, {}, {{kMetaRole, kRoleIndex}}}};
   const int64_t channels = p.spec.multi_label ? p.meta.model.num_classes : 1;
   const Shape shape = p.spec.patch.empty() ? Shape{channels, -1, -1} : Shape{channels, -1, -1, -1};
-  fields.push_back({"mask", FieldKind::kNdarray, DType::kU8, shape, {}, {{"role", "mask"}}});
+  fields.push_back({kMaskField, FieldKind::kNdarray, DType::kU8, shape, {}, {{kMetaRole, kRoleMask}}});
   if (p.spec.multi_label) {  // the same declaration as the source's (docs/CONVENTIONS.md)
     nlohmann::json labels = nlohmann::json::object();
     for (size_t k = 0; k < p.spec.class_names.size(); ++k) labels[p.spec.class_names[k]] = k;
-    if (!labels.empty()) fields.back().meta.push_back({"labels", labels.dump()});
-    fields.back().meta.push_back({"multi_label", "true"});
+    if (!labels.empty()) fields.back().meta.push_back({kMetaLabels, labels.dump()});
+    fields.back().meta.push_back({kMetaMultiLabel, "true"});
   }
   const Manifest& m = p.ds->manifest();
   if (!p.spec.patch.empty()) {
     p.volumes = detail::PlanVolumes(*p.ds, o.source_grid, &fields);
     p.volumes.multi_label = p.spec.multi_label;
   }
-  if (c.path >= 0) fields.push_back({"path", FieldKind::kString, DType::kU8, {}, {}, {{"role", "path"}}});
+  if (c.path >= 0) fields.push_back({kPathField, FieldKind::kString, DType::kU8, {}, {}, {{kMetaRole, kRolePath}}});
   for (size_t g = 0; g < c.geometry.size(); ++g) {
-    fields.push_back({"mask" + GeometrySuffixes()[g], FieldKind::kNdarray, DType::kF64, m.fields[c.geometry[g]].shape,
-                      {}, {{"role", "geometry"}}});
+    fields.push_back({kMaskField + std::string(kGeometrySuffixes[g]), FieldKind::kNdarray, DType::kF64,
+                      m.fields[c.geometry[g]].shape, {}, {{kMetaRole, kRoleGeometry}}});
   }
   WriterOptions wo;
   wo.classes = p.meta.classes;

@@ -1,5 +1,6 @@
 #include "trainer/predict_grid.h"
 
+#include "format/fields.h"
 #include "reader/source_grid.h"
 
 namespace shardify::trainer::detail {
@@ -15,7 +16,7 @@ FieldSpec Field(const std::string& name, FieldKind kind, DType dtype, Shape shap
   f.kind = kind;
   f.dtype = dtype;
   f.shape = std::move(shape);
-  f.meta = {{"role", role}};
+  f.meta = {{kMetaRole, role}};
   return f;
 }
 
@@ -49,26 +50,32 @@ std::vector<uint8_t> ClassBytes(const torch::Tensor& probs, bool multi_label) {
 VolumeLayout PlanVolumes(const Dataset& ds, bool source_grid, std::vector<FieldSpec>* fields) {
   VolumeLayout l;
   l.source_grid = source_grid;
-  const bool record = Has(ds, "source.shape");
+  const bool record = Has(ds, kSourceShapeField);
   l.mapped = source_grid && record;
-  l.geometry = l.mapped && Has(ds, "source.spacing") ? "source" : Has(ds, "image.spacing") ? "image" : "";
-  l.header = (source_grid || !record) && Has(ds, "image.nifti_header");
+  const std::string image_spacing = std::string(kImageField) + kSpacingSuffix;
+  l.geometry = l.mapped && Has(ds, kSourceSpacingField) ? kSourcePrefix : Has(ds, image_spacing) ? kImageField : "";
+  l.header = (source_grid || !record) && Has(ds, std::string(kImageField) + kNiftiHeaderSuffix);
   if (!source_grid && record) {
-    for (const char* name : {"source.shape", "source.crop_box", "source.spacing", "source.origin", "source.direction"}) {
+    for (const char* name :
+         {kSourceShapeField, kSourceCropBoxField, kSourceSpacingField, kSourceOriginField, kSourceDirectionField}) {
       if (Has(ds, name)) l.copied.push_back(name);
     }
   }
   if (!l.geometry.empty()) {
-    const int g = ds.manifest().FindField(l.geometry + ".spacing");
+    const int g = ds.manifest().FindField(l.geometry + kSpacingSuffix);
     const int64_t s = ds.manifest().fields[g].shape.empty() ? 3 : ds.manifest().fields[g].shape[0];
-    fields->push_back(Field("mask.spacing", FieldKind::kNdarray, DType::kF64, {s}, "geometry"));
-    fields->push_back(Field("mask.origin", FieldKind::kNdarray, DType::kF64, {s}, "geometry"));
-    fields->push_back(Field("mask.direction", FieldKind::kNdarray, DType::kF64, {s * s}, "geometry"));
+    const std::string mask = kMaskField;
+    fields->push_back(Field(mask + kSpacingSuffix, FieldKind::kNdarray, DType::kF64, {s}, kRoleGeometry));
+    fields->push_back(Field(mask + kOriginSuffix, FieldKind::kNdarray, DType::kF64, {s}, kRoleGeometry));
+    fields->push_back(Field(mask + kDirectionSuffix, FieldKind::kNdarray, DType::kF64, {s * s}, kRoleGeometry));
   }
-  if (l.header) fields->push_back(Field("mask.nifti_header", FieldKind::kBytes, DType::kU8, {}, "nifti_header"));
+  if (l.header) {
+    const std::string name = kMaskField + std::string(kNiftiHeaderSuffix);
+    fields->push_back(Field(name, FieldKind::kBytes, DType::kU8, {}, kRoleNiftiHeader));
+  }
   for (const std::string& name : l.copied) {
     const FieldSpec& spec = ds.manifest().fields[ds.manifest().FindField(name)];
-    fields->push_back(Field(name, spec.kind, spec.dtype, spec.shape, "source_grid"));
+    fields->push_back(Field(name, spec.kind, spec.dtype, spec.shape, kRoleSourceGrid));
   }
   return l;
 }
@@ -103,13 +110,13 @@ Result<SampleInput> VolumeSample(const Dataset& ds, const VolumeLayout& l, uint6
     out.values.push_back(FieldValue::Array(ClassBytes(probs, l.multi_label), std::move(shape)));
   }
   if (!l.geometry.empty()) {
-    for (const char* part : {".spacing", ".origin", ".direction"}) {
+    for (const char* part : kGeometrySuffixes) {
       ASSIGN_OR_RETURN(FieldValue v, Copy(ds, s, l.geometry + part, d));
       out.values.push_back(std::move(v));
     }
   }
   if (l.header) {
-    ASSIGN_OR_RETURN(FieldValue v, Copy(ds, s, "image.nifti_header", d));
+    ASSIGN_OR_RETURN(FieldValue v, Copy(ds, s, std::string(kImageField) + kNiftiHeaderSuffix, d));
     out.values.push_back(std::move(v));
   }
   for (const std::string& name : l.copied) {

@@ -30,6 +30,7 @@
 
 #include "format/dataset.h"
 #include "format/status.h"
+#include "format/fields.h"
 #include "reader/sampler.h"
 #include "trainer/optim.h"
 #include "trainer/report.h"
@@ -52,7 +53,7 @@ struct TrainOptions {
   std::string out_dir;            // created if missing
   ModelSpec model;                // name, unet_base_channels; the sizes come from the data
   int64_t num_classes = 0;        // 0 = manifest classes (or the mask's labels / maximum)
-  std::string image_field = "image", label_field = "label", mask_field = "mask";
+  std::string image_field = kImageField, label_field = kLabelField, mask_field = kMaskField;
   std::string train_split = "train", val_split = "val";
   std::string test_split;         // evaluated once at the end; "" = none
   size_t batch_size = 64;

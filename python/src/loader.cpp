@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "format/fields.h"
 #include "python/src/dataset.h"
 
 namespace shardify::python {
@@ -45,8 +46,8 @@ struct LoaderArgs {
   bool pin_memory = false;
   int cuda_device = -1;  // >= 0: stage batches to this device
   std::vector<int64_t> patch;
-  std::string patch_image = "image";
-  std::string patch_label = "mask";
+  std::string patch_image = kImageField;
+  std::string patch_label = kMaskField;
   double foreground_fraction = 0.33;
   int64_t label_pad = -1;
 };

@@ -286,3 +286,55 @@ TEST_CASE("convert: --split is stratified by class, seeded and deterministic") {
   for (uint64_t i = 18; i < 24; ++i) other.push_back(rc.Str(i, "path"));
   CHECK(other != val_paths);
 }
+
+TEST_CASE("convert: auto-detection asks the layouts from the most specific to the most generic") {
+  TempDir dir;
+  const std::string src = dir / "src";
+  MakeDirs(src + "/cls");  // a class folder: folder, when nothing more specific is there
+  CHECK(*DetectLayout(src) == Layout::kFolder);
+  WriteText(src + "/v.nii", "");  // a volume beside it
+  CHECK(*DetectLayout(src) == Layout::kNifti);
+  WriteText(src + "/train-images-idx3-ubyte", "");
+  CHECK(*DetectLayout(src) == Layout::kIdx);
+  MakeDirs(src + "/images");
+  MakeDirs(src + "/masks");
+  CHECK(*DetectLayout(src) == Layout::kPairs);
+  MakeDirs(src + "/train");
+  WriteText(src + "/train.csv", "");
+  CHECK(*DetectLayout(src) == Layout::kRle);
+  MakeDirs(src + "/imagesTr");
+  WriteText(src + "/dataset.json", "{}");
+  CHECK(*DetectLayout(src) == Layout::kNnunet);
+  // The destination inside the source is never taken for a class folder.
+  MakeDirs(dir / "only");
+  MakeDirs(dir / "only/out");
+  auto none = DetectLayout(dir / "only", dir / "only/out");
+  REQUIRE_FALSE(none.ok());
+  CHECK_THAT(none.status().message(), Catch::Contains("cannot tell the layout (no class folders,"));
+  CHECK_THAT(none.status().message(), Catch::Contains("dataset.json"));
+  WriteText(dir / "list.csv", "image\n");
+  CHECK(*DetectLayout(dir / "list.csv") == Layout::kCsv);
+  WriteText(dir / "list.txt", "image\n");
+  CHECK_THAT(DetectLayout(dir / "list.txt").status().message(), Catch::Contains("a source file must be a .csv"));
+}
+
+TEST_CASE("convert: layout names, --help lines and --classes come from one table") {
+  const std::string help = LayoutHelp();
+  for (Layout l : {Layout::kFolder, Layout::kCsv, Layout::kPairs, Layout::kRle, Layout::kNnunet, Layout::kNifti,
+                   Layout::kIdx}) {
+    const std::string name = LayoutName(l);
+    INFO(name);
+    CHECK(ParseLayout(name) == l);
+    CHECK(("\n" + help).find("\n  " + name + " ") != std::string::npos);  // its line
+    CHECK(LayoutNames().find(name) != std::string::npos);
+  }
+  CHECK(ParseLayout("auto") == Layout::kAuto);
+  CHECK_FALSE(ParseLayout("folders").has_value());
+  CHECK(LayoutNames() == "auto, folder, csv, pairs, rle, nnunet, nifti or idx");
+  TempDir dir;
+  const std::string src = ManyPngs(dir, 4);
+  auto named = PlanSource(src, Layout::kFolder, {"a", "b"});
+  REQUIRE_FALSE(named.ok());
+  CHECK(named.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(named.status().message(), Catch::Contains("--classes applies to the csv and idx layouts"));
+}

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "format/writer.h"
+#include "media/nifti.h"
 #include "tests/tools/fixtures.h"
 #include "tools/export.h"
 
@@ -35,10 +36,10 @@ std::vector<uint8_t> ToBigEndian(std::vector<uint8_t> h) {
 
 TEST_CASE("tools: a big-endian header gets its voxels swapped back to big-endian", "[tools]") {
   const Shape shape = {1, 2, 3, 4};
-  auto le = MakeNifti1Header(shape, DType::kI16, {0.5, 0.5, 2}, {}, {});
+  auto le = media::MakeNifti1Header(shape, DType::kI16, {0.5, 0.5, 2}, {}, {});
   REQUIRE(le.ok());
   const std::vector<uint8_t> be = ToBigEndian(*le);
-  auto info = ParseNiftiHeader(be.data(), be.size());
+  auto info = media::ParseStoredNiftiHeader(be.data(), be.size());
   REQUIRE(info.ok());
   CHECK(info->big_endian);
   CHECK(info->dim[1] == 4);
@@ -58,19 +59,19 @@ TEST_CASE("tools: a big-endian header gets its voxels swapped back to big-endian
 }
 
 TEST_CASE("tools: NIfTI headers that cannot be right are Corruption", "[tools]") {
-  auto h = MakeNifti1Header({1, 2, 3, 4}, DType::kU8, {}, {}, {});
+  auto h = media::MakeNifti1Header({1, 2, 3, 4}, DType::kU8, {}, {}, {});
   REQUIRE(h.ok());
-  CHECK(ParseNiftiHeader(h->data(), 100).status().code() == StatusCode::kCorruption);
+  CHECK(media::ParseStoredNiftiHeader(h->data(), 100).status().code() == StatusCode::kCorruption);
   std::vector<uint8_t> bad = *h;
   bad[40] = 9;  // rank 9
-  CHECK(ParseNiftiHeader(bad.data(), bad.size()).status().code() == StatusCode::kCorruption);
+  CHECK(media::ParseStoredNiftiHeader(bad.data(), bad.size()).status().code() == StatusCode::kCorruption);
   bad = *h;
   bad[42] = 0, bad[43] = 0;  // dim[1] = 0
-  CHECK(ParseNiftiHeader(bad.data(), bad.size()).status().code() == StatusCode::kCorruption);
+  CHECK(media::ParseStoredNiftiHeader(bad.data(), bad.size()).status().code() == StatusCode::kCorruption);
   const uint8_t vox[24] = {};
   CHECK(BuildNiftiImage(*h, vox, 23, DType::kU8).status().code() == StatusCode::kInvalidArgument);
   CHECK(BuildNiftiImage(*h, vox, 24, DType::kI16).status().code() == StatusCode::kInvalidArgument);
-  CHECK(MakeNifti1Header({1, 2, 3}, DType::kF16, {}, {}, {}).status().code() == StatusCode::kUnsupported);
+  CHECK(media::MakeNifti1Header({1, 2, 3}, DType::kF16, {}, {}, {}).status().code() == StatusCode::kUnsupported);
 }
 
 #ifdef SHARDIFY_TESTS_WITH_ITK
@@ -145,7 +146,7 @@ TEST_CASE("tools: a mask without geometry of its own exports with its image's sp
   o.field = "mask";
   REQUIRE(RunExport(tmp / "ds", 0, tmp / "m.nii", o, out).ok());
   const std::vector<uint8_t> file = test::ReadFile(tmp / "m.nii");
-  auto h = ParseNiftiHeader(file.data(), 348);
+  auto h = media::ParseStoredNiftiHeader(file.data(), 348);
   INFO(h.status().ToString());
   REQUIRE(h.ok());
   CHECK(h->dim[1] == 6);
@@ -153,7 +154,7 @@ TEST_CASE("tools: a mask without geometry of its own exports with its image's sp
   CHECK(h->dim[4] == 3);  // one volume per class
   CHECK(h->pixdim[1] == Approx(1.5));
   CHECK(h->pixdim[2] == Approx(1.25));
-  CHECK(std::equal(mask.begin(), mask.end(), file.begin() + h->vox_offset));
+  CHECK(std::equal(mask.begin(), mask.end(), file.begin() + media::VoxOffsetBytes(*h)));
 }
 
 }  // namespace

@@ -7,9 +7,9 @@
 
 #include "format/elements.h"
 #include "format/writer.h"
+#include "media/nifti.h"
 #include "tests/tools/fixtures.h"
 #include "tools/export.h"
-#include "tools/nifti.h"
 
 namespace shardify::tools {
 namespace {
@@ -58,7 +58,7 @@ TEST_CASE("tools: a mask on the source grid gets the source image's header, rety
   REQUIRE(Export(tmp / "pred", tmp / "m.nii", "mask").ok());
   const std::vector<uint8_t> file = test::ReadFile(tmp / "m.nii");
   REQUIRE(file.size() == 352 + mask.size());
-  auto h = ParseNiftiHeader(file.data(), 348);
+  auto h = media::ParseStoredNiftiHeader(file.data(), 348);
   REQUIRE(h.ok());
   CHECK(h->datatype == 2);
   CHECK(h->bitpix == 8);
@@ -69,10 +69,10 @@ TEST_CASE("tools: a mask on the source grid gets the source image's header, rety
   CHECK(std::equal(file.begin() + 252, file.begin() + 348, src.header.begin() + 252));
   CHECK(std::equal(file.begin() + 352, file.end(), mask.begin()));
   // A header that does not fit the array is not used: one is made from the geometry.
-  auto fits = NiftiHeaderFits(src.header, {1, 31, 128, 128});
+  auto fits = media::NiftiHeaderFits(src.header, {1, 31, 128, 128});
   REQUIRE(fits.ok());
   CHECK_FALSE(*fits);
-  CHECK(*NiftiHeaderFits(src.header, src.shape));
+  CHECK(*media::NiftiHeaderFits(src.header, src.shape));
 }
 
 TEST_CASE("tools: export writes a promoted field in its source dtype, half floats as f32, cropped arrays back in place",
