@@ -31,18 +31,24 @@ bool Near(const std::vector<double>& a, const std::vector<double>& b) {
 Shape Spatial(const Shape& s) { return Shape(s.begin() + 1, s.end()); }
 
 // Checks that `b` (file `b_path`, called `b_name`) matches reference `a` in space.
-Status SameSpace(const ImageInfo& a, const ImageInfo& b, const std::string& where,
-                 const std::string& b_name, const std::string& b_path) {
+Status SameSpace(const ImageInfo& a, const ImageInfo& b, const std::string& where, const std::string& b_name,
+                 const std::string& b_path) {
   std::string who = where + ": " + b_name + " (" + b_path + ")";
   if (Spatial(a.shape) != Spatial(b.shape)) {
-    return InvalidArgument(who + " has spatial shape " + ShapeToString(Spatial(b.shape)) +
-                           " but the image has " + ShapeToString(Spatial(a.shape)));
+    return InvalidArgument(who + " has spatial shape " + ShapeToString(Spatial(b.shape)) + " but the image has " +
+                           ShapeToString(Spatial(a.shape)));
   }
   const Geometry& g = a.geometry;
   const Geometry& h = b.geometry;
-  if (!Near(g.spacing, h.spacing)) return InvalidArgument(who + " has spacing " + VecToString(h.spacing) + " but the image has " + VecToString(g.spacing));
-  if (!Near(g.origin, h.origin)) return InvalidArgument(who + " has origin " + VecToString(h.origin) + " but the image has " + VecToString(g.origin));
-  if (!Near(g.direction, h.direction)) return InvalidArgument(who + " has direction " + VecToString(h.direction) + " but the image has " + VecToString(g.direction));
+  if (!Near(g.spacing, h.spacing))
+    return InvalidArgument(who + " has spacing " + VecToString(h.spacing) + " but the image has " +
+                           VecToString(g.spacing));
+  if (!Near(g.origin, h.origin))
+    return InvalidArgument(who + " has origin " + VecToString(h.origin) + " but the image has " +
+                           VecToString(g.origin));
+  if (!Near(g.direction, h.direction))
+    return InvalidArgument(who + " has direction " + VecToString(h.direction) + " but the image has " +
+                           VecToString(g.direction));
   return Status::Ok();
 }
 
@@ -132,7 +138,8 @@ Status DecodeRle(const std::string& rle, uint8_t* out, uint64_t n, const std::st
       return Corruption(where + ": bad run '" + a + " " + b + "' in run-length string");
     }
     if (static_cast<uint64_t>(start - 1) > n || static_cast<uint64_t>(len) > n - static_cast<uint64_t>(start - 1)) {
-      return Corruption(where + ": run " + a + " " + b + " goes past the " + std::to_string(n) + " pixels of the image");
+      return Corruption(where + ": run " + a + " " + b + " goes past the " + std::to_string(n) +
+                        " pixels of the image");
     }
     std::memset(out + start - 1, 1, static_cast<size_t>(len));
   }

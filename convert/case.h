@@ -22,8 +22,7 @@ struct CaseData {
 };
 
 // Reads headers only. `max_bytes` bounds what each file decodes to (see ReadImageInfo).
-Result<CaseInfo> InspectCase(const SourcePlan& plan, const CaseInput& in,
-                             uint64_t max_bytes = kDefaultMaxImageBytes);
+Result<CaseInfo> InspectCase(const SourcePlan& plan, const CaseInput& in, uint64_t max_bytes = kDefaultMaxImageBytes);
 // Reads headers and pixels; each file is checked against `max_bytes` before its pixels
 // are allocated. `small_file`, when non-null and non-empty, is CaseInfo::small_file from
 // InspectCase and saves reading the file again.

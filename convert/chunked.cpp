@@ -17,7 +17,8 @@ namespace shardify::convert {
 
 Result<Shape> ParsePatchSize(const std::string& text) {
   auto bad = [&](const std::string& why) {
-    return InvalidArgument("--patch-size '" + text + "': " + why + " (expected DxHxW for volumes or HxW for 2D, e.g. 128x128x128)");
+    return InvalidArgument("--patch-size '" + text + "': " + why +
+                           " (expected DxHxW for volumes or HxW for 2D, e.g. 128x128x128)");
   };
   Result<Shape> out = ParseExtents(text);
   if (!out.ok()) return bad(out.status().message());
@@ -105,16 +106,26 @@ using ValueFn = int64_t (*)(const uint8_t*, uint64_t);
 
 ValueFn ValueReader(DType t) {
   switch (t) {
-    case DType::kU8: return &ValueAt<uint8_t>;
-    case DType::kI8: return &ValueAt<int8_t>;
-    case DType::kU16: return &ValueAt<uint16_t>;
-    case DType::kI16: return &ValueAt<int16_t>;
-    case DType::kU32: return &ValueAt<uint32_t>;
-    case DType::kI32: return &ValueAt<int32_t>;
-    case DType::kF16: return &HalfAt;
-    case DType::kF32: return &ValueAt<float>;
-    case DType::kF64: return &ValueAt<double>;
-    case DType::kI64: return &ValueAt<int64_t>;
+    case DType::kU8:
+      return &ValueAt<uint8_t>;
+    case DType::kI8:
+      return &ValueAt<int8_t>;
+    case DType::kU16:
+      return &ValueAt<uint16_t>;
+    case DType::kI16:
+      return &ValueAt<int16_t>;
+    case DType::kU32:
+      return &ValueAt<uint32_t>;
+    case DType::kI32:
+      return &ValueAt<int32_t>;
+    case DType::kF16:
+      return &HalfAt;
+    case DType::kF32:
+      return &ValueAt<float>;
+    case DType::kF64:
+      return &ValueAt<double>;
+    case DType::kI64:
+      return &ValueAt<int64_t>;
   }
   return nullptr;
 }
@@ -157,7 +168,8 @@ Status DrawPerClass(const FieldSpec& spec, const FieldValue& mask, uint64_t voxe
       if (x == 0) continue;
       const int64_t cls = channels == 1 ? x : c + 1;  // one-hot masks: channel index + 1
       if (cls < std::numeric_limits<int32_t>::min() || cls > std::numeric_limits<int32_t>::max()) {
-        return InvalidArgument("mask value " + std::to_string(cls) + " does not fit the i32 class column of mask.fg_locations");
+        return InvalidArgument("mask value " + std::to_string(cls) +
+                               " does not fit the i32 class column of mask.fg_locations");
       }
       Offer((*classes)[cls], v, cap, rng);
     }
@@ -175,11 +187,13 @@ Result<FieldValue> FgLocations(const FieldSpec& mask_spec, const FieldValue& mas
   const Shape space(shape.begin() + 1, shape.end());
   ASSIGN_OR_RETURN(const uint64_t voxels, ElementCount(space));
   for (int64_t d : space) {
-    if (d > std::numeric_limits<int32_t>::max()) return InvalidArgument("mask axis of " + std::to_string(d) + " voxels exceeds i32 coordinates");
+    if (d > std::numeric_limits<int32_t>::max())
+      return InvalidArgument("mask axis of " + std::to_string(d) + " voxels exceeds i32 coordinates");
   }
   ASSIGN_OR_RETURN(const uint64_t bytes, ByteSize(shape, mask_spec.dtype));
   if (mask.bytes.size() != bytes) {
-    return InvalidArgument("mask holds " + std::to_string(mask.bytes.size()) + " bytes, its shape needs " + std::to_string(bytes));
+    return InvalidArgument("mask holds " + std::to_string(mask.bytes.size()) + " bytes, its shape needs " +
+                           std::to_string(bytes));
   }
   std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(case_index),
                     static_cast<uint32_t>(case_index >> 32)};

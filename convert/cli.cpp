@@ -1,18 +1,19 @@
 #include "convert/cli.h"
 
-#include "convert/parts.h"
-
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <thread>
 #include <tuple>
+
+#include "convert/parts.h"
 
 namespace shardify::convert {
 namespace {
 
 const std::string kDescription =
     "shardify: convert an image dataset once into compressed (or raw), checksummed shards.\n\n"
-    "SRC is a directory in one of these layouts (detected, or set with --layout):\n" + LayoutHelp() +
+    "SRC is a directory in one of these layouts (detected, or set with --layout):\n" +
+    LayoutHelp() +
     "Images may be PNG (1 to 16 bit, gray, gray+alpha, RGB, RGBA, palette), JPEG, NIfTI-1/2.\n"
     "Pixels keep their dtype; volumes keep spacing, origin, direction and the NIfTI header.\n"
     "The output is byte-identical for any --threads. Ctrl-C stops cleanly (nothing is left\n"
@@ -52,7 +53,8 @@ void DefinePreprocess(CLI::App& app, Flags& f) {
   app.add_option("--spacing", f.spacing,
                  "Resample volumes to this spacing, Z,Y,X in mm (e.g. 1.5,0.8,0.8), or auto: nnU-Net's rule\n"
                  "(the median spacing; a finer one on the coarse axis of anisotropic data)");
-  app.add_option("--resample-image", f.resample_image, "With --spacing: images by cubic B-spline or linear interpolation")
+  app.add_option("--resample-image", f.resample_image,
+                 "With --spacing: images by cubic B-spline or linear interpolation")
       ->capture_default_str()
       ->check(CLI::IsMember({"cubic", "linear"}));
   app.add_option("--resample-mask", f.resample_mask,
@@ -82,7 +84,8 @@ Status ToPreprocessOptions(const CLI::App& app, const Flags& f, PreprocessOption
   ASSIGN_OR_RETURN(o.normalize, ParseNormalize(f.normalize));
   if (!f.dtype.empty()) {
     o.dtype = ParseDType(f.dtype);
-    if (!o.dtype) return InvalidArgument("--dtype '" + f.dtype + "' is not one of u8, i8, u16, i16, u32, i32, i64, f16, f32, f64");
+    if (!o.dtype)
+      return InvalidArgument("--dtype '" + f.dtype + "' is not one of u8, i8, u16, i16, u32, i32, i64, f16, f32, f64");
     const bool is_float = *o.dtype == DType::kF16 || *o.dtype == DType::kF32 || *o.dtype == DType::kF64;
     if (o.normalizes() && !is_float) {
       return InvalidArgument("--normalize stores floats: --dtype must be f16, f32 or f64, not " + f.dtype);
@@ -237,7 +240,8 @@ Status ToOptions(const CLI::App& app, const Flags& f, ConvertOptions& o) {
   o.fsync = !f.no_fsync;
   o.class_names = SplitList(f.classes);
   if (!f.part.empty()) {
-    ASSIGN_OR_RETURN(const auto part, ParsePart(f.part, [](const char* name) -> const char* { return std::getenv(name); }));
+    ASSIGN_OR_RETURN(const auto part,
+                     ParsePart(f.part, [](const char* name) -> const char* { return std::getenv(name); }));
     o.part = part.first;
     o.parts = part.second;
   }

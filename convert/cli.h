@@ -32,7 +32,7 @@ std::string CommandLineHelp();
 struct MergeCommandLine {
   std::string dest;
   bool fsync = true;
-  bool help = false;      // --help was given; help_text is what to print
+  bool help = false;  // --help was given; help_text is what to print
   std::string help_text;
 };
 Result<MergeCommandLine> ParseMergeCommandLine(const std::vector<std::string>& args);

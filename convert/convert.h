@@ -41,28 +41,28 @@ inline constexpr uint64_t kAutoRawBytes = 2ull << 30;
 const char* CodecChoiceName(CodecChoice c);  // "zstd", "raw", "auto"
 
 struct ConvertOptions {
-  std::string source;                  // directory, or a .csv for the csv layout
-  std::string dest;                    // dataset directory to create
+  std::string source;  // directory, or a .csv for the csv layout
+  std::string dest;    // dataset directory to create
   Layout layout = Layout::kAuto;
-  int threads = 0;                     // 0: all cores
+  int threads = 0;  // 0: all cores
   CodecChoice codec = CodecChoice::kZstd;
-  int zstd_level = 0;                  // 1..19; 0: auto (9 for samples up to 64 KiB, else 3)
-  uint64_t shard_bytes = 256ull << 20; // target shard size
-  int dict = -1;                       // train a zstd dictionary per image/mask field:
-                                       // 1 yes, 0 no, -1 auto (yes for samples up to 64 KiB,
-                                       // when there are at least 1,000 of them)
+  int zstd_level = 0;                                 // 1..19; 0: auto (9 for samples up to 64 KiB, else 3)
+  uint64_t shard_bytes = 256ull << 20;                // target shard size
+  int dict = -1;                                      // train a zstd dictionary per image/mask field:
+                                                      // 1 yes, 0 no, -1 auto (yes for samples up to 64 KiB,
+                                                      // when there are at least 1,000 of them)
   std::vector<std::pair<std::string, double>> split;  // e.g. {{"train",.8},{"val",.2}}; empty: none
-  uint64_t seed = 0;                   // seeds the split assignment
-  std::string group_by;                // with `split`: keep each group in one split; "case" /
-                                       // "day" (a layout's natural groups) or a regex over the
-                                       // case name (the `path` field); see detail::GroupKeys
-  bool skip_errors = false;            // --on-error skip
-  bool overwrite = false;              // replace an existing dataset at dest
-  bool dry_run = false;                // plan and inspect, write nothing
+  uint64_t seed = 0;                                  // seeds the split assignment
+  std::string group_by;                               // with `split`: keep each group in one split; "case" /
+                                                      // "day" (a layout's natural groups) or a regex over the
+                                                      // case name (the `path` field); see detail::GroupKeys
+  bool skip_errors = false;                           // --on-error skip
+  bool overwrite = false;                             // replace an existing dataset at dest
+  bool dry_run = false;                               // plan and inspect, write nothing
   bool fsync = true;
-  std::vector<std::string> class_names; // names for integer labels (idx, csv)
-  size_t window = 0;                   // samples in flight; 0: 16 per thread, fewer for
-                                       // large samples (about 1 GiB decoded at most)
+  std::vector<std::string> class_names;  // names for integer labels (idx, csv)
+  size_t window = 0;                     // samples in flight; 0: 16 per thread, fewer for
+                                         // large samples (about 1 GiB decoded at most)
   // Memory limits, checked from the headers before anything is decoded (also in a dry
   // run). A sample (image channels + mask) that decodes to more than max_sample_bytes is a
   // per-input error (ResourceExhausted; skippable). Converting a sample takes about
@@ -71,22 +71,22 @@ struct ConvertOptions {
   // fails the run before anything is written. An allocation that fails all the same is an
   // error naming the input, never an abort.
   uint64_t max_sample_bytes = kDefaultMaxImageBytes;  // 2 GiB
-  uint64_t max_memory = 0;             // 0: half the physical memory, at least 1 GiB
-  const std::atomic<bool>* cancel = nullptr;  // polled; when set, Convert returns Cancelled
-  Shape patch_size;                    // spatial training patch ({D, H, W} or {H, W}); when
-                                       // set, image and mask are stored chunked (format
-                                       // version 2) and masks get "mask.fg_locations"
-  uint64_t fg_locations = 10000;       // with patch_size: locations kept per class and case
-                                       // (0: no mask.fg_locations field)
-  bool shuffle = true;                 // byte-shuffle image and mask fields of 2-, 4- or
-                                       // 8-byte elements (format version 3; smaller);
-                                       // zstd only
+  uint64_t max_memory = 0;                            // 0: half the physical memory, at least 1 GiB
+  const std::atomic<bool>* cancel = nullptr;          // polled; when set, Convert returns Cancelled
+  Shape patch_size;                                   // spatial training patch ({D, H, W} or {H, W}); when
+                                                      // set, image and mask are stored chunked (format
+                                                      // version 2) and masks get "mask.fg_locations"
+  uint64_t fg_locations = 10000;                      // with patch_size: locations kept per class and case
+                                                      // (0: no mask.fg_locations field)
+  bool shuffle = true;                                // byte-shuffle image and mask fields of 2-, 4- or
+                                                      // 8-byte elements (format version 3; smaller);
+                                                      // zstd only
   // Conversion in parts (convert/parts.h): with parts > 0, write only part `part` (1..parts),
   // a contiguous slice of the sample order, into dest/parts/; Merge() then makes dest the
   // dataset. A part that is complete already is not converted again (unless overwrite).
   uint32_t part = 0;
   uint32_t parts = 0;
-  PreprocessOptions preprocess;        // dtype, crop, normalization, spacing (preprocess.h)
+  PreprocessOptions preprocess;  // dtype, crop, normalization, spacing (preprocess.h)
 };
 
 // Bytes held while one sample is decoded and compressed, per decoded byte (the pixels,
@@ -109,20 +109,20 @@ struct ConvertSummary {
   std::string layout;
   std::vector<SplitCount> splits;
   std::vector<std::string> classes;
-  std::vector<std::string> fields;    // "image u8 [1, 28, 28]", ...
+  std::vector<std::string> fields;  // "image u8 [1, 28, 28]", ...
   std::vector<std::string> warnings;
   std::vector<std::string> preprocessing;  // what was promoted, cropped, normalized, resampled, and why
   std::vector<SkippedInput> skipped;
   uint64_t samples = 0;
-  uint64_t ignored_files = 0;         // files that are not inputs of the layout (e.g. .txt)
-  uint64_t bytes_in = 0;              // source bytes read
-  uint64_t bytes_out = 0;             // shard and manifest bytes written
+  uint64_t ignored_files = 0;  // files that are not inputs of the layout (e.g. .txt)
+  uint64_t bytes_in = 0;       // source bytes read
+  uint64_t bytes_out = 0;      // shard and manifest bytes written
   uint64_t shards = 0;
-  uint64_t groups = 0;                // with group_by: the groups the split assigned
+  uint64_t groups = 0;  // with group_by: the groups the split assigned
   double seconds = 0;
   bool dry_run = false;
-  bool dictionary = false;            // a dictionary was trained and used
-  std::string codec = "zstd";         // how arrays were stored: "zstd" or "raw"
+  bool dictionary = false;     // a dictionary was trained and used
+  std::string codec = "zstd";  // how arrays were stored: "zstd" or "raw"
   // With ConvertOptions::parts: the part (its planned slice of the sample order), the
   // samples of the whole dataset, and whether this run converted it.
   PartInfo part;

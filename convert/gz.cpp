@@ -1,6 +1,5 @@
-#include <zlib.h>
-
 #include <sys/stat.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>

@@ -1,8 +1,6 @@
 // idx file reading (see idx.h).
 #include "convert/idx.h"
 
-#include "convert/gz_internal.h"
-
 #include <zlib.h>
 
 #include <algorithm>
@@ -10,18 +8,27 @@
 #include <cstring>
 #include <memory>
 
+#include "convert/gz_internal.h"
+
 namespace shardify::convert {
 namespace {
 
 Result<DType> IdxType(uint8_t code, const std::string& path) {
   switch (code) {
-    case 0x08: return DType::kU8;
-    case 0x09: return DType::kI8;
-    case 0x0B: return DType::kI16;
-    case 0x0C: return DType::kI32;
-    case 0x0D: return DType::kF32;
-    case 0x0E: return DType::kF64;
-    default: return Corruption(path + ": unknown idx type code " + std::to_string(code));
+    case 0x08:
+      return DType::kU8;
+    case 0x09:
+      return DType::kI8;
+    case 0x0B:
+      return DType::kI16;
+    case 0x0C:
+      return DType::kI32;
+    case 0x0D:
+      return DType::kF32;
+    case 0x0E:
+      return DType::kF64;
+    default:
+      return Corruption(path + ": unknown idx type code " + std::to_string(code));
   }
 }
 
@@ -59,8 +66,8 @@ Result<IdxArray> ReadIdx(const std::string& path, uint64_t max_bytes) {
   out.data.resize(*bytes);
   ASSIGN_OR_RETURN(got, ReadUpTo(f.get(), out.data.data(), *bytes, path));
   if (got < *bytes) {
-    return Corruption(path + ": truncated idx data: expected " + std::to_string(*bytes) +
-                      " bytes, got " + std::to_string(got));
+    return Corruption(path + ": truncated idx data: expected " + std::to_string(*bytes) + " bytes, got " +
+                      std::to_string(got));
   }
   uint8_t extra;
   ASSIGN_OR_RETURN(got, ReadUpTo(f.get(), &extra, 1, path));

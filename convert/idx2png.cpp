@@ -17,7 +17,8 @@ namespace {
 std::string FolderName(const IdxToPngOptions& o, int label) {
   if (label >= static_cast<int>(o.classes.size())) return std::to_string(label);
   std::string n = o.classes[static_cast<size_t>(label)];
-  for (char& c : n) if (c == '/') c = '_';
+  for (char& c : n)
+    if (c == '/') c = '_';
   return n;
 }
 
@@ -28,13 +29,16 @@ Result<uint64_t> IdxToPng(const IdxToPngOptions& o) {
   ASSIGN_OR_RETURN(IdxArray labels, ReadIdx(o.labels));
   const Shape& s = images.shape;
   if (images.dtype != DType::kU8 || (s.size() != 3 && s.size() != 4)) {
-    return Unsupported(o.images + ": expected u8 images [N, H, W] or [N, H, W, C], got " + DTypeName(images.dtype) + " " + ShapeToString(s));
+    return Unsupported(o.images + ": expected u8 images [N, H, W] or [N, H, W, C], got " + DTypeName(images.dtype) +
+                       " " + ShapeToString(s));
   }
   if (labels.shape.size() != 1 || labels.shape[0] != s[0] || labels.dtype != DType::kU8) {
-    return Corruption(o.labels + ": labels " + ShapeToString(labels.shape) + " do not match " + std::to_string(s[0]) + " images");
+    return Corruption(o.labels + ": labels " + ShapeToString(labels.shape) + " do not match " + std::to_string(s[0]) +
+                      " images");
   }
   const int64_t c = s.size() == 4 ? s[3] : 1, h = s[1], w = s[2];
-  const uint64_t n = o.limit > 0 ? std::min<uint64_t>(o.limit, static_cast<uint64_t>(s[0])) : static_cast<uint64_t>(s[0]);
+  const uint64_t n =
+      o.limit > 0 ? std::min<uint64_t>(o.limit, static_cast<uint64_t>(s[0])) : static_cast<uint64_t>(s[0]);
   for (uint64_t i = 0; i < n; ++i) {
     std::error_code ec;
     fs::create_directories(fs::path(o.out) / FolderName(o, labels.data[i]), ec);

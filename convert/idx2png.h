@@ -12,12 +12,12 @@
 namespace shardify::convert {
 
 struct IdxToPngOptions {
-  std::string images;               // *-images-idx3-ubyte[.gz], u8 [N, H, W] or [N, H, W, C]
-  std::string labels;               // *-labels-idx1-ubyte[.gz], u8 [N]
-  std::string out;                  // output directory (created)
-  std::vector<std::string> classes; // folder name of label i ('/' becomes '_'); empty: the number
-  std::string prefix;               // file name prefix, e.g. "test-" (keeps names unique)
-  uint64_t limit = 0;               // first N images only; 0: all
+  std::string images;                // *-images-idx3-ubyte[.gz], u8 [N, H, W] or [N, H, W, C]
+  std::string labels;                // *-labels-idx1-ubyte[.gz], u8 [N]
+  std::string out;                   // output directory (created)
+  std::vector<std::string> classes;  // folder name of label i ('/' becomes '_'); empty: the number
+  std::string prefix;                // file name prefix, e.g. "test-" (keeps names unique)
+  uint64_t limit = 0;                // first N images only; 0: all
   int threads = 1;
   const std::atomic<bool>* cancel = nullptr;
 };

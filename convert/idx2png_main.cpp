@@ -1,6 +1,5 @@
 // idx2png: writes an MNIST-style idx pair as class-folder PNGs.
 #include <CLI/CLI.hpp>
-
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -15,19 +14,22 @@ extern "C" void OnSignal(int) { g_cancel = true; }
 
 int main(int argc, char** argv) {
   shardify::convert::IdxToPngOptions o;
-  CLI::App app{"idx2png: write an MNIST-style idx images + labels pair (.gz or plain) as\n"
-               "class-folder PNGs OUT/<class>/<prefix><index>.png, index = 5-digit position in the file.\n"
-               "Example: idx2png train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz -o fmnist/train"};
+  CLI::App app{
+      "idx2png: write an MNIST-style idx images + labels pair (.gz or plain) as\n"
+      "class-folder PNGs OUT/<class>/<prefix><index>.png, index = 5-digit position in the file.\n"
+      "Example: idx2png train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz -o fmnist/train"};
   std::string classes;
   o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   app.add_option("IMAGES", o.images, "*-images-idx3-ubyte[.gz] (u8 [N, H, W] or [N, H, W, C])")->required();
   app.add_option("LABELS", o.labels, "*-labels-idx1-ubyte[.gz] (u8 [N])")->required();
   app.add_option("-o,--output", o.out, "Output directory (created)")->required();
-  app.add_option("--classes", classes, "Comma-separated folder names for labels 0, 1, ... ('/' becomes '_';\n"
-                                       "default: the label number)");
+  app.add_option("--classes", classes,
+                 "Comma-separated folder names for labels 0, 1, ... ('/' becomes '_';\n"
+                 "default: the label number)");
   app.add_option("--prefix", o.prefix, "File name prefix, e.g. test- to add a second file to the same folders");
   app.add_option("--limit", o.limit, "Write only the first N images (default: all)");
-  app.add_option("--threads", o.threads, "Writer threads (default: all cores)")->capture_default_str()
+  app.add_option("--threads", o.threads, "Writer threads (default: all cores)")
+      ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   try {
     app.parse(argc, argv);
@@ -36,7 +38,11 @@ int main(int argc, char** argv) {
   }
   std::string cur;
   for (char c : classes + ",") {
-    if (c == ',') { if (!cur.empty()) o.classes.push_back(cur); cur.clear(); } else cur += c;
+    if (c == ',') {
+      if (!cur.empty()) o.classes.push_back(cur);
+      cur.clear();
+    } else
+      cur += c;
   }
   o.cancel = &g_cancel;
   std::signal(SIGINT, OnSignal);

@@ -40,8 +40,8 @@ struct Geometry {
 struct ImageInfo {
   ImageKind kind = ImageKind::kUnknown;
   DType dtype = DType::kU8;
-  Shape shape;        // [C, H, W] or [C, D, H, W]
-  Geometry geometry;  // volumes only (S = 3)
+  Shape shape;              // [C, H, W] or [C, D, H, W]
+  Geometry geometry;        // volumes only (S = 3)
   uint64_t file_bytes = 0;  // size of the source file, when the reader knows it
 };
 
@@ -71,12 +71,11 @@ Result<DecodedImage> ReadImage(const std::string& path, const std::vector<uint8_
 
 // Writes a 2D image given planar [C, H, W] pixels (C = 1..4; u8 or u16 for PNG, u8 for
 // JPEG). The format follows the file name. Used by idx2png and by tests.
-Status WriteImage2D(const std::string& path, DType dtype, const Shape& shape,
-                    const std::vector<uint8_t>& pixels);
+Status WriteImage2D(const std::string& path, DType dtype, const Shape& shape, const std::vector<uint8_t>& pixels);
 
 // Writes a NIfTI-1 volume of shape [C, D, H, W] (C > 1 gives a 4D file) with the given
 // geometry (S = 3). Used by tests and benchmarks to make fixtures.
-Status WriteNifti(const std::string& path, DType dtype, const Shape& shape,
-                  const std::vector<uint8_t>& pixels, const Geometry& geometry);
+Status WriteNifti(const std::string& path, DType dtype, const Shape& shape, const std::vector<uint8_t>& pixels,
+                  const Geometry& geometry);
 
 }  // namespace shardify::convert

@@ -16,9 +16,9 @@
 #include <fstream>
 #include <functional>
 
+#include "convert/decode_internal.h"
 #include "convert/image_io.h"
 #include "convert/nifti_internal.h"
-#include "convert/decode_internal.h"
 
 namespace shardify::convert {
 namespace {
@@ -50,16 +50,26 @@ Status Guard(const std::string& path, const char* what, const std::function<void
 
 IOComponent ToComponent(DType t) {
   switch (t) {
-    case DType::kU8: return IOComponent::UCHAR;
-    case DType::kI8: return IOComponent::CHAR;
-    case DType::kU16: return IOComponent::USHORT;
-    case DType::kI16: return IOComponent::SHORT;
-    case DType::kU32: return IOComponent::UINT;
-    case DType::kI32: return IOComponent::INT;
-    case DType::kF32: return IOComponent::FLOAT;
-    case DType::kF64: return IOComponent::DOUBLE;
-    case DType::kI64: return IOComponent::LONGLONG;
-    default: return IOComponent::UNKNOWNCOMPONENTTYPE;
+    case DType::kU8:
+      return IOComponent::UCHAR;
+    case DType::kI8:
+      return IOComponent::CHAR;
+    case DType::kU16:
+      return IOComponent::USHORT;
+    case DType::kI16:
+      return IOComponent::SHORT;
+    case DType::kU32:
+      return IOComponent::UINT;
+    case DType::kI32:
+      return IOComponent::INT;
+    case DType::kF32:
+      return IOComponent::FLOAT;
+    case DType::kF64:
+      return IOComponent::DOUBLE;
+    case DType::kI64:
+      return IOComponent::LONGLONG;
+    default:
+      return IOComponent::UNKNOWNCOMPONENTTYPE;
   }
 }
 
@@ -160,9 +170,7 @@ void SetupIO(itk::ImageIOBase* io, DType dtype, const Shape& dims_xyz, int64_t c
   io->SetComponentType(ToComponent(dtype));
   io->SetNumberOfComponents(static_cast<unsigned>(components));
   using PT = itk::IOPixelEnum;
-  io->SetPixelType(components == 1 ? PT::SCALAR
-                   : components == 3 ? PT::RGB
-                   : components == 4 ? PT::RGBA : PT::VECTOR);
+  io->SetPixelType(components == 1 ? PT::SCALAR : components == 3 ? PT::RGB : components == 4 ? PT::RGBA : PT::VECTOR);
 }
 
 Status WriteIO(itk::ImageIOBase* io, const std::string& path, const void* data) {
@@ -176,8 +184,7 @@ Status WriteIO(itk::ImageIOBase* io, const std::string& path, const void* data) 
 
 }  // namespace
 
-Status WriteImage2D(const std::string& path, DType dtype, const Shape& shape,
-                    const std::vector<uint8_t>& pixels) {
+Status WriteImage2D(const std::string& path, DType dtype, const Shape& shape, const std::vector<uint8_t>& pixels) {
   ImageKind kind = KindFromName(path);
   if (kind != ImageKind::kPng && kind != ImageKind::kJpeg) {
     return InvalidArgument(path + ": WriteImage2D writes .png or .jpg files");
@@ -193,8 +200,8 @@ Status WriteImage2D(const std::string& path, DType dtype, const Shape& shape,
   return WriteIO(io.GetPointer(), path, inter.data());
 }
 
-Status WriteNifti(const std::string& path, DType dtype, const Shape& shape,
-                  const std::vector<uint8_t>& pixels, const Geometry& geometry) {
+Status WriteNifti(const std::string& path, DType dtype, const Shape& shape, const std::vector<uint8_t>& pixels,
+                  const Geometry& geometry) {
   if (shape.size() != 4) return InvalidArgument(path + ": expected shape [C, D, H, W]");
   ASSIGN_OR_RETURN(uint64_t n, ByteSize(shape, dtype));
   if (n != pixels.size()) return InvalidArgument(path + ": pixel buffer size does not match the shape");

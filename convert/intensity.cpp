@@ -36,7 +36,8 @@ ForegroundSample SampleForeground(const uint8_t* image, DType dtype, const Shape
   for (uint64_t v = 0; v < voxels && k < take; ++v) {
     if (!foreground(v)) continue;
     if (seen++ != wanted(k)) continue;
-    for (uint64_t c = 0; c < channels; ++c) out.channels[c].push_back(ElementAsDouble(image + (c * voxels + v) * es, dtype));
+    for (uint64_t c = 0; c < channels; ++c)
+      out.channels[c].push_back(ElementAsDouble(image + (c * voxels + v) * es, dtype));
     ++k;
   }
   return out;
@@ -80,9 +81,9 @@ Result<std::vector<ChannelNorm>> CtStatistics(const CtPass& pass) {
       if (!d.ok() || !d->has_mask) return Status::Ok();
       Shape start, size;
       if (pass.preprocess->options.crop_nonzero) RETURN_IF_ERROR(CropToNonzero(&*d, &start, &size));
-      samples[k] = SampleForeground(d->image.pixels.data(), d->image.info.dtype, d->image.info.shape,
-                                    d->mask.pixels.data(), d->mask.info.dtype,
-                                    static_cast<uint64_t>(d->mask.info.shape[0]), cap);
+      samples[k] =
+          SampleForeground(d->image.pixels.data(), d->image.info.dtype, d->image.info.shape, d->mask.pixels.data(),
+                           d->mask.info.dtype, static_cast<uint64_t>(d->mask.info.shape[0]), cap);
       return Status::Ok();
     }).IgnoreError();
   }));

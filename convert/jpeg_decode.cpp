@@ -2,8 +2,8 @@
 #include <cstddef>
 #include <cstdio>
 // clang-format off: jpeglib.h needs size_t and FILE first
-#include <jpeglib.h>
 #include <jerror.h>
+#include <jpeglib.h>
 // clang-format on
 
 #include <algorithm>
@@ -85,9 +85,10 @@ Status CheckBlocks(const std::string& path, const jpeg_decompress_struct& c, uin
     fewest = std::min<uint64_t>(fewest, uint64_t{c.comp_info[k].width_in_blocks} * c.comp_info[k].height_in_blocks);
   }
   if (fewest / 4 <= file_size) return Status::Ok();
-  return Corruption(path + ": the header claims " + std::to_string(c.image_width) + "x" + std::to_string(c.image_height) +
-                    " pixels (" + std::to_string(fewest) + " 8x8 blocks of its smallest component, 2 bits each at " +
-                    "least), but the file has only " + std::to_string(file_size) + " bytes");
+  return Corruption(path + ": the header claims " + std::to_string(c.image_width) + "x" +
+                    std::to_string(c.image_height) + " pixels (" + std::to_string(fewest) +
+                    " 8x8 blocks of its smallest component, 2 bits each at " + "least), but the file has only " +
+                    std::to_string(file_size) + " bytes");
 }
 
 Status Open(const std::string& path, const std::vector<uint8_t>& bytes, uint64_t file_size, uint64_t max_bytes,

@@ -25,7 +25,8 @@ int MergeMain(const std::vector<std::string>& args) {
   using namespace shardify::convert;
   auto parsed = ParseMergeCommandLine(args);
   if (!parsed.ok()) {
-    std::fprintf(stderr, "shardify merge: %s\nRun with --help for more information.\n", parsed.status().message().c_str());
+    std::fprintf(stderr, "shardify merge: %s\nRun with --help for more information.\n",
+                 parsed.status().message().c_str());
     return 2;
   }
   if (parsed->help) {

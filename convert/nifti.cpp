@@ -1,4 +1,6 @@
 // NIfTI volumes: header checks and voxel reading (see nifti_internal.h).
+#include "media/nifti.h"
+
 #include <zlib.h>
 
 #include <algorithm>
@@ -10,7 +12,6 @@
 #include "convert/decode_internal.h"
 #include "convert/gz_internal.h"
 #include "convert/nifti_internal.h"
-#include "media/nifti.h"
 
 namespace shardify::convert::detail {
 namespace {

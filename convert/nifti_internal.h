@@ -14,13 +14,13 @@ namespace shardify::convert::detail {
 
 // What the converter takes from a volume's header.
 struct NiftiVolume {
-  int version = 1;                  // 1 or 2
-  bool big_endian = false;          // byte order of the file
-  std::vector<uint8_t> bytes;       // 348 or 540 bytes, as stored
+  int version = 1;             // 1 or 2
+  bool big_endian = false;     // byte order of the file
+  std::vector<uint8_t> bytes;  // 348 or 540 bytes, as stored
   DType dtype = DType::kU8;
-  Shape shape;                      // [T, Z, Y, X]
+  Shape shape;  // [T, Z, Y, X]
   uint64_t vox_offset = 0;
-  Geometry geometry;                // from qform / sform / pixdim, LPS like ITK
+  Geometry geometry;  // from qform / sform / pixdim, LPS like ITK
 };
 
 // Parses a header from the first `size` bytes of a file and checks that the converter

@@ -31,7 +31,8 @@ Result<Pair> FromEnvironment(const EnvLookup& env) {
     const char* v = env ? env(name) : nullptr;
     return v != nullptr ? v : "";
   };
-  if (!get("RANK").empty() && !get("WORLD_SIZE").empty()) return FromRank("RANK", get("RANK"), "WORLD_SIZE", get("WORLD_SIZE"));
+  if (!get("RANK").empty() && !get("WORLD_SIZE").empty())
+    return FromRank("RANK", get("RANK"), "WORLD_SIZE", get("WORLD_SIZE"));
   const std::string id = get("SLURM_ARRAY_TASK_ID"), count = get("SLURM_ARRAY_TASK_COUNT");
   if (!id.empty() && !count.empty()) {
     const std::string min = get("SLURM_ARRAY_TASK_MIN"), max = get("SLURM_ARRAY_TASK_MAX");
@@ -41,7 +42,8 @@ Result<Pair> FromEnvironment(const EnvLookup& env) {
       return InvalidArgument("--part auto: the Slurm array (ids " + min + ".." + max + ", " + count +
                              " tasks) is not a run of consecutive ids; pass --part K/N");
     }
-    return FromRank("SLURM_ARRAY_TASK_ID-SLURM_ARRAY_TASK_MIN", std::to_string(i - lo), "SLURM_ARRAY_TASK_COUNT", count);
+    return FromRank("SLURM_ARRAY_TASK_ID-SLURM_ARRAY_TASK_MIN", std::to_string(i - lo), "SLURM_ARRAY_TASK_COUNT",
+                    count);
   }
   if (!get("SLURM_PROCID").empty() && !get("SLURM_NTASKS").empty())
     return FromRank("SLURM_PROCID", get("SLURM_PROCID"), "SLURM_NTASKS", get("SLURM_NTASKS"));
@@ -158,7 +160,8 @@ Result<std::string> StartPart(const ConvertOptions& o, const SourcePlan& plan, c
   }
   if (o.overwrite || !PathExists(JoinPath(dir, kPartManifestFileName))) return dir;
   Result<Manifest> existing = ReadPartManifest(dir);
-  if (!existing.ok()) return existing.status().WithContext("pass --overwrite to convert part " + PartName(part) + " again");
+  if (!existing.ok())
+    return existing.status().WithContext("pass --overwrite to convert part " + PartName(part) + " again");
   want.format_version = existing->format_version;
   std::string d = ConversionDifference(*existing, want, false);
   Result<PartInfo> was = PartOf(*existing, dir);

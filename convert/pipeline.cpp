@@ -1,16 +1,16 @@
 // The conversion pipeline (see convert.h): plan, inspect, schema, splits, encode, write.
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <condition_variable>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <mutex>
 #include <set>
 #include <thread>
-
-#include <unistd.h>
 
 #include "convert/convert.h"
 #include "convert/parts_internal.h"
@@ -55,7 +55,8 @@ Status InspectAll(const SourcePlan& plan, const ConvertOptions& o, int threads, 
   std::vector<char> good(n, 0);
   std::atomic<uint64_t> cached{0};
   RETURN_IF_ERROR(detail::ParallelFor(n, threads, o.cancel, "inspect", progress, [&](size_t i) {
-    Result<CaseInfo> r = detail::NoThrow(plan.cases[i].name, [&] { return InspectCase(plan, plan.cases[i], o.max_sample_bytes); });
+    Result<CaseInfo> r =
+        detail::NoThrow(plan.cases[i].name, [&] { return InspectCase(plan, plan.cases[i], o.max_sample_bytes); });
     if (r.ok()) {
       (*infos)[i] = std::move(r).value();
       // Small files read whole are kept for decoding, within a fixed memory budget.
@@ -107,7 +108,7 @@ WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan,
                           {"seed", std::to_string(o.seed)},
                           {"on_error", o.skip_errors ? "skip" : "fail"}};
   if (o.codec == CodecChoice::kRaw) w.provenance.options.push_back({"codec", "raw"});  // zstd output stays as it was
-  if (!o.group_by.empty()) w.provenance.options.push_back({"group_by", o.group_by});  // only then: output as before
+  if (!o.group_by.empty()) w.provenance.options.push_back({"group_by", o.group_by});   // only then: output as before
   for (int f : {schema.image, schema.mask}) {  // only when used, so 8-bit output stays as it was
     if (f >= 0 && schema.fields[f].filter == Filter::kByteShuffle) {
       w.provenance.options.push_back({"shuffle", "true"});
@@ -117,7 +118,8 @@ WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan,
   if (!o.patch_size.empty()) {  // only then, so that unchunked output stays as it was
     w.provenance.options.push_back({"patch_size", ExtentsToString(o.patch_size)});
     w.provenance.options.push_back({"chunk_shape", ShapeToString(schema.fields[schema.image].chunk_shape)});
-    if (schema.mask >= 0) w.provenance.options.push_back({"mask_chunk_shape", ShapeToString(schema.fields[schema.mask].chunk_shape)});
+    if (schema.mask >= 0)
+      w.provenance.options.push_back({"mask_chunk_shape", ShapeToString(schema.fields[schema.mask].chunk_shape)});
     if (schema.fg_locations >= 0) w.provenance.options.push_back({"fg_locations", std::to_string(o.fg_locations)});
   }
   for (KeyValue& kv : detail::PreprocessProvenance(preprocess)) w.provenance.options.push_back(std::move(kv));
@@ -135,7 +137,8 @@ Status WriteSkipped(DatasetWriter& writer, const std::vector<SkippedInput>& skip
   if (skipped.empty()) return Status::Ok();
   std::string text = "input\treason\n";
   auto clean = [](std::string s) {
-    for (char& c : s) if (c == '\t' || c == '\n' || c == '\r') c = ' ';
+    for (char& c : s)
+      if (c == '\t' || c == '\n' || c == '\r') c = ' ';
     return s;
   };
   for (const auto& s : skipped) text += clean(s.input) + "\t" + clean(s.reason) + "\n";
@@ -177,7 +180,8 @@ CodecChoice ResolveCodec(CodecChoice c, const std::vector<CaseInfo>& infos, cons
 // per-input errors (each file alone was checked by InspectCase); `extra`, when given, is
 // what preprocessing adds per case.
 void ApplySampleLimit(const ConvertOptions& o, const SourcePlan& plan, const std::vector<CaseInfo>& infos,
-                      std::vector<bool>* ok, std::vector<Status>* errors, const std::vector<uint64_t>* extra = nullptr) {
+                      std::vector<bool>* ok, std::vector<Status>* errors,
+                      const std::vector<uint64_t>* extra = nullptr) {
   for (size_t i = 0; i < infos.size(); ++i) {
     const uint64_t bytes = CaseBytes(infos[i]) + (extra != nullptr ? (*extra)[i] : 0);
     if (!(*ok)[i] || bytes <= o.max_sample_bytes) continue;
@@ -196,9 +200,9 @@ Result<size_t> WindowFor(const ConvertOptions& o, int threads, uint64_t max_samp
   const uint64_t per_sample = decoded > UINT64_MAX / kMemoryPerSampleByte ? UINT64_MAX : decoded * kMemoryPerSampleByte;
   const uint64_t cap = memory / per_sample;
   if (cap == 0) {
-    return ResourceExhausted(largest + ": decodes to " + detail::HumanBytes(max_sample_bytes) + "; converting it takes about " +
-                             detail::HumanBytes(per_sample) + ", more than the memory limit of " +
-                             detail::HumanBytes(memory) + " (--max-memory)");
+    return ResourceExhausted(largest + ": decodes to " + detail::HumanBytes(max_sample_bytes) +
+                             "; converting it takes about " + detail::HumanBytes(per_sample) +
+                             ", more than the memory limit of " + detail::HumanBytes(memory) + " (--max-memory)");
   }
   if (o.window > 0) return std::min<size_t>(o.window, cap);
   const uint64_t fit = kWindowBudget / std::max<uint64_t>(1, max_sample_bytes);
@@ -230,11 +234,12 @@ Status Prepare(const ConvertOptions& o, int threads, ProgressSink* progress, Pre
     detail::Schema& s = p->schema;
     RETURN_IF_ERROR(detail::FinishSchema(infos, ok, plan.has_mask, s.geometry_dims, s.image, s.mask, s.fields,
                                          &s.record, &p->preprocess, &sum->preprocessing));
-    RETURN_IF_ERROR(detail::ApplyPatchSize(p->schema, infos, ok, o.patch_size, o.fg_locations, o.seed)
-                        .WithContext(o.source));
+    RETURN_IF_ERROR(
+        detail::ApplyPatchSize(p->schema, infos, ok, o.patch_size, o.fg_locations, o.seed).WithContext(o.source));
     const bool filters = o.shuffle && p->codec == CodecChoice::kZstd;  // they help compression only
     for (int f : {p->schema.image, p->schema.mask}) {
-      if (filters && f >= 0 && DTypeSize(p->schema.fields[f].dtype) > 1) p->schema.fields[f].filter = Filter::kByteShuffle;
+      if (filters && f >= 0 && DTypeSize(p->schema.fields[f].dtype) > 1)
+        p->schema.fields[f].filter = Filter::kByteShuffle;
     }
     // Sorted coordinates: their differences compress to about half (format version 4).
     if (filters && s.fg_locations >= 0) s.fields[s.fg_locations].filter = Filter::kDeltaColumns;
@@ -275,8 +280,6 @@ void CountSplits(const Prepared& p, const std::vector<size_t>& written, ConvertS
   sum->samples = written.size();
 }
 
-
-
 // Small samples (28x28 digits, thumbnails) gain from a higher level and a dictionary at
 // little cost; large ones (volumes, big slices) would mostly pay time for it. Measured on
 // Fashion-MNIST PNGs: level 3 stores 1.044x the PNG bytes, level 9 + dictionary 0.989x,
@@ -303,9 +306,12 @@ ConvertOptions ResolveAuto(ConvertOptions o, const Prepared& p) {
 
 const char* CodecChoiceName(CodecChoice c) {
   switch (c) {
-    case CodecChoice::kZstd: return "zstd";
-    case CodecChoice::kRaw: return "raw";
-    case CodecChoice::kAuto: return "auto";
+    case CodecChoice::kZstd:
+      return "zstd";
+    case CodecChoice::kRaw:
+      return "raw";
+    case CodecChoice::kAuto:
+      return "auto";
   }
   return "?";
 }
@@ -323,8 +329,9 @@ Status RunCtPass(const ConvertOptions& o, int threads, ProgressSink* progress, P
   for (size_t c = 0; c < p->preprocess.ct.size(); ++c) {
     const detail::ChannelNorm& n = p->preprocess.ct[c];
     char line[256];
-    std::snprintf(line, sizeof line, "ct statistics of channel %zu over %zu training case(s): clip [%g, %g], mean %g, std %g",
-                  c, pass.cases.size(), n.clip_low, n.clip_high, n.mean, n.stddev);
+    std::snprintf(line, sizeof line,
+                  "ct statistics of channel %zu over %zu training case(s): clip [%g, %g], mean %g, std %g", c,
+                  pass.cases.size(), n.clip_low, n.clip_high, n.mean, n.stddev);
     sum->preprocessing.push_back(line);
   }
   return Status::Ok();
@@ -342,7 +349,8 @@ namespace {
 
 Result<ConvertSummary> ConvertImpl(const ConvertOptions& options, ProgressSink* progress) {
   const auto start = Clock::now();
-  int threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int threads =
+      options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   ConvertSummary sum;
   sum.dry_run = options.dry_run;
   Prepared p;
@@ -360,7 +368,8 @@ Result<ConvertSummary> ConvertImpl(const ConvertOptions& options, ProgressSink* 
     order.assign(p.order.begin() + wo.part.first_sample, p.order.begin() + wo.part.first_sample + wo.part.samples);
     std::vector<char> mine(p.small_files.size(), 0);  // small files read by inspection: this part's only
     for (size_t i : order) mine[i] = 1;
-    for (size_t i = 0; i < mine.size(); ++i) if (!mine[i]) std::vector<uint8_t>().swap(p.small_files[i]);
+    for (size_t i = 0; i < mine.size(); ++i)
+      if (!mine[i]) std::vector<uint8_t>().swap(p.small_files[i]);
   }
   if (o.dry_run || sum.part_state != ConvertSummary::PartState::kConverted) {  // complete parts: described already
     if (sum.part_state == ConvertSummary::PartState::kConverted) CountSplits(p, order, &sum);
@@ -369,17 +378,19 @@ Result<ConvertSummary> ConvertImpl(const ConvertOptions& options, ProgressSink* 
   }
   ASSIGN_OR_RETURN(auto writer, DatasetWriter::Create(dest, p.schema.fields, wo));
   // Dictionaries learn from the whole order, so that every part trains the same one.
-  detail::EncodeJob job{&p.plan, &p.schema, &p.order, writer.get(), threads, window, o.cancel, progress,
-                        &p.small_files, o.max_sample_bytes, &p.preprocess};
+  detail::EncodeJob job{&p.plan,  &p.schema, &p.order,       writer.get(),       threads,      window,
+                        o.cancel, progress,  &p.small_files, o.max_sample_bytes, &p.preprocess};
   if (o.dict) RETURN_IF_ERROR(detail::TrainDictionaries(job, p.max_sample_bytes, &sum));
   job.order = &order;
   std::vector<size_t> written;
-  ASSIGN_OR_RETURN(std::vector<detail::CaseFailure> failures, detail::EncodeAll(job, o.skip_errors, &written, &sum.bytes_in));
+  ASSIGN_OR_RETURN(std::vector<detail::CaseFailure> failures,
+                   detail::EncodeAll(job, o.skip_errors, &written, &sum.bytes_in));
   for (const auto& f : failures) sum.skipped.push_back({f.input, f.status.ToString()});
   if (written.empty() && o.parts == 0) return InvalidArgument(o.source + ": every input failed; nothing to write");
   RETURN_IF_ERROR(WriteSkipped(*writer, sum.skipped));
   RETURN_IF_ERROR(writer->Finish());
-  for (const auto& set : p.plan.idx) sum.bytes_in += detail::PathBytes(set->images_path) + detail::PathBytes(set->labels_path);
+  for (const auto& set : p.plan.idx)
+    sum.bytes_in += detail::PathBytes(set->images_path) + detail::PathBytes(set->labels_path);
   CountSplits(p, written, &sum);
   sum.shards = writer->manifest().shards.size();
   for (const auto& s : writer->manifest().shards) sum.bytes_out += s.size_bytes;

@@ -44,7 +44,9 @@ extern "C" void PngRead(png_structp png, png_bytep out, size_t n) {
 // Owns a file descriptor.
 struct Fd {
   int fd = -1;
-  ~Fd() { if (fd >= 0) ::close(fd); }
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
 };
 
 }  // namespace
@@ -57,7 +59,8 @@ Status ReadFileBytes(const std::string& path, size_t limit, uint64_t max_size, s
   struct stat st;
   if (::fstat(f.fd, &st) != 0) return IOError(path + ": cannot stat: " + std::strerror(errno));
   *file_size = static_cast<uint64_t>(st.st_size);
-  if (*file_size > max_size) return ResourceExhausted(path + ": file too large (" + std::to_string(*file_size) + " bytes)");
+  if (*file_size > max_size)
+    return ResourceExhausted(path + ": file too large (" + std::to_string(*file_size) + " bytes)");
   size_t want = limit > 0 ? std::min<size_t>(limit, *file_size) : *file_size;
   out->resize(want);
   size_t done = 0;
@@ -105,7 +108,9 @@ bool ReadHeader(PngReader* r, PngHeader* h) {
   const int color = png_get_color_type(r->png, r->info);
   const int depth = png_get_bit_depth(r->png, r->info);
   const uint64_t stored_row = (uint64_t{png_get_image_width(r->png, r->info)} * png_get_channels(r->png, r->info) *
-                               static_cast<uint64_t>(depth) + 7) / 8;
+                                   static_cast<uint64_t>(depth) +
+                               7) /
+                              8;
   h->stored_bytes = uint64_t{png_get_image_height(r->png, r->info)} * stored_row;
   if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(r->png);
   if (png_get_valid(r->png, r->info, PNG_INFO_tRNS)) png_set_tRNS_to_alpha(r->png);
@@ -133,7 +138,8 @@ bool ReadRows(PngReader* r, png_bytep* rows) {
 Status Open(const std::string& path, const std::vector<uint8_t>& bytes, uint64_t file_size, uint64_t max_bytes,
             PngReader* r, PngHeader* h, ImageInfo* info) {
   if (bytes.empty()) return Corruption(path + ": empty file (0 bytes)");
-  if (bytes.size() < 8 || png_sig_cmp(bytes.data(), 0, 8) != 0) return Corruption(path + ": not a PNG file (bad signature)");
+  if (bytes.size() < 8 || png_sig_cmp(bytes.data(), 0, 8) != 0)
+    return Corruption(path + ": not a PNG file (bad signature)");
   r->data = bytes.data();
   r->size = bytes.size();
   r->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, r, PngError, PngWarning);
@@ -151,7 +157,8 @@ Status Open(const std::string& path, const std::vector<uint8_t>& bytes, uint64_t
   if (h->stored_bytes / kMaxDeflateRatio >= file_size) {
     return Corruption(path + ": the header claims " + std::to_string(h->width) + "x" + std::to_string(h->height) +
                       " pixels (" + std::to_string(h->stored_bytes) + " bytes of image data), but the file has only " +
-                      std::to_string(file_size) + " bytes (inflating at most " + std::to_string(kMaxDeflateRatio) + "x)");
+                      std::to_string(file_size) + " bytes (inflating at most " + std::to_string(kMaxDeflateRatio) +
+                      "x)");
   }
   RETURN_IF_ERROR(CheckDecodedSize(path, info->shape, info->dtype, max_bytes));
   auto need = ByteSize(info->shape, info->dtype);

@@ -60,9 +60,12 @@ Status ParseSpacing(const std::string& text, PreprocessOptions* o) {
 
 const char* NormalizationName(Normalization n) {
   switch (n) {
-    case Normalization::kNone: return "none";
-    case Normalization::kZScore: return "zscore";
-    case Normalization::kCt: return "ct";
+    case Normalization::kNone:
+      return "none";
+    case Normalization::kZScore:
+      return "zscore";
+    case Normalization::kCt:
+      return "ct";
   }
   return "?";
 }
@@ -116,7 +119,9 @@ std::string Join(const std::vector<double>& v) {
 }
 
 // Spatial spacing of a case in array axis order (ITK's x, y, z reversed).
-std::vector<double> ArraySpacing(const Geometry& g) { return std::vector<double>(g.spacing.rbegin(), g.spacing.rend()); }
+std::vector<double> ArraySpacing(const Geometry& g) {
+  return std::vector<double>(g.spacing.rbegin(), g.spacing.rend());
+}
 
 // nnU-Net's target spacing (preprocess.h, auto_spacing) from per-case spacings and shapes
 // (array order).
@@ -261,7 +266,8 @@ std::string DTypeNote(const char* field, DType out, const std::map<DType, int>& 
   }
   std::string s = std::string(field) + " dtype " + DTypeName(out) + ": inputs are " + inputs;
   if (normalized) return s + "; normalized values are floats" + (forced ? " (--dtype)" : "");
-  if (forced) return s + "; set by --dtype" + (exact ? "" : ", not every input value is exact in it (rounded, saturated)");
+  if (forced)
+    return s + "; set by --dtype" + (exact ? "" : ", not every input value is exact in it (rounded, saturated)");
   if (!exact) return s + "; no dtype holds all of them exactly, " + DTypeName(out) + " is the closest";
   return s + "; promoted to the smallest dtype that holds every input value exactly";
 }
@@ -285,7 +291,8 @@ Status FinishSchema(const std::vector<CaseInfo>& infos, const std::vector<bool>&
   FieldSpec& img = fields[static_cast<size_t>(image)];
   DType out = o.dtype.value_or(plan->normalize.empty() ? img.dtype : DType::kF32);
   if (!plan->normalize.empty() && !IsFloat(out)) {
-    return InvalidArgument(std::string("--normalize stores floats: --dtype must be f16, f32 or f64, not ") + DTypeName(out));
+    return InvalidArgument(std::string("--normalize stores floats: --dtype must be f16, f32 or f64, not ") +
+                           DTypeName(out));
   }
   const std::map<DType, int> image_seen = SeenDTypes(infos, ok, false), mask_seen = SeenDTypes(infos, ok, true);
   const bool normalized = !plan->normalize.empty();
@@ -308,7 +315,8 @@ Status FinishSchema(const std::vector<CaseInfo>& infos, const std::vector<bool>&
     record->image_dtype = static_cast<int>(fields.size());
     fields.push_back(ScalarField(std::string(kImageField) + kSourceDTypeSuffix, FieldKind::kString, kRoleSourceDType));
   }
-  if (has_mask && mask >= 0 && (mask_seen.size() > 1 || (!mask_seen.empty() && mask_seen.begin()->first != plan->mask_dtype))) {
+  if (has_mask && mask >= 0 &&
+      (mask_seen.size() > 1 || (!mask_seen.empty() && mask_seen.begin()->first != plan->mask_dtype))) {
     record->mask_dtype = static_cast<int>(fields.size());
     fields.push_back(ScalarField(std::string(kMaskField) + kSourceDTypeSuffix, FieldKind::kString, kRoleSourceDType));
   }

@@ -18,7 +18,7 @@
 
 namespace shardify::convert {
 
-enum class ImageInterp { kLinear, kCubic };  // cubic: third-order B-spline (nnU-Net's images)
+enum class ImageInterp { kLinear, kCubic };   // cubic: third-order B-spline (nnU-Net's images)
 enum class MaskInterp { kNearest, kLinear };  // linear: per label, nnU-Net's segmentations
 enum class Normalization { kNone, kZScore, kCt };
 

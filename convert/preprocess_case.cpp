@@ -186,7 +186,8 @@ Result<std::vector<double>> LabelValues(const DecodedImage& mask) {
   for (size_t i = 0; i < v.size(); ++i) {
     v[i] = ElementAsDouble(&mask.pixels[i * es], t);
     if (static_cast<double>(static_cast<float>(v[i])) != v[i] && !std::isnan(v[i])) {
-      return InvalidArgument("mask value " + std::to_string(v[i]) + " cannot be resampled exactly (ITK resamples floats)");
+      return InvalidArgument("mask value " + std::to_string(v[i]) +
+                             " cannot be resampled exactly (ITK resamples floats)");
     }
   }
   return v;
@@ -240,7 +241,8 @@ Status Resample(const PreprocessPlan& plan, CaseData* d, std::vector<float>* wor
   const Grid from{spatial, info.geometry};
   const Grid to = ResampledGrid(from, size);
   const int lowres = LowResAxis(source, plan.spacing);
-  const Interpolator interp = plan.options.image_interp == ImageInterp::kCubic ? Interpolator::kCubic : Interpolator::kLinear;
+  const Interpolator interp =
+      plan.options.image_interp == ImageInterp::kCubic ? Interpolator::kCubic : Interpolator::kLinear;
   std::vector<float> out;
   RETURN_IF_ERROR(ResampleSeparable(*work, info.shape[0], from, to, interp, lowres, &out));
   *work = std::move(out);

@@ -44,10 +44,10 @@ struct PreprocessPlan {
 // What a case was before preprocessing: its per-sample record.
 struct SourceRecord {
   DType image_dtype = DType::kU8, mask_dtype = DType::kU8;
-  Shape shape;                     // spatial, array axis order
-  Geometry geometry;               // ITK order; empty when the source has none
-  Shape crop_start, crop_size;     // array axis order, in source voxels
-  std::vector<ChannelNorm> norm;   // per channel, when normalized
+  Shape shape;                    // spatial, array axis order
+  Geometry geometry;              // ITK order; empty when the source has none
+  Shape crop_start, crop_size;    // array axis order, in source voxels
+  std::vector<ChannelNorm> norm;  // per channel, when normalized
 };
 
 // Schema positions of the record fields; -1 when absent.

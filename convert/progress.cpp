@@ -28,9 +28,8 @@ void ConsoleProgress::OnProgress(const Progress& p) {
     const int width = 30;
     std::string bar(static_cast<size_t>(frac * width), '#');
     bar.resize(width, '.');
-    std::fprintf(out_, "\r%-8s [%s] %3.0f%% %llu/%llu  %.0f files/s  ETA %.0f s   ", p.phase, bar.c_str(),
-                 frac * 100, static_cast<unsigned long long>(p.done), static_cast<unsigned long long>(p.total), rate,
-                 eta);
+    std::fprintf(out_, "\r%-8s [%s] %3.0f%% %llu/%llu  %.0f files/s  ETA %.0f s   ", p.phase, bar.c_str(), frac * 100,
+                 static_cast<unsigned long long>(p.done), static_cast<unsigned long long>(p.total), rate, eta);
     drawn_ = true;
   } else {
     std::fprintf(out_, "%s: %llu/%llu (%.0f%%), %.0f files/s, ETA %.0f s\n", p.phase,

@@ -50,7 +50,8 @@ Volume::Pointer MakeVolume(const float* data, const Grid& g) {
 }
 
 itk::InterpolateImageFunction<Volume, double>::Pointer MakeInterpolator(Interpolator interp) {
-  if (interp == Interpolator::kNearest) return itk::NearestNeighborInterpolateImageFunction<Volume, double>::New().GetPointer();
+  if (interp == Interpolator::kNearest)
+    return itk::NearestNeighborInterpolateImageFunction<Volume, double>::New().GetPointer();
   if (interp == Interpolator::kLinear) return itk::LinearInterpolateImageFunction<Volume, double>::New().GetPointer();
   auto spline = itk::BSplineInterpolateImageFunction<Volume, double, double>::New();
   spline->SetSplineOrder(3);

@@ -47,8 +47,8 @@ std::string Mismatch(const ImageInfo& ref, const ImageInfo& got, const char* wha
            ") differs from the dataset's " + ShapeToString(ref.shape);
   }
   if (got.geometry.spacing.size() != ref.geometry.spacing.size()) {
-    return std::string(what) + " has " + std::to_string(got.geometry.spacing.size()) + " spatial axes with geometry, the dataset has " +
-           std::to_string(ref.geometry.spacing.size());
+    return std::string(what) + " has " + std::to_string(got.geometry.spacing.size()) +
+           " spatial axes with geometry, the dataset has " + std::to_string(ref.geometry.spacing.size());
   }
   if ((got.kind == ImageKind::kNifti) != (ref.kind == ImageKind::kNifti)) {
     return std::string(what) + " mixes NIfTI with other image formats";
@@ -173,8 +173,7 @@ std::vector<size_t> Apportion(size_t n, const std::vector<std::pair<std::string,
 
 std::vector<size_t> AssignSplits(std::vector<CaseInput>& cases, const std::vector<bool>& ok,
                                  const std::vector<std::pair<std::string, double>>& split, uint64_t seed,
-                                 std::vector<std::string>* split_order,
-                                 const std::vector<std::string>& groups) {
+                                 std::vector<std::string>* split_order, const std::vector<std::string>& groups) {
   std::map<int64_t, std::vector<size_t>> strata;  // label -> cases needing a split
   for (size_t i = 0; i < cases.size(); ++i) {
     if (ok[i] && cases[i].split.empty() && (groups.empty() || split.empty())) strata[cases[i].label].push_back(i);
@@ -243,13 +242,16 @@ void PutGeometry(std::vector<FieldValue>& v, int at, const Geometry& g) {
 Result<SampleInput> BuildSample(const Schema& s, const CaseInput& in, CaseData&& d) {
   const FieldSpec& img = s.fields[s.image];
   if (d.image.info.dtype != img.dtype) {
-    return InvalidArgument(in.name + ": image dtype " + DTypeName(d.image.info.dtype) + " differs from the dataset's " + DTypeName(img.dtype));
+    return InvalidArgument(in.name + ": image dtype " + DTypeName(d.image.info.dtype) + " differs from the dataset's " +
+                           DTypeName(img.dtype));
   }
   if (!ShapeMatches(img.shape, d.image.info.shape)) {
-    return InvalidArgument(in.name + ": image shape " + ShapeToString(d.image.info.shape) + " does not fit the dataset's " + ShapeToString(img.shape));
+    return InvalidArgument(in.name + ": image shape " + ShapeToString(d.image.info.shape) +
+                           " does not fit the dataset's " + ShapeToString(img.shape));
   }
   if (s.mask >= 0 && d.has_mask && !ShapeMatches(s.fields[s.mask].shape, d.mask.info.shape)) {
-    return InvalidArgument((in.mask.empty() ? in.name : in.mask) + ": mask shape " + ShapeToString(d.mask.info.shape) + " does not fit the dataset's " + ShapeToString(s.fields[s.mask].shape));
+    return InvalidArgument((in.mask.empty() ? in.name : in.mask) + ": mask shape " + ShapeToString(d.mask.info.shape) +
+                           " does not fit the dataset's " + ShapeToString(s.fields[s.mask].shape));
   }
   SampleInput out;
   out.split = in.split;
@@ -259,7 +261,8 @@ Result<SampleInput> BuildSample(const Schema& s, const CaseInput& in, CaseData&&
     Shape ms = d.has_mask ? d.mask.info.shape : d.image.info.shape;
     if (!d.has_mask) ms[0] = 0;
     if (d.has_mask && d.mask.info.dtype != s.fields[s.mask].dtype) {
-      return InvalidArgument((in.mask.empty() ? in.name : in.mask) + ": mask dtype " + DTypeName(d.mask.info.dtype) + " differs from the dataset's " + DTypeName(s.fields[s.mask].dtype));
+      return InvalidArgument((in.mask.empty() ? in.name : in.mask) + ": mask dtype " + DTypeName(d.mask.info.dtype) +
+                             " differs from the dataset's " + DTypeName(s.fields[s.mask].dtype));
     }
     out.values[s.mask] = FieldValue::Array(std::move(d.mask.pixels), ms);
   }
@@ -270,12 +273,16 @@ Result<SampleInput> BuildSample(const Schema& s, const CaseInput& in, CaseData&&
     FieldValue& f = out.values[s.first_scalar + c];
     int64_t x = 0;
     double y = 0;
-    if (s.scalar_kinds[c] == FieldKind::kInt && ParseInt(v, &x)) f = FieldValue::Int(x);
-    else if (s.scalar_kinds[c] == FieldKind::kFloat && ParseDouble(v, &y)) f = FieldValue::Float(y);
-    else f = FieldValue::String(v);
+    if (s.scalar_kinds[c] == FieldKind::kInt && ParseInt(v, &x))
+      f = FieldValue::Int(x);
+    else if (s.scalar_kinds[c] == FieldKind::kFloat && ParseDouble(v, &y))
+      f = FieldValue::Float(y);
+    else
+      f = FieldValue::String(v);
   }
   if (s.image_geometry >= 0) {
-    if (d.image.info.geometry.spacing.size() != s.geometry_dims) return InvalidArgument(in.name + ": image has no geometry");
+    if (d.image.info.geometry.spacing.size() != s.geometry_dims)
+      return InvalidArgument(in.name + ": image has no geometry");
     PutGeometry(out.values, s.image_geometry, d.image.info.geometry);
   }
   if (s.image_header >= 0) out.values[s.image_header] = FieldValue::Bytes(std::move(d.image.nifti_header));

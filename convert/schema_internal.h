@@ -22,12 +22,12 @@ struct Schema {
   std::vector<FieldKind> scalar_kinds;
   int image_geometry = -1, image_header = -1;  // spacing, origin, direction follow
   int mask_geometry = -1, mask_header = -1;
-  size_t geometry_dims = 0;                    // S
+  size_t geometry_dims = 0;  // S
   bool mask_geometry_dims_match = true;
-  int fg_locations = -1;                       // "mask.fg_locations" (with --patch-size)
-  uint64_t fg_cap = 0;                         // at most this many rows per class
+  int fg_locations = -1;  // "mask.fg_locations" (with --patch-size)
+  uint64_t fg_cap = 0;    // at most this many rows per class
   uint64_t fg_seed = 0;
-  RecordFields record;                         // preprocessing record (FinishSchema)
+  RecordFields record;  // preprocessing record (FinishSchema)
 };
 
 // Field specs with a "role" meta (none for an empty role).
@@ -49,8 +49,7 @@ Schema BuildSchema(const SourcePlan& plan, const std::vector<CaseInfo>& infos, s
 // groups are assigned instead of cases (AssignGroupSplits).
 std::vector<size_t> AssignSplits(std::vector<CaseInput>& cases, const std::vector<bool>& ok,
                                  const std::vector<std::pair<std::string, double>>& split, uint64_t seed,
-                                 std::vector<std::string>* split_order,
-                                 const std::vector<std::string>& groups = {});
+                                 std::vector<std::string>* split_order, const std::vector<std::string>& groups = {});
 
 // --group-by: the group key of every case with ok[i] ("" for the others). `group_by` is a
 // layout's natural group ("case" for rle and nnunet, "day" for rle) or else an ECMAScript

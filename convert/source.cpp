@@ -1,6 +1,8 @@
 // Listing helpers and the folder, pairs, nifti and idx planners.
 #include "convert/source.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -10,8 +12,6 @@
 #include <map>
 #include <set>
 #include <sstream>
-
-#include <sys/stat.h>
 
 #include "convert/image_io.h"
 #include "convert/source_internal.h"
@@ -58,9 +58,11 @@ Status ListInto(const fs::path& dir, const std::string& prefix, bool recursive, 
     // The entry's type comes from readdir without a stat; only links are resolved.
     const bool link = it->is_symlink(sec);
     fs::file_type type = fs::file_type::unknown;
-    if (!sec) type = link ? fs::status(p, sec).type() : (it->is_directory(sec) ? fs::file_type::directory
-                                                        : it->is_regular_file(sec) ? fs::file_type::regular
-                                                                                   : fs::file_type::unknown);
+    if (!sec)
+      type = link ? fs::status(p, sec).type()
+                  : (it->is_directory(sec)      ? fs::file_type::directory
+                     : it->is_regular_file(sec) ? fs::file_type::regular
+                                                : fs::file_type::unknown);
     if (sec) {
       bad->push_back({p.string(), "cannot stat: " + sec.message()});
       continue;
@@ -77,8 +79,8 @@ Status ListInto(const fs::path& dir, const std::string& prefix, bool recursive, 
 
 }  // namespace
 
-Status ListFiles(const std::string& dir, bool recursive, std::vector<ListedFile>* files,
-                 std::vector<BadEntry>* bad, const std::string& excluded) {
+Status ListFiles(const std::string& dir, bool recursive, std::vector<ListedFile>* files, std::vector<BadEntry>* bad,
+                 const std::string& excluded) {
   RETURN_IF_ERROR(ListInto(fs::path(dir), "", recursive, KeyOf(excluded), files, bad));
   std::sort(files->begin(), files->end(), [](const ListedFile& a, const ListedFile& b) { return a.rel < b.rel; });
   std::sort(bad->begin(), bad->end(), [](const BadEntry& a, const BadEntry& b) { return a.path < b.path; });
@@ -125,21 +127,44 @@ Result<std::vector<std::vector<std::string>>> ParseCsv(const std::string& text, 
   for (size_t i = 0; i < text.size(); ++i) {
     char c = text[i];
     if (quoted) {
-      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') { field += '"'; ++i; }
-      else if (c == '"') quoted = false;
-      else { if (c == '\n') ++line; field += c; }
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        field += '"';
+        ++i;
+      } else if (c == '"')
+        quoted = false;
+      else {
+        if (c == '\n') ++line;
+        field += c;
+      }
       continue;
     }
-    if (c == '"') { quoted = true; any = true; }
-    else if (c == ',') { row.push_back(std::move(field)); field.clear(); any = true; }
-    else if (c == '\n' || c == '\r') {
+    if (c == '"') {
+      quoted = true;
+      any = true;
+    } else if (c == ',') {
+      row.push_back(std::move(field));
+      field.clear();
+      any = true;
+    } else if (c == '\n' || c == '\r') {
       if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
-      if (any || !field.empty()) { row.push_back(std::move(field)); rows.push_back(std::move(row)); }
-      field.clear(); row.clear(); any = false; ++line;
-    } else { field += c; any = true; }
+      if (any || !field.empty()) {
+        row.push_back(std::move(field));
+        rows.push_back(std::move(row));
+      }
+      field.clear();
+      row.clear();
+      any = false;
+      ++line;
+    } else {
+      field += c;
+      any = true;
+    }
   }
   if (quoted) return Corruption(path + ": unterminated quoted field at line " + std::to_string(line));
-  if (any || !field.empty()) { row.push_back(std::move(field)); rows.push_back(std::move(row)); }
+  if (any || !field.empty()) {
+    row.push_back(std::move(field));
+    rows.push_back(std::move(row));
+  }
   return rows;
 }
 
@@ -165,9 +190,15 @@ bool ParseDouble(const std::string& s, double* v) {
 std::string JsonQuote(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
-    if (c == '"' || c == '\\') { out += '\\'; out += c; }
-    else if (static_cast<unsigned char>(c) < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); out += b; }
-    else out += c;
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\u%04x", c);
+      out += b;
+    } else
+      out += c;
   }
   return out + "\"";
 }
@@ -191,7 +222,10 @@ Status PlanFolder(const std::string& src, const std::vector<std::string>&, Sourc
     RETURN_IF_ERROR(ListFiles(src + "/" + cls, true, &files, &plan->bad, plan->excluded));
     size_t n = 0;
     for (const auto& f : files) {
-      if (!IsImage(f.rel)) { ++plan->ignored_files; continue; }
+      if (!IsImage(f.rel)) {
+        ++plan->ignored_files;
+        continue;
+      }
       CaseInput in;
       in.name = cls + "/" + f.rel;
       in.images = {f.abs};
@@ -199,7 +233,9 @@ Status PlanFolder(const std::string& src, const std::vector<std::string>&, Sourc
       plan->cases.push_back(std::move(in));
       ++n;
     }
-    if (n == 0) plan->warnings.push_back(src + "/" + cls + ": class folder has no images (class kept, label " + std::to_string(c) + ")");
+    if (n == 0)
+      plan->warnings.push_back(src + "/" + cls + ": class folder has no images (class kept, label " +
+                               std::to_string(c) + ")");
   }
   return Status::Ok();
 }
@@ -208,7 +244,10 @@ Status PlanNifti(const std::string& src, const std::vector<std::string>&, Source
   std::vector<ListedFile> files;
   RETURN_IF_ERROR(ListFiles(src, true, &files, &plan->bad, plan->excluded));
   for (const auto& f : files) {
-    if (KindFromName(f.rel) != ImageKind::kNifti) { ++plan->ignored_files; continue; }
+    if (KindFromName(f.rel) != ImageKind::kNifti) {
+      ++plan->ignored_files;
+      continue;
+    }
     CaseInput in;
     in.name = f.rel;
     in.images = {f.abs};
@@ -236,11 +275,17 @@ Status PlanPairs(const std::string& src, const std::vector<std::string>&, Source
   RETURN_IF_ERROR(ListFiles(src + "/masks", true, &masks, &plan->bad, plan->excluded));
   std::map<std::string, std::string> by_stem;
   for (const auto& m : masks) {
-    if (IsImage(m.rel)) by_stem[Stem(m.rel)] = m.abs; else ++plan->ignored_files;
+    if (IsImage(m.rel))
+      by_stem[Stem(m.rel)] = m.abs;
+    else
+      ++plan->ignored_files;
   }
   plan->has_mask = true;
   for (const auto& f : images) {
-    if (!IsImage(f.rel)) { ++plan->ignored_files; continue; }
+    if (!IsImage(f.rel)) {
+      ++plan->ignored_files;
+      continue;
+    }
     auto it = by_stem.find(Stem(f.rel));
     if (it == by_stem.end()) {
       plan->bad.push_back({f.abs, "no matching mask in " + src + "/masks"});
@@ -266,17 +311,18 @@ std::string SplitForIdxPrefix(const std::string& prefix) {
   return prefix;
 }
 
-Status LoadIdxSet(const std::string& images, const std::string& labels, const std::string& split,
-                  SourcePlan* plan) {
+Status LoadIdxSet(const std::string& images, const std::string& labels, const std::string& split, SourcePlan* plan) {
   auto set = std::make_shared<IdxSet>();
   set->images_path = images;
   set->labels_path = labels;
   ASSIGN_OR_RETURN(set->images, ReadIdx(images));
   ASSIGN_OR_RETURN(set->labels, ReadIdx(labels));
   const Shape& s = set->images.shape;
-  if (s.size() != 3 && s.size() != 4) return Unsupported(images + ": expected [N, H, W] or [N, H, W, C] images, got " + ShapeToString(s));
+  if (s.size() != 3 && s.size() != 4)
+    return Unsupported(images + ": expected [N, H, W] or [N, H, W, C] images, got " + ShapeToString(s));
   if (set->labels.shape.size() != 1 || set->labels.shape[0] != s[0]) {
-    return Corruption(labels + ": " + ShapeToString(set->labels.shape) + " labels do not match " + std::to_string(s[0]) + " images in " + images);
+    return Corruption(labels + ": " + ShapeToString(set->labels.shape) + " labels do not match " +
+                      std::to_string(s[0]) + " images in " + images);
   }
   if (set->labels.dtype != DType::kU8) return Unsupported(labels + ": labels must be unsigned bytes");
   const int set_index = static_cast<int>(plan->idx.size());
@@ -306,7 +352,10 @@ Status PlanIdx(const std::string& src, const std::vector<std::string>& class_nam
   }
   for (const auto& f : files) {
     size_t k = f.rel.find("-images");
-    if (!IsIdxName(f.rel)) { ++plan->ignored_files; continue; }
+    if (!IsIdxName(f.rel)) {
+      ++plan->ignored_files;
+      continue;
+    }
     if (k == std::string::npos) continue;
     std::string prefix = f.rel.substr(0, k);
     auto it = labels.find(prefix);

@@ -34,12 +34,12 @@ struct CaseInput {
   std::vector<std::string> images;  // image files (several = channels, stacked in order)
   std::string mask;                 // mask file; empty when none
   int64_t label = -1;
-  std::string split;                // empty: assigned from --split (or "train")
-  std::vector<std::string> scalars; // csv: values of SourcePlan::scalar_columns
-  int idx_set = -1;                 // idx: index into SourcePlan::idx
-  int64_t idx_item = -1;            // idx: position in that set
-  std::vector<std::string> rle;     // rle: one run-length string per mask channel
-  std::vector<double> spacing;      // rle: pixel spacing from the file name (x, y)
+  std::string split;                 // empty: assigned from --split (or "train")
+  std::vector<std::string> scalars;  // csv: values of SourcePlan::scalar_columns
+  int idx_set = -1;                  // idx: index into SourcePlan::idx
+  int64_t idx_item = -1;             // idx: position in that set
+  std::vector<std::string> rle;      // rle: one run-length string per mask channel
+  std::vector<double> spacing;       // rle: pixel spacing from the file name (x, y)
 };
 
 struct IdxSet {
@@ -54,20 +54,20 @@ struct BadEntry {
 
 struct SourcePlan {
   Layout layout = Layout::kAuto;
-  std::string root;                        // directory paths are relative to
+  std::string root;  // directory paths are relative to
   std::vector<CaseInput> cases;
-  std::vector<std::string> classes;        // label i is classes[i]
-  std::vector<std::string> scalar_columns; // csv extra columns
-  bool has_mask = false;                   // every case has a mask (or rle strings)
-  bool unlabeled_masks = false;            // some cases (nnU-Net imagesTs) have no mask
-  std::string mask_labels_json;            // mask meta "labels"
-  bool multi_label_mask = false;           // mask meta "multi_label": one channel per class
-  std::string channel_names_json;          // image meta "channel_names"
+  std::vector<std::string> classes;         // label i is classes[i]
+  std::vector<std::string> scalar_columns;  // csv extra columns
+  bool has_mask = false;                    // every case has a mask (or rle strings)
+  bool unlabeled_masks = false;             // some cases (nnU-Net imagesTs) have no mask
+  std::string mask_labels_json;             // mask meta "labels"
+  bool multi_label_mask = false;            // mask meta "multi_label": one channel per class
+  std::string channel_names_json;           // image meta "channel_names"
   std::vector<std::shared_ptr<const IdxSet>> idx;
-  std::vector<BadEntry> bad;               // entries that could not become cases
-  std::vector<std::string> warnings;       // e.g. empty class folders
+  std::vector<BadEntry> bad;          // entries that could not become cases
+  std::vector<std::string> warnings;  // e.g. empty class folders
   uint64_t ignored_files = 0;
-  std::string excluded;                    // a directory never read as input ("" none)
+  std::string excluded;  // a directory never read as input ("" none)
 };
 
 // Picks a layout for `src` (a directory or a .csv file) or says why none fits. The
@@ -78,7 +78,7 @@ Result<Layout> DetectLayout(const std::string& src, const std::string& excluded 
 // integer labels (idx, csv with numeric labels) and must cover every label. `excluded`
 // is a directory never enumerated, however its path is spelled: the destination, which
 // may lie inside the source (it would otherwise become a class folder or add inputs).
-Result<SourcePlan> PlanSource(const std::string& src, Layout layout,
-                              const std::vector<std::string>& class_names, const std::string& excluded = "");
+Result<SourcePlan> PlanSource(const std::string& src, Layout layout, const std::vector<std::string>& class_names,
+                              const std::string& excluded = "");
 
 }  // namespace shardify::convert

@@ -18,8 +18,8 @@ struct ListedFile {
 // Regular files under `dir` (recursively when `recursive`), sorted by `rel`. Entries whose
 // status fails go to `bad`; hidden entries are skipped; directory symlinks are not followed;
 // the directory `excluded` (SourcePlan::excluded; "" for none) is never entered.
-Status ListFiles(const std::string& dir, bool recursive, std::vector<ListedFile>* files,
-                 std::vector<BadEntry>* bad, const std::string& excluded);
+Status ListFiles(const std::string& dir, bool recursive, std::vector<ListedFile>* files, std::vector<BadEntry>* bad,
+                 const std::string& excluded);
 
 // Sorted names of the non-hidden subdirectories of `dir`, other than `excluded`. Directory
 // symlinks are not followed: their names go to `links` (when non-null), not to the result.

@@ -1,8 +1,7 @@
 // The csv, nnunet and rle planners: layouts described by a table or a JSON file.
-#include <nlohmann/json.hpp>
-
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "convert/image_io.h"
@@ -27,9 +26,8 @@ int Column(const std::vector<std::string>& header, const char* name) {
 }
 
 // Labels as integers when every non-empty value is one; else class names, sorted.
-Status CsvLabels(const std::vector<std::vector<std::string>>& rows, int col,
-                 const std::vector<std::string>& names, const std::string& csv,
-                 std::vector<int64_t>* labels, std::vector<std::string>* classes) {
+Status CsvLabels(const std::vector<std::vector<std::string>>& rows, int col, const std::vector<std::string>& names,
+                 const std::string& csv, std::vector<int64_t>* labels, std::vector<std::string>* classes) {
   bool numeric = true;
   std::set<std::string> distinct;
   for (size_t r = 1; r < rows.size(); ++r) {
@@ -52,7 +50,8 @@ Status CsvLabels(const std::vector<std::vector<std::string>>& rows, int col,
       }
     } else {
       auto it = std::find(classes->begin(), classes->end(), v);
-      if (it == classes->end()) return InvalidArgument(csv + ": line " + std::to_string(r + 1) + ": label '" + v + "' is not in --classes");
+      if (it == classes->end())
+        return InvalidArgument(csv + ": line " + std::to_string(r + 1) + ": label '" + v + "' is not in --classes");
       x = it - classes->begin();
     }
     (*labels)[r] = x;
@@ -87,7 +86,8 @@ Status PlanCsv(const std::string& csv, const std::vector<std::string>& class_nam
     const auto& row = rows[r];
     std::string where = csv + ": line " + std::to_string(r + 1);
     if (row.size() != header.size()) {
-      plan->bad.push_back({where, "expected " + std::to_string(header.size()) + " columns, found " + std::to_string(row.size())});
+      plan->bad.push_back(
+          {where, "expected " + std::to_string(header.size()) + " columns, found " + std::to_string(row.size())});
       continue;
     }
     if (row[image].empty() || (mask >= 0 && row[mask].empty())) {
@@ -133,11 +133,14 @@ Status ListNnunetFolder(const std::string& dir, const std::string& ending, Sourc
   return Status::Ok();
 }
 
-void AddNnunetCases(const std::string& src, const std::string& folder, const std::string& ending,
-                    int channels, bool labeled, SourcePlan* plan) {
+void AddNnunetCases(const std::string& src, const std::string& folder, const std::string& ending, int channels,
+                    bool labeled, SourcePlan* plan) {
   std::map<std::string, NnunetCase> cases;
   Status s = ListNnunetFolder(src + "/" + folder, ending, plan, &cases);
-  if (!s.ok()) { plan->bad.push_back({src + "/" + folder, s.message()}); return; }
+  if (!s.ok()) {
+    plan->bad.push_back({src + "/" + folder, s.message()});
+    return;
+  }
   for (const auto& [name, c] : cases) {
     CaseInput in;
     in.name = folder + "/" + name;
@@ -145,13 +148,16 @@ void AddNnunetCases(const std::string& src, const std::string& folder, const std
     std::string missing;
     for (int k = 0; k < channels; ++k) {
       auto it = c.channels.find(k);
-      if (it == c.channels.end()) { missing += (missing.empty() ? "" : ", ") + std::to_string(k); continue; }
+      if (it == c.channels.end()) {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+        continue;
+      }
       in.images.push_back(it->second);
     }
     if (!missing.empty() || static_cast<int>(c.channels.size()) != channels) {
       plan->bad.push_back({src + "/" + in.name, "case has channels " + std::to_string(c.channels.size()) +
-                                                " files but dataset.json names " + std::to_string(channels) +
-                                                (missing.empty() ? "" : " (missing channel " + missing + ")")});
+                                                    " files but dataset.json names " + std::to_string(channels) +
+                                                    (missing.empty() ? "" : " (missing channel " + missing + ")")});
       continue;
     }
     if (labeled) {
@@ -177,13 +183,15 @@ Status PlanNnunet(const std::string& src, const std::vector<std::string>&, Sourc
   nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Corruption(json_path + ": not valid JSON");
   const nlohmann::ordered_json* names = j.contains("channel_names") ? &j["channel_names"]
-                                : j.contains("modality") ? &j["modality"] : nullptr;
+                                        : j.contains("modality")    ? &j["modality"]
+                                                                    : nullptr;
   if (names == nullptr || !names->is_object() || names->empty()) {
     return Corruption(json_path + ": missing 'channel_names' object");
   }
   std::string ending = ".nii.gz";
   if (j.contains("file_ending") && j["file_ending"].is_string()) ending = j["file_ending"].get<std::string>();
-  if (KindFromName("x" + ending) != ImageKind::kNifti) return Unsupported(json_path + ": file_ending " + ending + " (only NIfTI)");
+  if (KindFromName("x" + ending) != ImageKind::kNifti)
+    return Unsupported(json_path + ": file_ending " + ending + " (only NIfTI)");
   plan->channel_names_json = names->dump();
   if (j.contains("labels")) plan->mask_labels_json = j["labels"].dump();
   plan->has_mask = true;
@@ -203,7 +211,11 @@ bool ParseSliceName(const std::string& n, std::string* slice, std::vector<double
   std::vector<std::string> parts;
   std::string cur;
   for (char c : n.substr(0, n.size() - 4)) {
-    if (c == '_') { parts.push_back(cur); cur.clear(); } else cur += c;
+    if (c == '_') {
+      parts.push_back(cur);
+      cur.clear();
+    } else
+      cur += c;
   }
   parts.push_back(cur);
   if (parts.size() != 6) return false;

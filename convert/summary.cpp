@@ -56,7 +56,10 @@ std::string HumanBytes(uint64_t b) {
   const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(b);
   int u = 0;
-  while (v >= 1024 && u < 4) { v /= 1024; ++u; }
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
   std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, unit[u]);
   return buf;
 }
@@ -95,9 +98,12 @@ std::string FormatSummary(const ConvertSummary& s) {
   } else if (!s.dry_run) {
     char line[256];
     double ratio = s.bytes_in > 0 ? static_cast<double>(s.bytes_out) / static_cast<double>(s.bytes_in) : 0.0;
-    std::snprintf(line, sizeof line, "  bytes in %s, out %s (%zu shard%s), ratio %.3f%s\n", detail::HumanBytes(s.bytes_in).c_str(),
-                  detail::HumanBytes(s.bytes_out).c_str(), static_cast<size_t>(s.shards), s.shards == 1 ? "" : "s", ratio,
-                  s.codec == "raw" ? ", stored raw" : s.dictionary ? ", zstd dictionary" : "");
+    std::snprintf(line, sizeof line, "  bytes in %s, out %s (%zu shard%s), ratio %.3f%s\n",
+                  detail::HumanBytes(s.bytes_in).c_str(), detail::HumanBytes(s.bytes_out).c_str(),
+                  static_cast<size_t>(s.shards), s.shards == 1 ? "" : "s", ratio,
+                  s.codec == "raw" ? ", stored raw"
+                  : s.dictionary   ? ", zstd dictionary"
+                                   : "");
     o << line;
   }
   char t[128];

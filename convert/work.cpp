@@ -1,10 +1,4 @@
 // Threaded work of the pipeline (see work_internal.h).
-#include "convert/work_internal.h"
-
-#include "format/fields.h"
-#include "format/file.h"
-#include "format/parallel.h"
-
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -12,6 +6,10 @@
 #include <mutex>
 #include <thread>
 
+#include "convert/work_internal.h"
+#include "format/fields.h"
+#include "format/file.h"
+#include "format/parallel.h"
 
 namespace shardify::convert::detail {
 namespace {
@@ -24,7 +22,8 @@ class ThreadGroup {
   ~ThreadGroup() { Join(); }
   void Add(std::function<void()> fn) { threads_.emplace_back(std::move(fn)); }
   void Join() {
-    for (auto& t : threads_) if (t.joinable()) t.join();
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
     threads_.clear();
   }
 
@@ -46,8 +45,8 @@ uint64_t PathBytes(const std::string& path) {
   return size.ok() ? *size : 0;
 }
 
-Status ParallelFor(size_t n, int threads, const std::atomic<bool>* cancel, const char* phase,
-                   ProgressSink* progress, const std::function<void(size_t)>& fn) {
+Status ParallelFor(size_t n, int threads, const std::atomic<bool>* cancel, const char* phase, ProgressSink* progress,
+                   const std::function<void(size_t)>& fn) {
   shardify::ParallelFor(
       n, static_cast<size_t>(std::max(1, threads)), [&](size_t i, size_t) { fn(i); },
       [&](size_t done) {
@@ -74,7 +73,10 @@ Slot EncodeCase(const EncodeJob& job, size_t case_index, Encoder& encoder) {
   Slot s;
   std::vector<uint8_t> cached = std::move((*job.small_files)[case_index]);
   auto data = DecodeCase(*job.plan, in, &cached, job.max_sample_bytes);
-  if (!data.ok()) { s.status = data.status(); return s; }
+  if (!data.ok()) {
+    s.status = data.status();
+    return s;
+  }
   const uint64_t known = data->image.info.file_bytes;
   if (in.idx_set < 0) s.bytes = in.images.size() == 1 && in.mask.empty() && known > 0 ? known : CaseBytes(in);
   SourceRecord record;
@@ -83,12 +85,19 @@ Slot EncodeCase(const EncodeJob& job, size_t case_index, Encoder& encoder) {
     if (!s.status.ok()) return s;
   }
   auto sample = BuildSample(*job.schema, in, std::move(data).value());
-  if (!sample.ok()) { s.status = sample.status(); return s; }
+  if (!sample.ok()) {
+    s.status = sample.status();
+    return s;
+  }
   const Schema& schema = *job.schema;
   PutRecord(schema.record, record, &sample->values);
   if (schema.fg_locations >= 0) {
-    auto loc = FgLocations(schema.fields[schema.mask], sample->values[schema.mask], schema.fg_cap, schema.fg_seed, case_index);
-    if (!loc.ok()) { s.status = loc.status().WithContext(in.name); return s; }
+    auto loc =
+        FgLocations(schema.fields[schema.mask], sample->values[schema.mask], schema.fg_cap, schema.fg_seed, case_index);
+    if (!loc.ok()) {
+      s.status = loc.status().WithContext(in.name);
+      return s;
+    }
     sample->values[schema.fg_locations] = std::move(loc).value();
   }
   auto encoded = encoder.Encode(std::move(sample).value());
@@ -165,8 +174,12 @@ Result<std::vector<CaseFailure>> EncodeAll(const EncodeJob& job, bool skip, std:
     Slot s;
     {
       std::unique_lock<std::mutex> l(seq.mu);
-      while (!seq.slots[j % window].ready && !IsSet(job.cancel)) seq.ready_cv.wait_for(l, std::chrono::milliseconds(50));
-      if (IsSet(job.cancel)) { result = Cancelled("conversion cancelled"); break; }
+      while (!seq.slots[j % window].ready && !IsSet(job.cancel))
+        seq.ready_cv.wait_for(l, std::chrono::milliseconds(50));
+      if (IsSet(job.cancel)) {
+        result = Cancelled("conversion cancelled");
+        break;
+      }
       s = std::move(seq.slots[j % window]);
       seq.slots[j % window] = Slot{};
       seq.consumed = j + 1;
@@ -216,7 +229,8 @@ Status TrainDictionaries(const EncodeJob& job, uint64_t max_sample_bytes, Conver
   const Schema& schema = *job.schema;
   auto train = [&](const char* field, std::vector<std::vector<uint8_t>>& samples) {
     std::vector<std::vector<uint8_t>> use;
-    for (auto& s : samples) if (!s.empty()) use.push_back(std::move(s));
+    for (auto& s : samples)
+      if (!s.empty()) use.push_back(std::move(s));
     Status t = writer.TrainDictionary(field, use);
     if (!t.ok()) sum->warnings.push_back(std::string("no dictionary for field ") + field + ": " + t.ToString());
     return t.ok();

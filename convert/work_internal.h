@@ -4,8 +4,8 @@
 
 #include <atomic>
 #include <functional>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "convert/convert.h"
@@ -17,8 +17,8 @@ namespace shardify::convert::detail {
 // Runs fn(i) for i in [0, n) on `threads` threads; the calling thread reports progress
 // (phase `phase`) and stops handing out work once `cancel` is set (then returns Cancelled).
 // fn must not throw.
-Status ParallelFor(size_t n, int threads, const std::atomic<bool>* cancel, const char* phase,
-                   ProgressSink* progress, const std::function<void(size_t)>& fn);
+Status ParallelFor(size_t n, int threads, const std::atomic<bool>* cancel, const char* phase, ProgressSink* progress,
+                   const std::function<void(size_t)>& fn);
 
 // Runs fn(); a failed allocation becomes ResourceExhausted naming `input` (see
 // CatchAllocationFailure): a sample too large for the memory at hand fails, or is
@@ -36,12 +36,12 @@ struct EncodeJob {
   const std::vector<size_t>* order;  // cases to write, in output order
   DatasetWriter* writer;
   int threads;
-  size_t window;                      // 0: 16 per thread
+  size_t window;  // 0: 16 per thread
   const std::atomic<bool>* cancel;
   ProgressSink* progress;
   std::vector<std::vector<uint8_t>>* small_files;  // per case, from inspection; consumed
-  uint64_t max_sample_bytes;          // per file decoded, see ConvertOptions
-  const PreprocessPlan* preprocess = nullptr;  // applied to every decoded case when set
+  uint64_t max_sample_bytes;                       // per file decoded, see ConvertOptions
+  const PreprocessPlan* preprocess = nullptr;      // applied to every decoded case when set
 };
 
 struct CaseFailure {

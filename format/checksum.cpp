@@ -14,8 +14,6 @@ Checksum64Stream::~Checksum64Stream() { XXH3_freeState(static_cast<XXH3_state_t*
 void Checksum64Stream::Update(const void* data, size_t size) {
   XXH3_64bits_update(static_cast<XXH3_state_t*>(state_), data, size);
 }
-uint64_t Checksum64Stream::Digest() const {
-  return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(state_));
-}
+uint64_t Checksum64Stream::Digest() const { return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(state_)); }
 
 }  // namespace shardify

@@ -1,7 +1,7 @@
-#include "format/chunks_internal.h"
-
 #include <algorithm>
 #include <cstring>
+
+#include "format/chunks_internal.h"
 
 namespace shardify::detail {
 
@@ -29,8 +29,8 @@ void ChunkBox(const ChunkGrid& g, uint64_t k, Shape* origin, Shape* extent) {
   }
 }
 
-void CopyBox(const uint8_t* src, const Shape& src_shape, const Shape& src_origin, uint8_t* dst,
-             const Shape& dst_shape, const Shape& dst_origin, const Shape& box, size_t elem) {
+void CopyBox(const uint8_t* src, const Shape& src_shape, const Shape& src_origin, uint8_t* dst, const Shape& dst_shape,
+             const Shape& dst_origin, const Shape& box, size_t elem) {
   const size_t rank = box.size();
   for (int64_t d : box)
     if (d <= 0) return;

@@ -24,7 +24,7 @@ void ChunkBox(const ChunkGrid& g, uint64_t k, Shape* origin, Shape* extent);
 // Copies the box of size `box` at src_origin in src (shape src_shape) to dst_origin in dst
 // (shape dst_shape). Both arrays row-major with elements of `elem` bytes. Preconditions:
 // the box lies inside both arrays; rank <= kMaxRank.
-void CopyBox(const uint8_t* src, const Shape& src_shape, const Shape& src_origin, uint8_t* dst,
-             const Shape& dst_shape, const Shape& dst_origin, const Shape& box, size_t elem);
+void CopyBox(const uint8_t* src, const Shape& src_shape, const Shape& src_origin, uint8_t* dst, const Shape& dst_shape,
+             const Shape& dst_origin, const Shape& box, size_t elem);
 
 }  // namespace shardify::detail

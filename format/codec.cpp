@@ -7,8 +7,7 @@
 
 namespace shardify::detail {
 
-Result<std::shared_ptr<const ZstdDictionary>> ZstdDictionary::Create(const std::vector<uint8_t>& bytes,
-                                                                     int level) {
+Result<std::shared_ptr<const ZstdDictionary>> ZstdDictionary::Create(const std::vector<uint8_t>& bytes, int level) {
   std::shared_ptr<ZstdDictionary> d(new ZstdDictionary());
   d->cdict_ = ZSTD_createCDict(bytes.data(), bytes.size(), level);
   d->ddict_ = ZSTD_createDDict(bytes.data(), bytes.size());
@@ -24,8 +23,8 @@ ZstdDictionary::~ZstdDictionary() {
 Compressor::Compressor(int level) : cctx_(ZSTD_createCCtx()), level_(level) {}
 Compressor::~Compressor() { ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(cctx_)); }
 
-Result<Codec> Compressor::Compress(const uint8_t* src, size_t size, const ZstdDictionary* dict,
-                                   double min_ratio, std::vector<uint8_t>* out, int level) {
+Result<Codec> Compressor::Compress(const uint8_t* src, size_t size, const ZstdDictionary* dict, double min_ratio,
+                                   std::vector<uint8_t>* out, int level) {
   auto* cctx = static_cast<ZSTD_CCtx*>(cctx_);
   if (cctx == nullptr) return ResourceExhausted("cannot create a zstd context");
   out->resize(ZSTD_compressBound(size));
@@ -45,8 +44,8 @@ Result<Codec> Compressor::Compress(const uint8_t* src, size_t size, const ZstdDi
   return Codec::kRaw;
 }
 
-Status DecodeBlob(Codec codec, const uint8_t* stored, uint64_t stored_size, uint64_t raw_size, void* dst,
-                  void* dctx, const ZstdDictionary* dict) {
+Status DecodeBlob(Codec codec, const uint8_t* stored, uint64_t stored_size, uint64_t raw_size, void* dst, void* dctx,
+                  const ZstdDictionary* dict) {
   if (codec == Codec::kRaw) {
     if (stored_size != raw_size)
       return Corruption(std::string("raw blob of ") + std::to_string(stored_size) + " bytes, expected " +
@@ -65,10 +64,9 @@ Status DecodeBlob(Codec codec, const uint8_t* stored, uint64_t stored_size, uint
                       ", expected " + std::to_string(raw_size));
   auto* ctx = static_cast<ZSTD_DCtx*>(dctx);
   if (ctx == nullptr) return ResourceExhausted("no zstd decompression context (out of memory when it was made)");
-  const size_t n = codec == Codec::kZstdDict
-                       ? ZSTD_decompress_usingDDict(ctx, dst, raw_size, stored, stored_size,
-                                                    static_cast<const ZSTD_DDict*>(dict->ddict()))
-                       : ZSTD_decompressDCtx(ctx, dst, raw_size, stored, stored_size);
+  const size_t n = codec == Codec::kZstdDict ? ZSTD_decompress_usingDDict(ctx, dst, raw_size, stored, stored_size,
+                                                                          static_cast<const ZSTD_DDict*>(dict->ddict()))
+                                             : ZSTD_decompressDCtx(ctx, dst, raw_size, stored, stored_size);
   if (ZSTD_isError(n)) return Corruption(std::string("zstd: ") + ZSTD_getErrorName(n));
   if (n != raw_size)
     return Corruption(std::string("decoded ") + std::to_string(n) + " bytes, expected " + std::to_string(raw_size));
@@ -94,9 +92,12 @@ void Unshuffle(const uint8_t* src, uint8_t* dst, size_t n) {
 
 void ByteShuffle(const uint8_t* src, uint8_t* dst, size_t n, size_t elem) {
   switch (elem) {
-    case 2: return Shuffle<2>(src, dst, n);
-    case 4: return Shuffle<4>(src, dst, n);
-    case 8: return Shuffle<8>(src, dst, n);
+    case 2:
+      return Shuffle<2>(src, dst, n);
+    case 4:
+      return Shuffle<4>(src, dst, n);
+    case 8:
+      return Shuffle<8>(src, dst, n);
     default:
       for (size_t i = 0; i < n; ++i)
         for (size_t k = 0; k < elem; ++k) dst[k * n + i] = src[i * elem + k];
@@ -105,9 +106,12 @@ void ByteShuffle(const uint8_t* src, uint8_t* dst, size_t n, size_t elem) {
 
 void ByteUnshuffle(const uint8_t* src, uint8_t* dst, size_t n, size_t elem) {
   switch (elem) {
-    case 2: return Unshuffle<2>(src, dst, n);
-    case 4: return Unshuffle<4>(src, dst, n);
-    case 8: return Unshuffle<8>(src, dst, n);
+    case 2:
+      return Unshuffle<2>(src, dst, n);
+    case 4:
+      return Unshuffle<4>(src, dst, n);
+    case 8:
+      return Unshuffle<8>(src, dst, n);
     default:
       for (size_t i = 0; i < n; ++i)
         for (size_t k = 0; k < elem; ++k) dst[i * elem + k] = src[k * n + i];
@@ -138,7 +142,8 @@ void Undelta(const uint8_t* src, uint8_t* dst, size_t rows, size_t cols) {
     U acc = 0;
     for (size_t r = 0; r < rows; ++r) {
       U d = 0;
-      for (size_t b = 0; b < E; ++b) d = static_cast<U>(d | static_cast<U>(static_cast<U>(src[(c * E + b) * rows + r]) << (8 * b)));
+      for (size_t b = 0; b < E; ++b)
+        d = static_cast<U>(d | static_cast<U>(static_cast<U>(src[(c * E + b) * rows + r]) << (8 * b)));
       acc = static_cast<U>(acc + d);
       std::memcpy(dst + (r * cols + c) * E, &acc, E);
     }
@@ -149,24 +154,31 @@ void Undelta(const uint8_t* src, uint8_t* dst, size_t rows, size_t cols) {
 
 void DeltaColumns(const uint8_t* src, uint8_t* dst, size_t rows, size_t cols, size_t elem) {
   switch (elem) {
-    case 1: return Delta<uint8_t>(src, dst, rows, cols);
-    case 2: return Delta<uint16_t>(src, dst, rows, cols);
-    case 4: return Delta<uint32_t>(src, dst, rows, cols);
-    default: return Delta<uint64_t>(src, dst, rows, cols);
+    case 1:
+      return Delta<uint8_t>(src, dst, rows, cols);
+    case 2:
+      return Delta<uint16_t>(src, dst, rows, cols);
+    case 4:
+      return Delta<uint32_t>(src, dst, rows, cols);
+    default:
+      return Delta<uint64_t>(src, dst, rows, cols);
   }
 }
 
 void UndoDeltaColumns(const uint8_t* src, uint8_t* dst, size_t rows, size_t cols, size_t elem) {
   switch (elem) {
-    case 1: return Undelta<uint8_t>(src, dst, rows, cols);
-    case 2: return Undelta<uint16_t>(src, dst, rows, cols);
-    case 4: return Undelta<uint32_t>(src, dst, rows, cols);
-    default: return Undelta<uint64_t>(src, dst, rows, cols);
+    case 1:
+      return Undelta<uint8_t>(src, dst, rows, cols);
+    case 2:
+      return Undelta<uint16_t>(src, dst, rows, cols);
+    case 4:
+      return Undelta<uint32_t>(src, dst, rows, cols);
+    default:
+      return Undelta<uint64_t>(src, dst, rows, cols);
   }
 }
 
-Result<std::vector<uint8_t>> TrainZstdDictionary(const std::vector<std::vector<uint8_t>>& samples,
-                                                 size_t dict_bytes) {
+Result<std::vector<uint8_t>> TrainZstdDictionary(const std::vector<std::vector<uint8_t>>& samples, size_t dict_bytes) {
   std::vector<uint8_t> joined;
   std::vector<size_t> sizes;
   for (const auto& s : samples) {
@@ -174,8 +186,8 @@ Result<std::vector<uint8_t>> TrainZstdDictionary(const std::vector<std::vector<u
     sizes.push_back(s.size());
   }
   std::vector<uint8_t> dict(dict_bytes);
-  const size_t n = ZDICT_trainFromBuffer(dict.data(), dict.size(), joined.data(), sizes.data(),
-                                         static_cast<unsigned>(sizes.size()));
+  const size_t n =
+      ZDICT_trainFromBuffer(dict.data(), dict.size(), joined.data(), sizes.data(), static_cast<unsigned>(sizes.size()));
   if (ZDICT_isError(n))
     return InvalidArgument(std::string("zstd dictionary training failed: ") + ZDICT_getErrorName(n));
   dict.resize(n);

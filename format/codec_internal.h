@@ -49,8 +49,8 @@ class Compressor {
 // Decodes `stored` into dst (exactly raw_size bytes). Never writes past dst + raw_size and
 // checks that the frame declares and produces exactly raw_size bytes. Allocates nothing
 // unless it fails; callers add where the blob is to the error.
-Status DecodeBlob(Codec codec, const uint8_t* stored, uint64_t stored_size, uint64_t raw_size, void* dst,
-                  void* dctx, const ZstdDictionary* dict);
+Status DecodeBlob(Codec codec, const uint8_t* stored, uint64_t stored_size, uint64_t raw_size, void* dst, void* dctx,
+                  const ZstdDictionary* dict);
 
 // Byte shuffle of `n` elements of `elem` bytes (Filter::kByteShuffle): dst[k * n + i] =
 // src[i * elem + k], and its inverse. src and dst hold n * elem bytes and do not overlap.
@@ -64,7 +64,6 @@ void ByteUnshuffle(const uint8_t* src, uint8_t* dst, size_t n, size_t elem);
 void DeltaColumns(const uint8_t* src, uint8_t* dst, size_t rows, size_t cols, size_t elem);
 void UndoDeltaColumns(const uint8_t* src, uint8_t* dst, size_t rows, size_t cols, size_t elem);
 
-Result<std::vector<uint8_t>> TrainZstdDictionary(const std::vector<std::vector<uint8_t>>& samples,
-                                                 size_t dict_bytes);
+Result<std::vector<uint8_t>> TrainZstdDictionary(const std::vector<std::vector<uint8_t>>& samples, size_t dict_bytes);
 
 }  // namespace shardify::detail

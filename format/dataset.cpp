@@ -39,7 +39,7 @@ namespace detail {
 class MappedShard {
  public:
   static Result<std::shared_ptr<const MappedShard>> Open(const std::string& dir, const Manifest& m, size_t n,
-                                                          const ReadOptions& options) {
+                                                         const ReadOptions& options) {
     const ShardInfo& info = m.shards[n];
     std::shared_ptr<MappedShard> shard(new MappedShard(JoinPath(dir, info.file_name), info.file_name, n));
     Status opened = shard->OpenFile(options.io);
@@ -82,7 +82,8 @@ class MappedShard {
   Status Check(const Manifest& m, const ShardInfo& info, const ReadOptions& options) {
     const std::string& p = path();
     if (size_ != info.size_bytes)
-      return Corruption(p + ": shard is " + std::to_string(size_) + " bytes, manifest says " + std::to_string(info.size_bytes));
+      return Corruption(p + ": shard is " + std::to_string(size_) + " bytes, manifest says " +
+                        std::to_string(info.size_bytes));
     if (size_ < kShardHeaderSize + kShardFooterSize)  // before any arithmetic on offsets
       return Corruption(p + ": " + std::to_string(size_) + " bytes is too small for a shard");
     uint8_t header[kShardHeaderSize], footer_bytes[kShardFooterSize];
@@ -119,12 +120,13 @@ struct Dataset::Impl {
   std::vector<std::shared_ptr<const detail::ZstdDictionary>> dicts;
   mutable std::mutex mu;
   mutable std::vector<std::shared_ptr<const detail::MappedShard>> open;  // by shard number
-  mutable std::list<size_t> lru;                                          // front = most recent
+  mutable std::list<size_t> lru;                                         // front = most recent
   mutable std::vector<std::list<size_t>::iterator> lru_pos;
 
   size_t ShardOf(uint64_t index) const {
     return static_cast<size_t>(std::upper_bound(shard_starts.begin(), shard_starts.end(), index) -
-                               shard_starts.begin()) - 1;
+                               shard_starts.begin()) -
+           1;
   }
   // With `mu` held: the open shard n (marked most recently used), or null.
   const std::shared_ptr<const detail::MappedShard>* Touch(size_t n) const {
@@ -288,13 +290,14 @@ size_t Dataset::open_shards() const {
 namespace {
 Status WrongKind(const Manifest& m, size_t field, const char* wanted) {
   if (field >= m.fields.size()) return InvalidArgument("no field number " + std::to_string(field));
-  return InvalidArgument("field '" + m.fields[field].name + "' is " + FieldKindName(m.fields[field].kind) + ", not " + wanted);
+  return InvalidArgument("field '" + m.fields[field].name + "' is " + FieldKindName(m.fields[field].kind) + ", not " +
+                         wanted);
 }
 
 BlobInfo ToInfo(const detail::MappedShard& shard, const detail::BlobEntry& e) {
   const uint8_t* mapped = shard.mapped();
-  return BlobInfo{mapped != nullptr ? mapped + e.offset : nullptr, e.offset, e.stored_size, e.raw_size, e.checksum,
-                  e.codec};
+  return BlobInfo{
+      mapped != nullptr ? mapped + e.offset : nullptr, e.offset, e.stored_size, e.raw_size, e.checksum, e.codec};
 }
 
 Status ChecksumMismatch(const char* what, uint64_t expected, uint64_t found) {
@@ -335,13 +338,15 @@ Result<uint64_t> SampleView::num_chunks(size_t field) const {
 
 Result<BlobInfo> SampleView::chunk(size_t field, uint64_t k) const {
   ASSIGN_OR_RETURN(const uint64_t n, num_chunks(field));
-  if (k >= n) return OutOfRange(Where(field) + ": no chunk " + std::to_string(k) + " (" + std::to_string(n) + " chunks)");
+  if (k >= n)
+    return OutOfRange(Where(field) + ": no chunk " + std::to_string(k) + " (" + std::to_string(n) + " chunks)");
   const detail::ColumnView& c = shard_->column(field);
   return ToInfo(*shard_, detail::ReadBlobRef(c.chunks, c.chunk_starts[local_] + k));
 }
 
 std::string SampleView::Where(size_t field) const {
-  return shard_->path() + " sample " + std::to_string(index_) + " field '" + dataset_->manifest_.fields[field].name + "'";
+  return shard_->path() + " sample " + std::to_string(index_) + " field '" + dataset_->manifest_.fields[field].name +
+         "'";
 }
 
 Status SampleView::Fail(const Status& s, size_t field, const std::string& part) const {
@@ -349,9 +354,9 @@ Status SampleView::Fail(const Status& s, size_t field, const std::string& part) 
   // so the next access opens it anew and checks it against the manifest.
   if (s.code() == StatusCode::kIOError || shard_->faulted()) dataset_->Forget(shard_);
   // An I/O error names the file already.
-  const std::string where = s.code() == StatusCode::kIOError
-                                ? "sample " + std::to_string(index_) + " field '" + dataset_->manifest_.fields[field].name + "'"
-                                : Where(field);
+  const std::string where = s.code() == StatusCode::kIOError ? "sample " + std::to_string(index_) + " field '" +
+                                                                   dataset_->manifest_.fields[field].name + "'"
+                                                             : Where(field);
   return s.WithContext(where + part);
 }
 
@@ -413,22 +418,25 @@ Status SampleView::DecodeBatch(const SampleView* views, size_t n, size_t field, 
   if (field >= m.fields.size()) return InvalidArgument("no field number " + std::to_string(field));
   const FieldSpec& f = m.fields[field];
   if (f.kind == FieldKind::kInt || f.kind == FieldKind::kFloat) {
-    if (stride < 8) return InvalidArgument("DecodeBatch: a stride of " + std::to_string(stride) + " bytes for 8-byte values");
+    if (stride < 8)
+      return InvalidArgument("DecodeBatch: a stride of " + std::to_string(stride) + " bytes for 8-byte values");
     for (size_t i = 0; i < n; ++i) {
       if (i + kPrefetchAhead < n) {
         const SampleView& a = views[i + kPrefetchAhead];
         const detail::ColumnView& c = a.shard_->column(field);
-        __builtin_prefetch(f.kind == FieldKind::kInt ? static_cast<const void*>(c.ints + a.local_) : c.floats + a.local_);
+        __builtin_prefetch(f.kind == FieldKind::kInt ? static_cast<const void*>(c.ints + a.local_)
+                                                     : c.floats + a.local_);
       }
       const detail::ColumnView& c = views[i].shard_->column(field);
-      const void* value = f.kind == FieldKind::kInt ? static_cast<const void*>(c.ints + views[i].local_)
-                                                    : c.floats + views[i].local_;
+      const void* value =
+          f.kind == FieldKind::kInt ? static_cast<const void*>(c.ints + views[i].local_) : c.floats + views[i].local_;
       std::memcpy(dst + i * stride, value, 8);
     }
     return Status::Ok();
   }
   if (f.kind != FieldKind::kNdarray || f.chunked() || f.variable_shape())
-    return InvalidArgument("DecodeBatch: field '" + f.name + "' is not an int, a float or an unchunked array of fixed shape");
+    return InvalidArgument("DecodeBatch: field '" + f.name +
+                           "' is not an int, a float or an unchunked array of fixed shape");
   ASSIGN_OR_RETURN(const uint64_t bytes, ByteSize(f.shape, f.dtype));
   if (stride < bytes)
     return InvalidArgument("DecodeBatch: a stride of " + std::to_string(stride) + " bytes for arrays of " +
@@ -461,7 +469,8 @@ Status SampleView::ReadStored(size_t field, const BlobInfo& b, const char* what,
   const bool verify = dataset_->options_.verify_checksums;
   if (b.codec == Codec::kRaw && f.filter == Filter::kNone) {  // straight into dst, then checked there
     if (b.stored_size != b.raw_size)
-      return Corruption("raw blob of " + std::to_string(b.stored_size) + " bytes, expected " + std::to_string(b.raw_size));
+      return Corruption("raw blob of " + std::to_string(b.stored_size) + " bytes, expected " +
+                        std::to_string(b.raw_size));
     RETURN_IF_ERROR(shard_->Read(b.offset, b.stored_size, dst));
     const uint64_t sum = verify ? Checksum64(dst, b.stored_size) : b.checksum;
     return sum == b.checksum ? Status::Ok() : ChecksumMismatch(what, b.checksum, sum);
@@ -488,7 +497,8 @@ Status SampleView::ReadStored(size_t field, const BlobInfo& b, const char* what,
                                        decoder.shuffled_.data(), decoder.zstd_context(), dict));
     shuffled = decoder.shuffled_.data();
   } else if (b.stored_size != b.raw_size) {
-    return Corruption("raw blob of " + std::to_string(b.stored_size) + " bytes, expected " + std::to_string(b.raw_size));
+    return Corruption("raw blob of " + std::to_string(b.stored_size) + " bytes, expected " +
+                      std::to_string(b.raw_size));
   }
   if (table) {
     detail::UndoDeltaColumns(shuffled, static_cast<uint8_t*>(dst), b.raw_size / unit,
@@ -532,8 +542,8 @@ Status SampleView::DecodeRegion(size_t field, const Shape& start, const Shape& s
                            std::to_string(rank));
   ASSIGN_OR_RETURN(const uint64_t bytes, ByteSize(size, f.dtype));
   if (dst_size < bytes)
-    return InvalidArgument(Where(field) + ": destination holds " + std::to_string(dst_size) + " bytes, the region needs " +
-                           std::to_string(bytes));
+    return InvalidArgument(Where(field) + ": destination holds " + std::to_string(dst_size) +
+                           " bytes, the region needs " + std::to_string(bytes));
   auto* out = static_cast<uint8_t*>(dst);
   Shape lo(rank), hi(rank);  // the part of the region inside the array
   bool inside = true, empty = false;

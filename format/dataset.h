@@ -41,9 +41,9 @@ const char* IoModeName(IoMode m);  // "mmap", "pread"
 std::optional<IoMode> ParseIoMode(std::string_view name);
 
 struct ReadOptions {
-  size_t max_open_shards = 64;  // shards kept open at once (>= 1)
-  bool verify_checksums = true; // check each blob's XXH3 (of the bytes copied) before decoding it
-  IoMode io = IoMode::kMmap;    // how blobs are read; both give the same bytes and checks
+  size_t max_open_shards = 64;   // shards kept open at once (>= 1)
+  bool verify_checksums = true;  // check each blob's XXH3 (of the bytes copied) before decoding it
+  IoMode io = IoMode::kMmap;     // how blobs are read; both give the same bytes and checks
   // Largest decoded array accepted; guards allocation against hostile sizes.
   uint64_t max_sample_bytes = 4ull << 30;
 };
@@ -65,13 +65,15 @@ class Decoder {
  private:
   friend class SampleView;
   void* dctx_;
-  std::vector<uint8_t> stored_;    // a compressed or filtered blob as read from the file
+  std::vector<uint8_t> stored_;  // a compressed or filtered blob as read from the file
   std::vector<uint8_t> scratch_;
   std::vector<uint8_t> shuffled_;  // a filtered blob before its inverse filter
   uint64_t chunks_decoded_ = 0;
 };
 
-namespace detail { class MappedShard; }
+namespace detail {
+class MappedShard;
+}
 
 // The stored form of one ndarray blob.
 struct BlobInfo {
@@ -79,10 +81,10 @@ struct BlobInfo {
   // the dataset reads with IoMode::kPread. Reading them directly checks nothing: bytes the
   // file no longer holds read as zeros (Decode reports that; prefer it).
   const uint8_t* data = nullptr;
-  uint64_t offset = 0;            // where the stored bytes start in the shard file
+  uint64_t offset = 0;  // where the stored bytes start in the shard file
   uint64_t stored_size = 0;
-  uint64_t raw_size = 0;          // bytes after decoding
-  uint64_t checksum = 0;          // XXH3-64 of the stored bytes
+  uint64_t raw_size = 0;  // bytes after decoding
+  uint64_t checksum = 0;  // XXH3-64 of the stored bytes
   Codec codec = Codec::kRaw;
 };
 
@@ -98,13 +100,13 @@ class SampleView {
   uint64_t index() const { return index_; }
   const std::string& shard_file() const;
 
-  Result<Shape> shape(size_t field) const;        // ndarray
-  Result<uint64_t> raw_size(size_t field) const;  // ndarray: bytes of the decoded array
-  Result<BlobInfo> blob(size_t field) const;      // ndarray stored as one blob (not chunked)
-  Result<uint64_t> num_chunks(size_t field) const;         // chunked ndarray
-  Result<BlobInfo> chunk(size_t field, uint64_t k) const;  // chunked ndarray, grid order
-  Result<int64_t> int_value(size_t field) const;  // int
-  Result<double> float_value(size_t field) const; // float
+  Result<Shape> shape(size_t field) const;                   // ndarray
+  Result<uint64_t> raw_size(size_t field) const;             // ndarray: bytes of the decoded array
+  Result<BlobInfo> blob(size_t field) const;                 // ndarray stored as one blob (not chunked)
+  Result<uint64_t> num_chunks(size_t field) const;           // chunked ndarray
+  Result<BlobInfo> chunk(size_t field, uint64_t k) const;    // chunked ndarray, grid order
+  Result<int64_t> int_value(size_t field) const;             // int
+  Result<double> float_value(size_t field) const;            // float
   Result<std::string_view> bytes_value(size_t field) const;  // string or bytes
 
   // Decodes ndarray `field` into dst (exactly raw_size bytes; dst_size must be >= it),
@@ -119,8 +121,8 @@ class SampleView {
   // `size`, dst_size >= its bytes). Parts of the box outside the array are filled with
   // `pad_element` (one element of the field's dtype; nullptr = zeros). For a chunked field
   // only the chunks the box touches are decompressed; otherwise the whole blob is.
-  Status DecodeRegion(size_t field, const Shape& start, const Shape& size, void* dst, size_t dst_size,
-                      Decoder& decoder, const void* pad_element = nullptr) const;
+  Status DecodeRegion(size_t field, const Shape& start, const Shape& size, void* dst, size_t dst_size, Decoder& decoder,
+                      const void* pad_element = nullptr) const;
 
   // The gather loop of a batch: reads field `field` of views[0..n) (of one Dataset) into
   // dst + i * stride. An ndarray field of one fixed shape, not chunked, decodes as Decode
@@ -150,8 +152,7 @@ class SampleView {
 
 class Dataset {
  public:
-  static Result<std::unique_ptr<Dataset>> Open(const std::string& dir,
-                                               const ReadOptions& options = {});
+  static Result<std::unique_ptr<Dataset>> Open(const std::string& dir, const ReadOptions& options = {});
   ~Dataset();
   Dataset(const Dataset&) = delete;
   Dataset& operator=(const Dataset&) = delete;

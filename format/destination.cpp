@@ -1,5 +1,3 @@
-#include "format/destination_internal.h"
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "format/destination_internal.h"
 #include "format/layout.h"
 
 namespace shardify::detail {
@@ -80,7 +79,8 @@ Status Destination::Prepare(bool overwrite) {
   ASSIGN_OR_RETURN(const std::vector<std::string> names, ListDir(dir_));
   const bool has_manifest = std::find(names.begin(), names.end(), kManifestFileName) != names.end();
   if (has_manifest && !overwrite) {
-    return AlreadyExists(dir_ + ": already holds a dataset (" + kManifestFileName + "); choose overwrite to replace it");
+    return AlreadyExists(dir_ + ": already holds a dataset (" + kManifestFileName +
+                         "); choose overwrite to replace it");
   }
   std::string foreign;
   for (const std::string& name : names) {

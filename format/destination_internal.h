@@ -61,9 +61,9 @@ class Destination {
   // Removes a dataset directory's manifest (first), files and lock file, then the directory.
   Status RemoveDatasetDir(const std::string& path) const;
 
-  std::string dir_, real_;          // as given; resolved (symlinks followed)
-  std::string sibling_;             // the sibling staging path, "" when none can be named
-  std::string staging_;             // "" when writing in dir_
+  std::string dir_, real_;  // as given; resolved (symlinks followed)
+  std::string sibling_;     // the sibling staging path, "" when none can be named
+  std::string staging_;     // "" when writing in dir_
   std::vector<std::string> companions_;
   bool fsync_;
   bool committed_ = false;

@@ -18,9 +18,9 @@ struct Range {
 };
 // In promotion order: smallest first, an integer before a float of the same size.
 constexpr Range kRanges[] = {
-    {DType::kU8, false, false, 8},   {DType::kI8, false, true, 7},   {DType::kU16, false, false, 16},
-    {DType::kI16, false, true, 15},  {DType::kF16, true, true, 11},  {DType::kU32, false, false, 32},
-    {DType::kI32, false, true, 31},  {DType::kF32, true, true, 24},  {DType::kI64, false, true, 63},
+    {DType::kU8, false, false, 8},  {DType::kI8, false, true, 7},  {DType::kU16, false, false, 16},
+    {DType::kI16, false, true, 15}, {DType::kF16, true, true, 11}, {DType::kU32, false, false, 32},
+    {DType::kI32, false, true, 31}, {DType::kF32, true, true, 24}, {DType::kI64, false, true, 63},
     {DType::kF64, true, true, 53},
 };
 
@@ -38,16 +38,36 @@ struct Half {  // a binary16 element, as stored
 template <typename Fn>
 void Visit(DType t, Fn&& fn) {
   switch (t) {
-    case DType::kU8: fn(uint8_t{}); return;
-    case DType::kI8: fn(int8_t{}); return;
-    case DType::kU16: fn(uint16_t{}); return;
-    case DType::kI16: fn(int16_t{}); return;
-    case DType::kU32: fn(uint32_t{}); return;
-    case DType::kI32: fn(int32_t{}); return;
-    case DType::kF16: fn(Half{}); return;
-    case DType::kF32: fn(float{}); return;
-    case DType::kF64: fn(double{}); return;
-    case DType::kI64: fn(int64_t{}); return;
+    case DType::kU8:
+      fn(uint8_t{});
+      return;
+    case DType::kI8:
+      fn(int8_t{});
+      return;
+    case DType::kU16:
+      fn(uint16_t{});
+      return;
+    case DType::kI16:
+      fn(int16_t{});
+      return;
+    case DType::kU32:
+      fn(uint32_t{});
+      return;
+    case DType::kI32:
+      fn(int32_t{});
+      return;
+    case DType::kF16:
+      fn(Half{});
+      return;
+    case DType::kF32:
+      fn(float{});
+      return;
+    case DType::kF64:
+      fn(double{});
+      return;
+    case DType::kI64:
+      fn(int64_t{});
+      return;
   }
 }
 
@@ -80,7 +100,7 @@ To Cast(From v) {
   } else if constexpr (std::is_floating_point_v<To>) {
     return static_cast<To>(ToDouble(v));
   } else if constexpr (std::is_integral_v<From>) {  // integer to integer, saturated
-    const auto x = static_cast<int64_t>(v);      // every integer dtype but u64 fits
+    const auto x = static_cast<int64_t>(v);         // every integer dtype but u64 fits
     if (x < static_cast<int64_t>(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
     if (std::is_signed_v<To> || sizeof(To) < 8) {
       if (x > static_cast<int64_t>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
@@ -117,7 +137,7 @@ uint16_t FloatToHalf(float f) {
   std::memcpy(&x, &f, 4);
   const auto sign = static_cast<uint16_t>((x >> 16) & 0x8000);
   const uint32_t abs = x & 0x7fffffff;
-  if (abs > 0x7f800000) return static_cast<uint16_t>(sign | 0x7e00);  // NaN
+  if (abs > 0x7f800000) return static_cast<uint16_t>(sign | 0x7e00);   // NaN
   if (abs >= 0x477ff000) return static_cast<uint16_t>(sign | 0x7c00);  // rounds past 65504: infinity
   if (abs < 0x38800000) {  // below the smallest normal half: a subnormal (or zero)
     // In units of the smallest subnormal (2^-24) the value is mant * 2^(e - 126) for the
@@ -153,9 +173,7 @@ void ConvertElements(const uint8_t* src, DType from, uint8_t* dst, DType to, siz
     if (n > 0) std::memcpy(dst, src, n * DTypeSize(from));
     return;
   }
-  Visit(from, [&](auto f) {
-    Visit(to, [&](auto t) { CastLoop<decltype(f), decltype(t)>(src, dst, n); });
-  });
+  Visit(from, [&](auto f) { Visit(to, [&](auto t) { CastLoop<decltype(f), decltype(t)>(src, dst, n); }); });
 }
 
 std::vector<uint8_t> ConvertArray(const std::vector<uint8_t>& src, DType from, DType to) {
@@ -170,7 +188,7 @@ bool HoldsExactly(DType to, DType from) {
   const Range& f = RangeOf(from);
   if (to == from) return true;
   if (f.is_float) return t.is_float && t.bits >= f.bits;  // f16 < f32 < f64 in range and digits
-  if (t.is_float) return t.bits >= f.bits;                 // the integer's magnitude fits the digits
+  if (t.is_float) return t.bits >= f.bits;                // the integer's magnitude fits the digits
   if (f.is_signed && !t.is_signed) return false;
   return t.bits >= f.bits;
 }

@@ -54,7 +54,8 @@ bool Absorb(uintptr_t addr) {
     if (begin == 0 || addr < begin || addr >= e.end.load(std::memory_order_acquire)) continue;
     std::atomic<uint64_t>* first = e.first_fault.load(std::memory_order_acquire);
     const uintptr_t page = addr & ~(g_page - 1);
-    void* zeros = mmap(reinterpret_cast<void*>(page), g_page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    void* zeros =
+        mmap(reinterpret_cast<void*>(page), g_page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
     if (zeros == MAP_FAILED || first == nullptr) return false;
     uint64_t none = UINT64_MAX;
     first->compare_exchange_strong(none, page > begin ? page - begin : 0, std::memory_order_acq_rel);

@@ -18,11 +18,11 @@ inline constexpr char kPathField[] = "path";    // string: the sample in the sou
 inline constexpr char kIndexField[] = "index";  // int: the source sample of a prediction
 
 // Per-field records, named "<field><suffix>" (e.g. "image.spacing").
-inline constexpr char kSpacingSuffix[] = ".spacing";          // f64 [S], ITK order
-inline constexpr char kOriginSuffix[] = ".origin";            // f64 [S]
-inline constexpr char kDirectionSuffix[] = ".direction";      // f64 [S*S], row-major
-inline constexpr char kNiftiHeaderSuffix[] = ".nifti_header"; // bytes: the source header
-inline constexpr char kSourceDTypeSuffix[] = ".source_dtype"; // string: a sample's own dtype
+inline constexpr char kSpacingSuffix[] = ".spacing";              // f64 [S], ITK order
+inline constexpr char kOriginSuffix[] = ".origin";                // f64 [S]
+inline constexpr char kDirectionSuffix[] = ".direction";          // f64 [S*S], row-major
+inline constexpr char kNiftiHeaderSuffix[] = ".nifti_header";     // bytes: the source header
+inline constexpr char kSourceDTypeSuffix[] = ".source_dtype";     // string: a sample's own dtype
 inline constexpr char kNormalizationSuffix[] = ".normalization";  // f64 [C, 4]
 inline constexpr char kFgLocationsSuffix[] = ".fg_locations";     // i32 [N, 1 + S]
 // The geometry suffixes in the order in which every writer stores them.
@@ -40,7 +40,7 @@ inline constexpr char kSourceDirectionField[] = "source.direction";
 
 // Keys of FieldSpec::meta.
 inline constexpr char kMetaRole[] = "role";
-inline constexpr char kMetaLabels[] = "labels";                // JSON object: class name -> value
+inline constexpr char kMetaLabels[] = "labels";               // JSON object: class name -> value
 inline constexpr char kMetaChannelNames[] = "channel_names";  // JSON object (nnU-Net)
 inline constexpr char kMetaMultiLabel[] = "multi_label";      // "true": one 0/1 channel per class
 inline constexpr char kMetaMaxPerClass[] = "max_per_class";   // on fg_locations

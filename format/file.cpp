@@ -84,7 +84,8 @@ bool MappedFile::faulted() const { return guard_ != nullptr && guard_->faulted()
 Status MappedFile::FaultStatus() const {
   if (!faulted()) return Status::Ok();
   return IOError(path_ + ": reading the mapped file failed at offset " + std::to_string(guard_->first_fault()) +
-                 " of " + std::to_string(size_) + ": it was truncated or rewritten after it was opened, or the file "
+                 " of " + std::to_string(size_) +
+                 ": it was truncated or rewritten after it was opened, or the file "
                  "system could not read it");
 }
 
@@ -115,9 +116,7 @@ Status ReadableFile::Read(uint64_t offset, uint64_t size, void* dst) const {
   return Status::Ok();
 }
 
-WritableFile::WritableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {
-  buf_.reserve(kWriteBuffer);
-}
+WritableFile::WritableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) { buf_.reserve(kWriteBuffer); }
 
 WritableFile::~WritableFile() { Close().IgnoreError(); }
 

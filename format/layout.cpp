@@ -39,9 +39,8 @@ FileHeader DecodeFileHeader(const uint8_t in[16]) {
 }
 
 bool ShardFooter::operator==(const ShardFooter& o) const {
-  return index_offset == o.index_offset && index_length == o.index_length &&
-         index_checksum == o.index_checksum && version == o.version && flags == o.flags &&
-         footer_checksum == o.footer_checksum;
+  return index_offset == o.index_offset && index_length == o.index_length && index_checksum == o.index_checksum &&
+         version == o.version && flags == o.flags && footer_checksum == o.footer_checksum;
 }
 
 namespace {
@@ -80,8 +79,7 @@ std::string Hex64(uint64_t v) {
   return buf;
 }
 
-Status CheckShardEnds(const uint8_t header[16], const uint8_t footer[48], uint64_t file_size,
-                      const std::string& path) {
+Status CheckShardEnds(const uint8_t header[16], const uint8_t footer[48], uint64_t file_size, const std::string& path) {
   if (file_size < kShardHeaderSize + kShardFooterSize)
     return Corruption(path + ": " + std::to_string(file_size) + " bytes is too small for a shard (at least " +
                       std::to_string(kShardHeaderSize + kShardFooterSize) + ")");
@@ -96,17 +94,17 @@ Status CheckShardEnds(const uint8_t header[16], const uint8_t footer[48], uint64
     return Corruption(path + ": footer checksum mismatch: expected " + Hex64(expect) + ", found " +
                       Hex64(f.footer_checksum));
   if (h.version != f.version)
-    return Corruption(path + ": header version " + std::to_string(h.version) +
-                      " differs from footer version " + std::to_string(f.version));
+    return Corruption(path + ": header version " + std::to_string(h.version) + " differs from footer version " +
+                      std::to_string(f.version));
   if (f.version == 0 || f.version > kFormatVersion)
     return Unsupported(path + ": format version " + std::to_string(f.version) +
                        " is not supported (this reader knows 1.." + std::to_string(kFormatVersion) + ")");
   if ((h.flags & ~kKnownShardFlags) != 0 || (f.flags & ~kKnownShardFlags) != 0)
-    return Unsupported(path + ": reserved flag bits set (header " + Hex64(h.flags) + ", footer " +
-                       Hex64(f.flags) + ")");
+    return Unsupported(path + ": reserved flag bits set (header " + Hex64(h.flags) + ", footer " + Hex64(f.flags) +
+                       ")");
   const uint64_t footer_at = file_size - kShardFooterSize;
-  if (f.index_offset < kShardHeaderSize || f.index_offset % kIndexAlignment != 0 ||
-      f.index_offset > footer_at || f.index_length != footer_at - f.index_offset)
+  if (f.index_offset < kShardHeaderSize || f.index_offset % kIndexAlignment != 0 || f.index_offset > footer_at ||
+      f.index_length != footer_at - f.index_offset)
     return Corruption(path + ": index at offset " + std::to_string(f.index_offset) + " length " +
                       std::to_string(f.index_length) + " does not end at the footer (offset " +
                       std::to_string(footer_at) + ")");

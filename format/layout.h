@@ -60,9 +60,7 @@ struct FileHeader {
   std::array<uint8_t, 8> magic{};
   uint32_t version = 0;
   uint32_t flags = 0;
-  bool operator==(const FileHeader& o) const {
-    return magic == o.magic && version == o.version && flags == o.flags;
-  }
+  bool operator==(const FileHeader& o) const { return magic == o.magic && version == o.version && flags == o.flags; }
 };
 void EncodeFileHeader(const FileHeader& h, uint8_t out[16]);
 FileHeader DecodeFileHeader(const uint8_t in[16]);
@@ -74,7 +72,7 @@ struct ShardFooter {
   uint64_t index_checksum = 0;  // XXH3-64 of the index bytes
   uint32_t version = 0;
   uint32_t flags = 0;
-  uint64_t footer_checksum = 0; // XXH3-64 of header[0,16) || footer[0,32)
+  uint64_t footer_checksum = 0;  // XXH3-64 of header[0,16) || footer[0,32)
   bool operator==(const ShardFooter& o) const;
 };
 // Writes the footer including its tail magic; fills footer_checksum from `header`.
@@ -84,8 +82,7 @@ ShardFooter DecodeShardFooter(const uint8_t in[48]);
 
 // Checks both magics, the footer checksum, version and flags, and that the index lies
 // between header and footer in a file of `file_size` bytes. `path` names the file in errors.
-Status CheckShardEnds(const uint8_t header[16], const uint8_t footer[48], uint64_t file_size,
-                      const std::string& path);
+Status CheckShardEnds(const uint8_t header[16], const uint8_t footer[48], uint64_t file_size, const std::string& path);
 
 // File name of shard number `n`: "shard-00042.sfs".
 std::string ShardFileName(uint64_t n);

@@ -12,8 +12,7 @@ namespace shardify {
 
 bool FieldSpec::operator==(const FieldSpec& o) const {
   return name == o.name && kind == o.kind && dtype == o.dtype && shape == o.shape &&
-         zstd_dictionary == o.zstd_dictionary && meta == o.meta && chunk_shape == o.chunk_shape &&
-         filter == o.filter;
+         zstd_dictionary == o.zstd_dictionary && meta == o.meta && chunk_shape == o.chunk_shape && filter == o.filter;
 }
 bool FieldSpec::variable_shape() const {
   for (int64_t d : shape)
@@ -28,17 +27,15 @@ bool ShardInfo::operator==(const ShardInfo& o) const {
          num_samples == o.num_samples && index_checksum == o.index_checksum;
 }
 bool FieldStats::operator==(const FieldStats& o) const {
-  return field == o.field && count == o.count && min == o.min && max == o.max && mean == o.mean &&
-         stddev == o.stddev;
+  return field == o.field && count == o.count && min == o.min && max == o.max && mean == o.mean && stddev == o.stddev;
 }
 bool Provenance::operator==(const Provenance& o) const {
   return converter == o.converter && converter_version == o.converter_version && source == o.source &&
          options == o.options;
 }
 bool Manifest::operator==(const Manifest& o) const {
-  return format_version == o.format_version && fields == o.fields && splits == o.splits &&
-         classes == o.classes && shards == o.shards && provenance == o.provenance && stats == o.stats &&
-         num_samples == o.num_samples;
+  return format_version == o.format_version && fields == o.fields && splits == o.splits && classes == o.classes &&
+         shards == o.shards && provenance == o.provenance && stats == o.stats && num_samples == o.num_samples;
 }
 
 int Manifest::FindField(const std::string& name) const {
@@ -55,9 +52,12 @@ const SplitInfo* Manifest::FindSplit(const std::string& name) const {
 
 const char* FilterName(Filter f) {
   switch (f) {
-    case Filter::kNone: return "none";
-    case Filter::kByteShuffle: return "shuffle";
-    case Filter::kDeltaColumns: return "delta_columns";
+    case Filter::kNone:
+      return "none";
+    case Filter::kByteShuffle:
+      return "shuffle";
+    case Filter::kDeltaColumns:
+      return "delta_columns";
   }
   return "?";
 }
@@ -77,13 +77,13 @@ Status ValidateField(const FieldSpec& f, size_t i) {
   if (f.filter != Filter::kNone && f.filter != Filter::kByteShuffle && f.filter != Filter::kDeltaColumns)
     return InvalidArgument(where + ": unknown filter " + std::to_string(static_cast<int>(f.filter)));
   if (f.filter == Filter::kDeltaColumns && (f.shape.size() != 2 || f.shape[1] < 1 || f.chunked()))
-    return InvalidArgument(where + ": delta columns need a table (rank 2, a fixed number of columns, not chunked), not " +
+    return InvalidArgument(where +
+                           ": delta columns need a table (rank 2, a fixed number of columns, not chunked), not " +
                            ShapeToString(f.shape));
   if (!IsValidDType(static_cast<uint8_t>(f.dtype)))
     return InvalidArgument(where + ": unknown dtype code " + std::to_string(static_cast<int>(f.dtype)));
   if (f.shape.size() > kMaxRank)
-    return InvalidArgument(where + ": rank " + std::to_string(f.shape.size()) + " exceeds " +
-                           std::to_string(kMaxRank));
+    return InvalidArgument(where + ": rank " + std::to_string(f.shape.size()) + " exceeds " + std::to_string(kMaxRank));
   for (int64_t d : f.shape)
     if (d < -1) return InvalidArgument(where + ": dimension " + std::to_string(d) + " is not >= -1");
   if (!f.variable_shape()) RETURN_IF_ERROR(ByteSize(f.shape, f.dtype).status().WithContext(where));
@@ -92,7 +92,8 @@ Status ValidateField(const FieldSpec& f, size_t i) {
       return InvalidArgument(where + ": chunk shape " + ShapeToString(f.chunk_shape) + " does not have the rank of " +
                              ShapeToString(f.shape));
     for (int64_t d : f.chunk_shape)
-      if (d < 1) return InvalidArgument(where + ": chunk shape " + ShapeToString(f.chunk_shape) + " has a dimension < 1");
+      if (d < 1)
+        return InvalidArgument(where + ": chunk shape " + ShapeToString(f.chunk_shape) + " has a dimension < 1");
     RETURN_IF_ERROR(ByteSize(f.chunk_shape, f.dtype).status().WithContext(where));
   }
   return Status::Ok();
@@ -206,8 +207,8 @@ Offset<fb::Manifest> BuildManifest(FlatBufferBuilder& b, const Manifest& m) {
     splits.push_back(fb::CreateSplitDirect(b, s.name.c_str(), s.first_sample, s.num_samples));
   std::vector<Offset<fb::Shard>> shards;
   for (const auto& s : m.shards)
-    shards.push_back(fb::CreateShardDirect(b, s.file_name.c_str(), s.size_bytes, s.first_sample,
-                                           s.num_samples, s.index_checksum));
+    shards.push_back(
+        fb::CreateShardDirect(b, s.file_name.c_str(), s.size_bytes, s.first_sample, s.num_samples, s.index_checksum));
   std::vector<Offset<fb::FieldStats>> stats;
   for (const auto& s : m.stats)
     stats.push_back(fb::CreateFieldStatsDirect(b, s.field.c_str(), s.count, s.min, s.max, s.mean, s.stddev));
@@ -216,8 +217,8 @@ Offset<fb::Manifest> BuildManifest(FlatBufferBuilder& b, const Manifest& m) {
   auto prov = fb::CreateProvenance(b, b.CreateString(p.converter), b.CreateString(p.converter_version),
                                    b.CreateString(p.source), prov_options);
   auto classes = b.CreateVectorOfStrings(m.classes);
-  return fb::CreateManifest(b, m.format_version, m.num_samples, b.CreateVector(fields), b.CreateVector(splits),
-                            classes, b.CreateVector(shards), prov, b.CreateVector(stats));
+  return fb::CreateManifest(b, m.format_version, m.num_samples, b.CreateVector(fields), b.CreateVector(splits), classes,
+                            b.CreateVector(shards), prov, b.CreateVector(stats));
 }
 
 std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
@@ -299,8 +300,8 @@ Result<Manifest> DecodeManifestFile(const uint8_t* data, size_t size, const std:
   const uint64_t sum = Checksum64(data, kManifestHeaderSize + body);
   if (sum != GetU64(trailer + 8)) return Corruption(path + ": manifest checksum mismatch");
   if (h.version == 0 || h.version > kFormatVersion)
-    return Unsupported(path + ": format version " + std::to_string(h.version) + " is not supported (this reader knows 1.." +
-                       std::to_string(kFormatVersion) + ")");
+    return Unsupported(path + ": format version " + std::to_string(h.version) +
+                       " is not supported (this reader knows 1.." + std::to_string(kFormatVersion) + ")");
   if (h.flags != 0) return Unsupported(path + ": reserved flag bits set in the manifest header");
   const uint8_t* fbuf = data + kManifestHeaderSize;
   flatbuffers::Verifier verifier(fbuf, body, /*max_depth=*/16, /*max_tables=*/1u << 24);

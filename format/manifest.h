@@ -39,12 +39,12 @@ const char* FilterName(Filter f);
 
 // One field of every sample (image, label, mask, spacing, ...).
 struct FieldSpec {
-  std::string name;                       // unique within the dataset, non-empty
+  std::string name;  // unique within the dataset, non-empty
   FieldKind kind = FieldKind::kNdarray;
-  DType dtype = DType::kU8;               // ndarray only
-  Shape shape;                            // ndarray only; -1 = varies per sample
-  std::vector<uint8_t> zstd_dictionary;   // ndarray only; empty = no dictionary
-  std::vector<KeyValue> meta;             // free-form annotations (roles, units, ...)
+  DType dtype = DType::kU8;              // ndarray only
+  Shape shape;                           // ndarray only; -1 = varies per sample
+  std::vector<uint8_t> zstd_dictionary;  // ndarray only; empty = no dictionary
+  std::vector<KeyValue> meta;            // free-form annotations (roles, units, ...)
   // ndarray only; empty = each sample is one blob. Otherwise (format version 2) each sample
   // is stored as independently compressed chunks of this shape (edge chunks clipped), so a
   // region can be read by decoding only the chunks it touches.
@@ -64,11 +64,11 @@ struct SplitInfo {
 };
 
 struct ShardInfo {
-  std::string file_name;       // a plain name inside the dataset directory
-  uint64_t size_bytes = 0;     // exact file size
-  uint64_t first_sample = 0;   // global index of its first sample
+  std::string file_name;      // a plain name inside the dataset directory
+  uint64_t size_bytes = 0;    // exact file size
+  uint64_t first_sample = 0;  // global index of its first sample
   uint64_t num_samples = 0;
-  uint64_t index_checksum = 0; // XXH3-64 of the shard's index (equals its footer's)
+  uint64_t index_checksum = 0;  // XXH3-64 of the shard's index (equals its footer's)
   bool operator==(const ShardInfo& o) const;
 };
 

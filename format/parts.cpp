@@ -121,8 +121,8 @@ Result<Manifest> ReadPartManifest(const std::string& part_dir) {
   ASSIGN_OR_RETURN(Manifest m, DecodeManifestFile(file->data(), file->size(), path, ManifestKind::kPart));
   Result<PartInfo> part = PartOf(m, path);
   if (!part.ok()) return Corruption(part.status().message());
-  const uint64_t first = m.shards.empty() ? (m.splits.empty() ? part->first_sample : m.splits[0].first_sample)
-                                          : m.shards[0].first_sample;
+  const uint64_t first =
+      m.shards.empty() ? (m.splits.empty() ? part->first_sample : m.splits[0].first_sample) : m.shards[0].first_sample;
   if (first != part->first_sample || m.num_samples > part->samples)
     return Corruption(path + ": samples [" + std::to_string(first) + ", +" + std::to_string(m.num_samples) +
                       ") lie outside the part's planned [" + std::to_string(part->first_sample) + ", +" +
@@ -163,8 +163,8 @@ Result<std::map<uint32_t, std::string>> ListParts(const std::string& root, uint3
     if (!ParseDirName(name, &p))
       return InvalidArgument(root + ": '" + name + "' is not a part directory (named like 00001-of-00004)");
     if (count != 0 && p.count != count)
-      return InvalidArgument(root + ": parts of different conversions: " + first + " is one of " + std::to_string(count) +
-                             " parts, " + name + " one of " + std::to_string(p.count));
+      return InvalidArgument(root + ": parts of different conversions: " + first + " is one of " +
+                             std::to_string(count) + " parts, " + name + " one of " + std::to_string(p.count));
     if (count == 0) first = name, count = p.count;
     out[p.index] = JoinPath(root, name);
   }
@@ -196,8 +196,8 @@ Result<std::vector<Part>> LoadParts(const std::string& dir) {
     p.manifest = std::move(m).value();
     ASSIGN_OR_RETURN(p.info, PartOf(p.manifest, where));
     if (p.info.index != k || p.info.count != want.count)
-      return InvalidArgument(where + " holds part " + PartName(p.info) + ": a duplicate or a copy; remove it and convert part " +
-                             PartName(want) + " again");
+      return InvalidArgument(where + " holds part " + PartName(p.info) +
+                             ": a duplicate or a copy; remove it and convert part " + PartName(want) + " again");
     parts.push_back(std::move(p));
   }
   return parts;
@@ -246,7 +246,8 @@ std::string ConversionDifference(const Manifest& a, const Manifest& b, bool dict
   if (a.classes != b.classes) return "class names";
   const Provenance &p = a.provenance, &q = b.provenance;
   if (p.converter != q.converter || p.converter_version != q.converter_version)
-    return "converter " + q.converter + " " + q.converter_version + ", the first has " + p.converter + " " + p.converter_version;
+    return "converter " + q.converter + " " + q.converter_version + ", the first has " + p.converter + " " +
+           p.converter_version;
   if (p.source != q.source) return "source '" + q.source + "', the first has '" + p.source + "'";
   return OptionDifference(WithoutPartKeys(p.options), WithoutPartKeys(q.options));
 }
@@ -277,7 +278,8 @@ Status CheckParts(std::vector<Part>& parts) {
 Status CheckShardFile(const std::string& path, const ShardInfo& s, std::unique_ptr<MappedFile>* mapped) {
   ASSIGN_OR_RETURN(const uint64_t size, FileSize(path));
   if (size != s.size_bytes)
-    return Corruption(path + ": " + std::to_string(size) + " bytes, its part manifest says " + std::to_string(s.size_bytes));
+    return Corruption(path + ": " + std::to_string(size) + " bytes, its part manifest says " +
+                      std::to_string(s.size_bytes));
   ASSIGN_OR_RETURN(*mapped, MappedFile::Open(path));
   const uint8_t* d = (*mapped)->data();
   RETURN_IF_ERROR(CheckShardEnds(d, d + size - kShardFooterSize, size, path));
@@ -373,7 +375,8 @@ Status MergeTable(const std::string& dir, const std::vector<Part>& parts, const 
     if (!text.empty() && text.back() != '\n') text += '\n';
     const size_t header_end = text.find('\n') + 1;
     out += out.empty() ? text : text.substr(header_end);
-    *rows += static_cast<uint64_t>(std::count(text.begin() + static_cast<std::ptrdiff_t>(header_end), text.end(), '\n'));
+    *rows +=
+        static_cast<uint64_t>(std::count(text.begin() + static_cast<std::ptrdiff_t>(header_end), text.end(), '\n'));
   }
   const std::string target = JoinPath(dir, name);
   if (out.empty()) return RemoveFile(target);
@@ -393,7 +396,8 @@ std::vector<FieldStats> CombineStats(const std::vector<Part>& parts) {
       }
     }
     if (total.n == 0) continue;
-    out.push_back({f.name, total.n, total.min, total.max, total.mean, std::sqrt(total.m2 / static_cast<double>(total.n))});
+    out.push_back(
+        {f.name, total.n, total.min, total.max, total.mean, std::sqrt(total.m2 / static_cast<double>(total.n))});
   }
   return out;
 }

@@ -76,8 +76,8 @@ struct MergeSummary {
   std::vector<SplitInfo> splits;
   uint64_t shards_rewritten = 0;  // copied with a new first_sample (inputs skipped before them)
   uint64_t bytes_rewritten = 0;
-  uint64_t table_rows = 0;        // rows of the merged tables (skipped inputs)
-  bool already_merged = false;    // DIR already was the dataset merged from its parts
+  uint64_t table_rows = 0;      // rows of the merged tables (skipped inputs)
+  bool already_merged = false;  // DIR already was the dataset merged from its parts
 };
 
 // Merges DIR/parts/* into the dataset DIR (see above). Refuses, with an error naming the

@@ -1,6 +1,5 @@
-#include "format/shard_index_internal.h"
-
 #include "format/chunks_internal.h"
+#include "format/shard_index_internal.h"
 #include "schemas/shard_index_generated.h"
 
 namespace shardify::detail {
@@ -70,8 +69,12 @@ std::vector<uint8_t> ShardIndexBuilder::Finish() const {
         if ((*fields_)[f].variable_shape()) dims = b.CreateVector(c.dims);
         break;
       }
-      case FieldKind::kInt: ints = b.CreateVector(c.ints); break;
-      case FieldKind::kFloat: floats = b.CreateVector(c.floats); break;
+      case FieldKind::kInt:
+        ints = b.CreateVector(c.ints);
+        break;
+      case FieldKind::kFloat:
+        floats = b.CreateVector(c.floats);
+        break;
       case FieldKind::kString:
       case FieldKind::kBytes: {
         data = b.CreateVector(c.data);
@@ -134,7 +137,8 @@ Status CheckRawSize(const FieldSpec& f, const fb::BlobRef& ref, const Shape& sha
     return Corruption(where + ": raw size " + std::to_string(ref.raw_size()) + " disagrees with shape " +
                       ShapeToString(shape) + " (" + std::to_string(*bytes) + " bytes)");
   if (*bytes > max_bytes)
-    return Corruption(where + ": raw size " + std::to_string(*bytes) + " exceeds the limit of " + std::to_string(max_bytes));
+    return Corruption(where + ": raw size " + std::to_string(*bytes) + " exceeds the limit of " +
+                      std::to_string(max_bytes));
   if (ref.codec() == static_cast<uint8_t>(Codec::kRaw) && ref.stored_size() != *bytes)
     return Corruption(where + ": raw blob stores " + std::to_string(ref.stored_size()) + " bytes, expected " +
                       std::to_string(*bytes));
@@ -157,7 +161,8 @@ Result<Shape> SampleShape(const FieldSpec& f, const int64_t* dims, const std::st
   Shape shape = f.shape;
   if (dims != nullptr) shape.assign(dims, dims + f.shape.size());
   if (!ShapeMatches(f.shape, shape))
-    return Corruption(where + ": shape " + ShapeToString(shape) + " does not fit the field's " + ShapeToString(f.shape));
+    return Corruption(where + ": shape " + ShapeToString(shape) + " does not fit the field's " +
+                      ShapeToString(f.shape));
   return shape;
 }
 
@@ -191,16 +196,19 @@ Status CheckNdarray(const FieldSpec& f, const fb::Column& c, uint64_t first, uin
   const uint64_t rank = f.shape.size();
   const bool variable = f.variable_shape();
   if (Len(c.dims()) != (variable ? n * rank : 0))
-    return Corruption(where + ": " + std::to_string(Len(c.dims())) + " shape entries, expected " + std::to_string(variable ? n * rank : 0));
+    return Corruption(where + ": " + std::to_string(Len(c.dims())) + " shape entries, expected " +
+                      std::to_string(variable ? n * rank : 0));
   view->dims = variable && n && rank ? c.dims()->data() : nullptr;
   if (f.chunked()) {
     if (Len(c.chunk_starts()) != n + 1)
-      return Corruption(where + ": " + std::to_string(Len(c.chunk_starts())) + " chunk starts for " + std::to_string(n) + " samples");
+      return Corruption(where + ": " + std::to_string(Len(c.chunk_starts())) + " chunk starts for " +
+                        std::to_string(n) + " samples");
     RETURN_IF_ERROR(CheckOffsets(c.chunk_starts()->data(), n, Len(c.chunks()), where, "chunk starts"));
     view->chunks = Len(c.chunks()) ? c.chunks()->Get(0) : nullptr;
     view->chunk_starts = c.chunk_starts()->data();
   } else {
-    if (Len(c.blobs()) != n) return Corruption(where + ": " + std::to_string(Len(c.blobs())) + " blobs for " + std::to_string(n) + " samples");
+    if (Len(c.blobs()) != n)
+      return Corruption(where + ": " + std::to_string(Len(c.blobs())) + " blobs for " + std::to_string(n) + " samples");
     view->blobs = n ? c.blobs()->Get(0) : nullptr;
   }
   for (uint64_t i = 0; i < n; ++i) {
@@ -219,7 +227,8 @@ Status CheckNdarray(const FieldSpec& f, const fb::Column& c, uint64_t first, uin
 
 Status CheckData(const fb::Column& c, uint64_t n, const std::string& where, ColumnView* view) {
   if (Len(c.data_offsets()) != n + 1)
-    return Corruption(where + ": " + std::to_string(Len(c.data_offsets())) + " data offsets, expected " + std::to_string(n + 1));
+    return Corruption(where + ": " + std::to_string(Len(c.data_offsets())) + " data offsets, expected " +
+                      std::to_string(n + 1));
   RETURN_IF_ERROR(CheckOffsets(c.data_offsets()->data(), n, Len(c.data()), where, "data offsets"));
   view->data = c.data() ? c.data()->data() : nullptr;
   view->data_offsets = c.data_offsets()->data();
@@ -256,15 +265,15 @@ Status CheckShardIndex(const uint8_t* index, uint64_t length, const std::vector<
   const fb::ShardIndex* root = fb::GetShardIndex(index);
   if (root->first_sample() != first_sample || root->num_samples() != num_samples)
     return Corruption(where + ": index holds samples [" + std::to_string(root->first_sample()) + ", +" +
-                      std::to_string(root->num_samples()) + "), manifest says [" + std::to_string(first_sample) + ", +" +
-                      std::to_string(num_samples) + ")");
+                      std::to_string(root->num_samples()) + "), manifest says [" + std::to_string(first_sample) +
+                      ", +" + std::to_string(num_samples) + ")");
   if (Len(root->columns()) != fields.size())
     return Corruption(where + ": index has " + std::to_string(Len(root->columns())) + " columns for " +
                       std::to_string(fields.size()) + " fields");
   columns->assign(fields.size(), ColumnView{});
   for (size_t f = 0; f < fields.size(); ++f) {
-    RETURN_IF_ERROR(CheckColumn(fields[f], *root->columns()->Get(static_cast<flatbuffers::uoffset_t>(f)), first_sample, num_samples,
-                                blob_end, max_sample_bytes, where, &(*columns)[f]));
+    RETURN_IF_ERROR(CheckColumn(fields[f], *root->columns()->Get(static_cast<flatbuffers::uoffset_t>(f)), first_sample,
+                                num_samples, blob_end, max_sample_bytes, where, &(*columns)[f]));
   }
   return Status::Ok();
 }

@@ -55,10 +55,10 @@ class ShardIndexBuilder {
 
 // Pointers into a verified index. Valid while the index bytes are.
 struct ColumnView {
-  const fb::BlobRef* blobs = nullptr;  // ndarray
-  const fb::BlobRef* chunks = nullptr; // chunked ndarray
+  const fb::BlobRef* blobs = nullptr;   // ndarray
+  const fb::BlobRef* chunks = nullptr;  // chunked ndarray
   const uint64_t* chunk_starts = nullptr;
-  const int64_t* dims = nullptr;       // variable-shape ndarray: rank per sample
+  const int64_t* dims = nullptr;  // variable-shape ndarray: rank per sample
   const int64_t* ints = nullptr;
   const double* floats = nullptr;
   const uint8_t* data = nullptr;
@@ -70,8 +70,8 @@ struct ColumnView {
 // raw sizes (<= max_sample_bytes). `where` names the shard in errors. On success fills
 // one ColumnView per field.
 Status CheckShardIndex(const uint8_t* index, uint64_t length, const std::vector<FieldSpec>& fields,
-                       uint64_t first_sample, uint64_t num_samples, uint64_t blob_end,
-                       uint64_t max_sample_bytes, const std::string& where, std::vector<ColumnView>* columns);
+                       uint64_t first_sample, uint64_t num_samples, uint64_t blob_end, uint64_t max_sample_bytes,
+                       const std::string& where, std::vector<ColumnView>* columns);
 
 // Sets the first_sample of a shard index in place (the length stays, so the shard's blobs
 // and alignment stay): after running the FlatBuffers verifier, which is all this needs of

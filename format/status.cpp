@@ -4,18 +4,30 @@ namespace shardify {
 
 const char* StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "ok";
-    case StatusCode::kInvalidArgument: return "invalid argument";
-    case StatusCode::kNotFound: return "not found";
-    case StatusCode::kAlreadyExists: return "already exists";
-    case StatusCode::kIOError: return "I/O error";
-    case StatusCode::kCorruption: return "corruption";
-    case StatusCode::kUnsupported: return "unsupported";
-    case StatusCode::kOutOfRange: return "out of range";
-    case StatusCode::kResourceExhausted: return "resource exhausted";
-    case StatusCode::kCancelled: return "cancelled";
-    case StatusCode::kInternal: return "internal error";
-    case StatusCode::kBusy: return "busy";
+    case StatusCode::kOk:
+      return "ok";
+    case StatusCode::kInvalidArgument:
+      return "invalid argument";
+    case StatusCode::kNotFound:
+      return "not found";
+    case StatusCode::kAlreadyExists:
+      return "already exists";
+    case StatusCode::kIOError:
+      return "I/O error";
+    case StatusCode::kCorruption:
+      return "corruption";
+    case StatusCode::kUnsupported:
+      return "unsupported";
+    case StatusCode::kOutOfRange:
+      return "out of range";
+    case StatusCode::kResourceExhausted:
+      return "resource exhausted";
+    case StatusCode::kCancelled:
+      return "cancelled";
+    case StatusCode::kInternal:
+      return "internal error";
+    case StatusCode::kBusy:
+      return "busy";
   }
   return "unknown";
 }

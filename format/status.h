@@ -17,17 +17,17 @@ namespace shardify {
 
 enum class StatusCode : int {
   kOk = 0,
-  kInvalidArgument = 1,   // the caller passed something unusable (bad option, bad shape)
-  kNotFound = 2,          // a file, field, split or sample that does not exist
-  kAlreadyExists = 3,     // refusing to overwrite
-  kIOError = 4,           // the operating system said no (open, read, write, mmap, rename)
-  kCorruption = 5,        // bytes on disk disagree with the format or their checksum
-  kUnsupported = 6,       // valid input this version cannot handle (version too new, codec)
-  kOutOfRange = 7,        // an index past the end
-  kResourceExhausted = 8, // a configured limit would be exceeded
-  kCancelled = 9,         // work stopped on request
-  kInternal = 10,         // a bug in this library
-  kBusy = 11,             // held by another process (a destination being written)
+  kInvalidArgument = 1,    // the caller passed something unusable (bad option, bad shape)
+  kNotFound = 2,           // a file, field, split or sample that does not exist
+  kAlreadyExists = 3,      // refusing to overwrite
+  kIOError = 4,            // the operating system said no (open, read, write, mmap, rename)
+  kCorruption = 5,         // bytes on disk disagree with the format or their checksum
+  kUnsupported = 6,        // valid input this version cannot handle (version too new, codec)
+  kOutOfRange = 7,         // an index past the end
+  kResourceExhausted = 8,  // a configured limit would be exceeded
+  kCancelled = 9,          // work stopped on request
+  kInternal = 10,          // a bug in this library
+  kBusy = 11,              // held by another process (a destination being written)
 };
 
 // Stable lower-case name of a code, e.g. "corruption".
@@ -77,7 +77,7 @@ inline Status Busy(std::string m) { return Status(StatusCode::kBusy, std::move(m
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!std::get<Status>(v_).ok() && "Result built from an ok Status");
   }
@@ -87,9 +87,18 @@ class [[nodiscard]] Result {
   Status status() const { return ok() ? Status() : std::get<Status>(v_); }
 
   // Preconditions: ok().
-  T& value() & { assert(ok()); return std::get<T>(v_); }
-  const T& value() const& { assert(ok()); return std::get<T>(v_); }
-  T&& value() && { assert(ok()); return std::get<T>(std::move(v_)); }
+  T& value() & {
+    assert(ok());
+    return std::get<T>(v_);
+  }
+  const T& value() const& {
+    assert(ok());
+    return std::get<T>(v_);
+  }
+  T&& value() && {
+    assert(ok());
+    return std::get<T>(std::move(v_));
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T* operator->() { return &value(); }
@@ -119,15 +128,14 @@ auto CatchAllocationFailure(Fn&& fn, What&& what) -> decltype(fn()) {
 #define SHARDIFY_CONCAT(a, b) SHARDIFY_CONCAT_INNER(a, b)
 
 // Returns the Status of `expr` from the enclosing function when it is not ok.
-#define RETURN_IF_ERROR(expr)                             \
-  do {                                                    \
-    ::shardify::Status shardify_status_ = (expr);         \
-    if (!shardify_status_.ok()) return shardify_status_;  \
+#define RETURN_IF_ERROR(expr)                            \
+  do {                                                   \
+    ::shardify::Status shardify_status_ = (expr);        \
+    if (!shardify_status_.ok()) return shardify_status_; \
   } while (0)
 
 // `lhs = value of rexpr`, or returns its error from the enclosing function.
-#define ASSIGN_OR_RETURN(lhs, rexpr) \
-  ASSIGN_OR_RETURN_IMPL(SHARDIFY_CONCAT(shardify_result_, __LINE__), lhs, rexpr)
+#define ASSIGN_OR_RETURN(lhs, rexpr) ASSIGN_OR_RETURN_IMPL(SHARDIFY_CONCAT(shardify_result_, __LINE__), lhs, rexpr)
 #define ASSIGN_OR_RETURN_IMPL(tmp, lhs, rexpr) \
   auto tmp = (rexpr);                          \
   if (!tmp.ok()) return tmp.status();          \

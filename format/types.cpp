@@ -11,10 +11,9 @@ struct DTypeRow {
   size_t size;
 };
 constexpr DTypeRow kDTypes[] = {
-    {DType::kU8, "u8", 1},   {DType::kI8, "i8", 1},   {DType::kU16, "u16", 2},
-    {DType::kI16, "i16", 2}, {DType::kU32, "u32", 4}, {DType::kI32, "i32", 4},
-    {DType::kF16, "f16", 2}, {DType::kF32, "f32", 4}, {DType::kF64, "f64", 8},
-    {DType::kI64, "i64", 8},
+    {DType::kU8, "u8", 1},   {DType::kI8, "i8", 1},   {DType::kU16, "u16", 2}, {DType::kI16, "i16", 2},
+    {DType::kU32, "u32", 4}, {DType::kI32, "i32", 4}, {DType::kF16, "f16", 2}, {DType::kF32, "f32", 4},
+    {DType::kF64, "f64", 8}, {DType::kI64, "i64", 8},
 };
 const DTypeRow* FindRow(DType t) {
   for (const auto& row : kDTypes)
@@ -43,11 +42,16 @@ bool IsValidDType(uint8_t code) { return FindRow(static_cast<DType>(code)) != nu
 
 const char* FieldKindName(FieldKind k) {
   switch (k) {
-    case FieldKind::kNdarray: return "ndarray";
-    case FieldKind::kInt: return "int";
-    case FieldKind::kFloat: return "float";
-    case FieldKind::kString: return "string";
-    case FieldKind::kBytes: return "bytes";
+    case FieldKind::kNdarray:
+      return "ndarray";
+    case FieldKind::kInt:
+      return "int";
+    case FieldKind::kFloat:
+      return "float";
+    case FieldKind::kString:
+      return "string";
+    case FieldKind::kBytes:
+      return "bytes";
   }
   return "?";
 }

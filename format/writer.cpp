@@ -119,16 +119,26 @@ Moments MomentsOf(const uint8_t* bytes, uint64_t count) {
 
 Moments ComputeMoments(DType t, const uint8_t* bytes, uint64_t size) {
   switch (t) {
-    case DType::kU8: return MomentsOf<uint8_t>(bytes, size);
-    case DType::kI8: return MomentsOf<int8_t>(bytes, size);
-    case DType::kU16: return MomentsOf<uint16_t>(bytes, size / 2);
-    case DType::kI16: return MomentsOf<int16_t>(bytes, size / 2);
-    case DType::kU32: return MomentsOf<uint32_t>(bytes, size / 4);
-    case DType::kI32: return MomentsOf<int32_t>(bytes, size / 4);
-    case DType::kF32: return MomentsOf<float>(bytes, size / 4);
-    case DType::kF64: return MomentsOf<double>(bytes, size / 8);
-    case DType::kI64: return MomentsOf<int64_t>(bytes, size / 8);
-    case DType::kF16: return Moments{};  // not computed
+    case DType::kU8:
+      return MomentsOf<uint8_t>(bytes, size);
+    case DType::kI8:
+      return MomentsOf<int8_t>(bytes, size);
+    case DType::kU16:
+      return MomentsOf<uint16_t>(bytes, size / 2);
+    case DType::kI16:
+      return MomentsOf<int16_t>(bytes, size / 2);
+    case DType::kU32:
+      return MomentsOf<uint32_t>(bytes, size / 4);
+    case DType::kI32:
+      return MomentsOf<int32_t>(bytes, size / 4);
+    case DType::kF32:
+      return MomentsOf<float>(bytes, size / 4);
+    case DType::kF64:
+      return MomentsOf<double>(bytes, size / 8);
+    case DType::kI64:
+      return MomentsOf<int64_t>(bytes, size / 8);
+    case DType::kF16:
+      return Moments{};  // not computed
   }
   return Moments{};
 }
@@ -168,16 +178,25 @@ class EncoderImpl final : public Encoder {
   Status EncodeField(size_t f, FieldValue& v, EncodedField* out) {
     const FieldSpec& spec = (*fields_)[f];
     if (v.kind != spec.kind)
-      return InvalidArgument(std::string("value is ") + FieldKindName(v.kind) + ", the field is " + FieldKindName(spec.kind));
+      return InvalidArgument(std::string("value is ") + FieldKindName(v.kind) + ", the field is " +
+                             FieldKindName(spec.kind));
     switch (spec.kind) {
-      case FieldKind::kInt: out->i = v.i; return Status::Ok();
-      case FieldKind::kFloat: out->f = v.f; return Status::Ok();
+      case FieldKind::kInt:
+        out->i = v.i;
+        return Status::Ok();
+      case FieldKind::kFloat:
+        out->f = v.f;
+        return Status::Ok();
       case FieldKind::kString:
-      case FieldKind::kBytes: out->stored = std::move(v.bytes); return Status::Ok();
-      case FieldKind::kNdarray: break;
+      case FieldKind::kBytes:
+        out->stored = std::move(v.bytes);
+        return Status::Ok();
+      case FieldKind::kNdarray:
+        break;
     }
     if (!ShapeMatches(spec.shape, v.shape))
-      return InvalidArgument("shape " + ShapeToString(v.shape) + " does not fit the field's " + ShapeToString(spec.shape));
+      return InvalidArgument("shape " + ShapeToString(v.shape) + " does not fit the field's " +
+                             ShapeToString(spec.shape));
     ASSIGN_OR_RETURN(const uint64_t bytes, ByteSize(v.shape, spec.dtype));
     if (bytes != v.bytes.size())
       return InvalidArgument("shape " + ShapeToString(v.shape) + " of " + DTypeName(spec.dtype) + " needs " +
@@ -264,7 +283,8 @@ class WriterImpl final : public DatasetWriter {
       return InvalidArgument("no ndarray field named '" + field + "' to train a dictionary for");
     if (encoders_made_ || manifest_.num_samples > 0)
       return InvalidArgument("dictionaries must be trained before encoding starts");
-    if (options_.codec != Codec::kZstd) return InvalidArgument("a zstd dictionary needs codec zstd, the writer stores raw");
+    if (options_.codec != Codec::kZstd)
+      return InvalidArgument("a zstd dictionary needs codec zstd, the writer stores raw");
     std::vector<std::vector<uint8_t>> filtered;  // a dictionary learns from what is compressed
     if (manifest_.fields[f].filter != Filter::kNone) {
       for (const auto& s : samples) {
@@ -356,13 +376,18 @@ class WriterImpl final : public DatasetWriter {
 
   Status AppendField(size_t f, EncodedField& v) {
     switch (manifest_.fields[f].kind) {
-      case FieldKind::kInt: builder_.AddInt(f, v.i); return Status::Ok();
-      case FieldKind::kFloat: builder_.AddFloat(f, v.f); return Status::Ok();
+      case FieldKind::kInt:
+        builder_.AddInt(f, v.i);
+        return Status::Ok();
+      case FieldKind::kFloat:
+        builder_.AddFloat(f, v.f);
+        return Status::Ok();
       case FieldKind::kString:
       case FieldKind::kBytes:
         builder_.AddData(f, std::string(v.stored.begin(), v.stored.end()));
         return Status::Ok();
-      case FieldKind::kNdarray: break;
+      case FieldKind::kNdarray:
+        break;
     }
     moments_[f].Merge(v.moments);
     if (manifest_.fields[f].chunked()) {
@@ -427,8 +452,8 @@ class WriterImpl final : public DatasetWriter {
     for (size_t f = 0; f < manifest_.fields.size(); ++f) {
       const Moments& m = moments_[f];
       if (!options_.compute_stats || manifest_.fields[f].kind != FieldKind::kNdarray || m.n == 0) continue;
-      manifest_.stats.push_back({manifest_.fields[f].name, m.n, m.min, m.max, m.mean,
-                                 std::sqrt(m.m2 / static_cast<double>(m.n))});
+      manifest_.stats.push_back(
+          {manifest_.fields[f].name, m.n, m.min, m.max, m.mean, std::sqrt(m.m2 / static_cast<double>(m.n))});
     }
     RETURN_IF_ERROR(ValidateManifest(manifest_, part() ? ManifestKind::kPart : ManifestKind::kDataset));
     if (options_.fsync) RETURN_IF_ERROR(FsyncDir(dir_));
@@ -454,7 +479,7 @@ class WriterImpl final : public DatasetWriter {
   std::vector<std::string> created_;
   uint64_t bytes_done_ = 0;
   uint64_t first_ = part() ? options_.part.first_sample : 0;  // number of the first sample
-  uint32_t version_ = 1;  // the oldest version that can hold the schema
+  uint32_t version_ = 1;                                      // the oldest version that can hold the schema
   bool encoders_made_ = false;
   bool finished_ = false;
   Status status_;

@@ -61,17 +61,17 @@ struct WriterOptions {
   // blob is stored raw (64-byte aligned): larger, and read by a copy, without
   // decompression. kZstdDict is not a choice here: TrainDictionary gives a field one.
   Codec codec = Codec::kZstd;
-  int zstd_level = 3;                          // 1..19 (kZstd)
+  int zstd_level = 3;  // 1..19 (kZstd)
   // Levels (1..19) of single ndarray fields instead of zstd_level, e.g. {{"mask", 9}}:
   // label maps compress much better at higher levels, at little cost (kZstd).
   std::vector<std::pair<std::string, int>> field_levels;
-  double min_ratio = 0.95;                     // kZstd
-  bool compute_stats = true;   // per-field min/max/mean/std into the manifest
-  bool overwrite = false;      // replace an existing dataset at the destination
+  double min_ratio = 0.95;    // kZstd
+  bool compute_stats = true;  // per-field min/max/mean/std into the manifest
+  bool overwrite = false;     // replace an existing dataset at the destination
   // Names of further files that belong to a dataset at the destination (e.g.
   // "skipped.tsv"): written with WriteCompanion, replaced and removed with the dataset.
   std::vector<std::string> companions;
-  bool fsync = true;           // fsync shards, manifest and directory
+  bool fsync = true;  // fsync shards, manifest and directory
   std::vector<std::string> classes;
   Provenance provenance;
   // Set (count > 0) to write one part of a dataset written in parts (format/parts.h):
@@ -103,16 +103,14 @@ class DatasetWriter {
   // holds (kBusy), one holding a dataset unless options.overwrite (kAlreadyExists), and a
   // non-empty directory that is not a dataset. With overwrite, the previous dataset stays
   // in place until Finish().
-  static Result<std::unique_ptr<DatasetWriter>> Create(const std::string& dir,
-                                                       std::vector<FieldSpec> fields,
+  static Result<std::unique_ptr<DatasetWriter>> Create(const std::string& dir, std::vector<FieldSpec> fields,
                                                        const WriterOptions& options = {});
   virtual ~DatasetWriter() = default;
 
   // Trains a zstd dictionary for ndarray field `field` from `samples` (raw arrays, filtered
   // here as the field's blobs are) and uses it for every blob of that field. Must precede NewEncoder() and Append().
   // A dictionary that fails to train is an error; callers may fall back to none.
-  virtual Status TrainDictionary(const std::string& field,
-                                 const std::vector<std::vector<uint8_t>>& samples,
+  virtual Status TrainDictionary(const std::string& field, const std::vector<std::vector<uint8_t>>& samples,
                                  size_t dict_bytes = 64 << 10) = 0;
 
   virtual std::unique_ptr<Encoder> NewEncoder() = 0;

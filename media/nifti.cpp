@@ -22,10 +22,32 @@ struct Layout {
   const char* pair_magic;
   size_t magic_size;
 };
-constexpr Layout kNifti1{348, 344, 40, 70, 72, 76, 108, 112, 116, 124, 128, 252, 254, 256, 268, 280, 123,
-                         2,   2,   4,  1,  "n+1", "ni1", 4};
-constexpr Layout kNifti2{540, 4,   16,  12,  14, 104, 168, 176, 184, 192, 200, 344, 348, 352, 376, 400, 500,
-                         8,   4,   8,   4,  "n+2\0\r\n\032\n", "ni2\0\r\n\032\n", 8};
+constexpr Layout kNifti1{348, 344, 40,  70,  72,  76, 108, 112, 116, 124,   128,   252,
+                         254, 256, 268, 280, 123, 2,  2,   4,   1,   "n+1", "ni1", 4};
+constexpr Layout kNifti2{540,
+                         4,
+                         16,
+                         12,
+                         14,
+                         104,
+                         168,
+                         176,
+                         184,
+                         192,
+                         200,
+                         344,
+                         348,
+                         352,
+                         376,
+                         400,
+                         500,
+                         8,
+                         4,
+                         8,
+                         4,
+                         "n+2\0\r\n\032\n",
+                         "ni2\0\r\n\032\n",
+                         8};
 
 // Floats widen to doubles and back bit for bit, NaN payloads included.
 double Widen(float f) {
@@ -247,9 +269,9 @@ struct DatatypeRow {
   DType dtype;
   int16_t code;
 };
-constexpr DatatypeRow kDatatypes[] = {{DType::kU8, 2},     {DType::kI16, 4},   {DType::kI32, 8},
-                                      {DType::kF32, 16},   {DType::kF64, 64},  {DType::kI8, 256},
-                                      {DType::kU16, 512},  {DType::kU32, 768}, {DType::kI64, 1024}};
+constexpr DatatypeRow kDatatypes[] = {{DType::kU8, 2},    {DType::kI16, 4},   {DType::kI32, 8},
+                                      {DType::kF32, 16},  {DType::kF64, 64},  {DType::kI8, 256},
+                                      {DType::kU16, 512}, {DType::kU32, 768}, {DType::kI64, 1024}};
 
 }  // namespace
 

@@ -25,9 +25,9 @@ inline constexpr size_t kNifti2HeaderSize = 540;
 // The header fields shardify reads or writes, NIfTI-1's float and int16 fields widened.
 // A header built from this struct has every other byte zero (or as in its base).
 struct NiftiHeader {
-  int version = 1;          // 1 or 2: sizeof_hdr 348 or 540
-  bool big_endian = false;  // byte order of the header (and of the voxels after it)
-  bool single_file = true;  // magic "n+1" / "n+2"; false: anything else ("ni1": .hdr/.img)
+  int version = 1;               // 1 or 2: sizeof_hdr 348 or 540
+  bool big_endian = false;       // byte order of the header (and of the voxels after it)
+  bool single_file = true;       // magic "n+1" / "n+2"; false: anything else ("ni1": .hdr/.img)
   std::array<int64_t, 8> dim{};  // dim[0] = rank
   int16_t datatype = 0;
   int16_t bitpix = 0;

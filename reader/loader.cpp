@@ -98,11 +98,13 @@ Result<std::vector<detail::FieldPlan>> PlanFields(const Manifest& m, std::vector
   }
   if (patch != nullptr) {
     const auto has = [&](const std::string& n) {
-      return std::any_of(plans.begin(), plans.end(), [&](const detail::FieldPlan& p) { return p.name == n && p.patch; });
+      return std::any_of(plans.begin(), plans.end(),
+                         [&](const detail::FieldPlan& p) { return p.name == n && p.patch; });
     };
     if (!has(patch->image_field) || (!patch->label_field.empty() && !has(patch->label_field))) {
       return InvalidArgument("loader: patch mode needs fields '" + patch->image_field + "'" +
-                             (patch->label_field.empty() ? "" : " and '" + patch->label_field + "'") + " among the loaded fields");
+                             (patch->label_field.empty() ? "" : " and '" + patch->label_field + "'") +
+                             " among the loaded fields");
     }
   }
   if (plans.empty()) return InvalidArgument("loader: no ndarray, int or float field to load");

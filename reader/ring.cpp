@@ -44,8 +44,10 @@ Ring::Ring(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
       total_(sampler_.total_batches()) {
   for (size_t f = 0; f < fields_.size() && patches_; ++f) {
     if (!fields_[f].patch) continue;
-    if (fields_[f].name == patches_->options().image_field) patch_image_ = static_cast<int>(f);
-    else patch_label_ = static_cast<int>(f);
+    if (fields_[f].name == patches_->options().image_field)
+      patch_image_ = static_cast<int>(f);
+    else
+      patch_label_ = static_cast<int>(f);
   }
 }
 
@@ -386,7 +388,8 @@ Status Ring::DecodeRun(Slot& slot, size_t begin, size_t end, Decoder& decoder, s
                        size_t* bad) {
   Status status;
   for (size_t i = begin; i < end && patches_; ++i) {  // patches first, sample by sample
-    status = CatchAllocationFailure([&] { return DecodePatch(slot, i, decoder); }, [&] { return OutOfMemory(slot, i); });
+    status =
+        CatchAllocationFailure([&] { return DecodePatch(slot, i, decoder); }, [&] { return OutOfMemory(slot, i); });
     if (!status.ok()) end = *bad = i;  // later fields need look only before it
   }
   // Field by field, so that a batch of small samples is one tight gather loop per field.
@@ -463,11 +466,14 @@ Status Ring::DecodePatch(Slot& slot, size_t i, Decoder& decoder) {
   const size_t n = slot.batch.indices.size();
   const uint64_t draw = slot.flat_step * options_.batch_size + i;
   auto at = [&](int f) {
-    return f < 0 ? nullptr : static_cast<uint8_t*>(slot.host[static_cast<size_t>(f)].data()) + i * slot.stride[static_cast<size_t>(f)];
+    return f < 0 ? nullptr
+                 : static_cast<uint8_t*>(slot.host[static_cast<size_t>(f)].data()) +
+                       i * slot.stride[static_cast<size_t>(f)];
   };
   const size_t label_bytes = patch_label_ < 0 ? 0 : slot.stride[static_cast<size_t>(patch_label_)];
-  const Status s = patches_->Sample(slot.batch.indices[i], draw, patches_->Forced(i, n), at(patch_image_),
-                                    slot.stride[static_cast<size_t>(patch_image_)], at(patch_label_), label_bytes, decoder);
+  const Status s =
+      patches_->Sample(slot.batch.indices[i], draw, patches_->Forced(i, n), at(patch_image_),
+                       slot.stride[static_cast<size_t>(patch_image_)], at(patch_label_), label_bytes, decoder);
   return s.ok() ? s
                 : s.WithContext("loader: " + Where(slot.batch) + ": sample " + std::to_string(slot.batch.indices[i]));
 }

@@ -42,14 +42,14 @@ struct FieldPlan {
 enum class SlotState { kFree, kPlanning, kDecoding, kReady, kHeld };
 
 struct Slot {
-  std::vector<HostBuffer> host;      // per field
-  std::vector<DeviceBuffer> device;  // per field, when staging
-  CudaEvent event;                   // when staging: the copy to the device is done
-  CudaEvent released;                // when staging: the consumer's stream is done with it
-  bool release_pending = false;      // `released` was recorded; the next copy waits for it
-  bool staged = false;               // a copy was queued from the host buffers
-  std::vector<uint64_t> stride;      // bytes per sample, per field
-  std::vector<SampleView> views;     // batch_size entries, valid while `pins` holds their shards
+  std::vector<HostBuffer> host;                   // per field
+  std::vector<DeviceBuffer> device;               // per field, when staging
+  CudaEvent event;                                // when staging: the copy to the device is done
+  CudaEvent released;                             // when staging: the consumer's stream is done with it
+  bool release_pending = false;                   // `released` was recorded; the next copy waits for it
+  bool staged = false;                            // a copy was queued from the host buffers
+  std::vector<uint64_t> stride;                   // bytes per sample, per field
+  std::vector<SampleView> views;                  // batch_size entries, valid while `pins` holds their shards
   std::vector<std::shared_ptr<const void>> pins;  // the shards of the planned batch
   Batch batch;
   SlotState state = SlotState::kFree;
@@ -57,7 +57,7 @@ struct Slot {
   size_t done = 0;                   // samples finished
   size_t error_position = SIZE_MAX;  // batch position of `error` (lowest wins)
   Status error;
-  uint64_t flat_step = 0;            // epoch x batches_per_epoch + step (patch draws derive from it)
+  uint64_t flat_step = 0;  // epoch x batches_per_epoch + step (patch draws derive from it)
 };
 
 class Ring : public std::enable_shared_from_this<Ring> {
@@ -118,7 +118,7 @@ class Ring : public std::enable_shared_from_this<Ring> {
   const Sampler sampler_;
   const std::vector<FieldPlan> fields_;
   const bool pinned_;
-  std::unique_ptr<PatchSampler> patches_;  // patch mode only
+  std::unique_ptr<PatchSampler> patches_;    // patch mode only
   int patch_image_ = -1, patch_label_ = -1;  // their positions in fields_
   const uint64_t total_;
   size_t chunk_ = 1;

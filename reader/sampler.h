@@ -32,7 +32,7 @@ struct SamplerOptions {
   uint64_t epochs = 1;
   size_t rank = 0;  // this process's rank in distributed training
   size_t world_size = 1;
-  bool drop_last = false;              // drop the last partial batch (of each rank)
+  bool drop_last = false;  // drop the last partial batch (of each rank)
   // Passes over the split in one epoch (>= 1): the epoch order is `repeats` orders of the
   // split one after another (each drawn as a whole epoch's order would be). For a few
   // large volumes read as random patches, where one pass is only a few batches.

@@ -17,9 +17,7 @@ uint64_t Count(const Shape& s, size_t from = 0) {
   return n;
 }
 
-std::string Where(const Dataset& ds, const SampleView& s) {
-  return ds.dir() + ": sample " + std::to_string(s.index());
-}
+std::string Where(const Dataset& ds, const SampleView& s) { return ds.dir() + ": sample " + std::to_string(s.index()); }
 
 // One value per channel from `fill` (one for all, or one each).
 double FillOf(const std::vector<double>& fill, int64_t c) {
@@ -63,9 +61,11 @@ Status CheckArray(const SourceGrid& g, DType dtype, const Shape& shape, size_t b
                            std::to_string(g.shape.size()) + " spatial axes plus channels");
   }
   ASSIGN_OR_RETURN(const uint64_t want, ByteSize(shape, dtype));
-  if (want != bytes) return InvalidArgument("array holds " + std::to_string(bytes) + " bytes, its shape needs " + std::to_string(want));
+  if (want != bytes)
+    return InvalidArgument("array holds " + std::to_string(bytes) + " bytes, its shape needs " + std::to_string(want));
   if (!spatial.empty() && Shape(shape.begin() + 1, shape.end()) != spatial) {
-    return InvalidArgument("array " + ShapeToString(shape) + " is not the size of the crop box " + ShapeToString(spatial));
+    return InvalidArgument("array " + ShapeToString(shape) + " is not the size of the crop box " +
+                           ShapeToString(spatial));
   }
   return Status::Ok();
 }
@@ -99,8 +99,8 @@ Result<std::optional<SourceGrid>> ReadSourceGrid(const Dataset& ds, const Sample
     const double n = shape[a], start = box[a], size = box[rank + a];
     if (!(n >= 1 && n < 1e15 && start >= 0 && size >= 1 && start + size <= n) || n != std::floor(n) ||
         start != std::floor(start) || size != std::floor(size)) {
-      return Corruption(Where(ds, s) + ": source.crop_box axis " + std::to_string(a) + " [" + std::to_string(start) + ", +" +
-                        std::to_string(size) + ") does not lie in source.shape " + std::to_string(n));
+      return Corruption(Where(ds, s) + ": source.crop_box axis " + std::to_string(a) + " [" + std::to_string(start) +
+                        ", +" + std::to_string(size) + ") does not lie in source.shape " + std::to_string(n));
     }
     g.shape.push_back(static_cast<int64_t>(n));
     g.crop_start.push_back(static_cast<int64_t>(start));
@@ -125,8 +125,9 @@ Result<std::optional<DType>> ReadSourceDType(const Dataset& ds, const SampleView
   return t;
 }
 
-Result<std::vector<uint8_t>> Uncrop(const SourceGrid& g, DType dtype, const Shape& shape, const std::vector<uint8_t>& array,
-                                    const std::vector<double>& fill, Shape* out_shape) {
+Result<std::vector<uint8_t>> Uncrop(const SourceGrid& g, DType dtype, const Shape& shape,
+                                    const std::vector<uint8_t>& array, const std::vector<double>& fill,
+                                    Shape* out_shape) {
   RETURN_IF_ERROR(CheckArray(g, dtype, shape, array.size(), g.crop_size));
   Shape full = {shape[0]};
   full.insert(full.end(), g.shape.begin(), g.shape.end());
@@ -157,7 +158,8 @@ Result<std::vector<uint8_t>> ToSourceGrid(const SourceGrid& g, DType dtype, cons
   for (size_t i = 0; i < v.size(); ++i) v[i] = ElementAsDouble(&array[i * es], dtype);
   for (size_t a = 0; a < g.crop_size.size(); ++a) {
     if (cur[a + 1] == g.crop_size[a]) continue;
-    if (cur[a + 1] == 0) return InvalidArgument("array " + ShapeToString(shape) + " is empty along axis " + std::to_string(a + 1));
+    if (cur[a + 1] == 0)
+      return InvalidArgument("array " + ShapeToString(shape) + " is empty along axis " + std::to_string(a + 1));
     v = ResampleAxis(v, Count(Shape(cur.begin(), cur.begin() + static_cast<long>(a) + 1)), cur[a + 1], g.crop_size[a],
                      Count(cur, a + 2), interp);
     cur[a + 1] = g.crop_size[a];

@@ -26,8 +26,8 @@
 namespace shardify {
 
 struct SourceGrid {
-  Shape shape;                  // source spatial shape, array axis order
-  Shape crop_start, crop_size;  // the box of the source the stored arrays cover
+  Shape shape;                                     // source spatial shape, array axis order
+  Shape crop_start, crop_size;                     // the box of the source the stored arrays cover
   std::vector<double> spacing, origin, direction;  // source geometry, ITK order; empty when none
 };
 

@@ -156,8 +156,8 @@ Result<PatchSetup> SetUpPatches(const std::string& dir, const BenchOptions& o, c
     ASSIGN_OR_RETURN(SampleView v, s.ds->Sample(i));
     ASSIGN_OR_RETURN(uint64_t raw, v.raw_size(s.image));
     if (ip > limit || lp > limit)
-      return ResourceExhausted("--patch " + ExtentsToString(patch) + ": a patch of sample " + std::to_string(i) + " needs " +
-                               detail::HumanBytes(std::max(ip, lp)) + ", more than the limit of " +
+      return ResourceExhausted("--patch " + ExtentsToString(patch) + ": a patch of sample " + std::to_string(i) +
+                               " needs " + detail::HumanBytes(std::max(ip, lp)) + ", more than the limit of " +
                                detail::HumanBytes(limit));
     s.image_patch.push_back(ip), s.label_patch.push_back(lp), s.volume.push_back(raw);
     s.max_image_patch = std::max(s.max_image_patch, ip);

@@ -13,13 +13,13 @@ namespace shardify::tools {
 
 struct BenchOptions {
   IoMode io = IoMode::kMmap;  // how shards are read (--io mmap|pread)
-  std::string split;    // empty = the first split
-  size_t batch = 64;    // samples per batch (>= 1); patch mode: slots of which the last third are forced
-  size_t threads = 0;   // decode threads; 0 = all cores
-  uint64_t epochs = 1;  // passes over the split (>= 1); patch mode: whole-volume passes
-  uint64_t seed = 0;    // shuffle seed; patch mode: also the patch positions
-  bool direct = false;  // Dataset + SampleView::Decode on the threads, without the Loader
-  bool json = false;    // {mode, samples, bytes, seconds, samples_per_s, bytes_per_s, ...}
+  std::string split;          // empty = the first split
+  size_t batch = 64;          // samples per batch (>= 1); patch mode: slots of which the last third are forced
+  size_t threads = 0;         // decode threads; 0 = all cores
+  uint64_t epochs = 1;        // passes over the split (>= 1); patch mode: whole-volume passes
+  uint64_t seed = 0;          // shuffle seed; patch mode: also the patch positions
+  bool direct = false;        // Dataset + SampleView::Decode on the threads, without the Loader
+  bool json = false;          // {mode, samples, bytes, seconds, samples_per_s, bytes_per_s, ...}
   // Patch mode when not empty: "DxHxW", three positive integers (see Bench below).
   std::string patch;
   uint64_t patches = 0;  // patch mode: patches drawn; 0 = 8 per sample of the split, at least 32

@@ -51,8 +51,8 @@ Status ExportPng(const Array& a, const std::string& path) {
       std::memcpy(&pixels[(k * c + ch) * es], &a.bytes[(ch * h * w + k) * es], es);
     }
   }
-  return media::WritePngFile(path, pixels.data(), static_cast<uint32_t>(w), static_cast<uint32_t>(h), static_cast<int>(c),
-                      static_cast<int>(es * 8));
+  return media::WritePngFile(path, pixels.data(), static_cast<uint32_t>(w), static_cast<uint32_t>(h),
+                             static_cast<int>(c), static_cast<int>(es * 8));
 }
 
 Result<std::vector<double>> GeometryValues(const Dataset& ds, const SampleView& s, const std::string& name,
@@ -185,7 +185,8 @@ Status RunExport(const std::string& dir, uint64_t index, const std::string& path
         << "\n";
   } else {
     out << "wrote " << path << " (" << format << ", sample " << index << ", field " << m.fields[a.field].name << ", "
-        << DTypeName(a.dtype) << " " << ShapeToString(a.shape) << (a.source_grid ? ", on the source grid" : "") << ")\n";
+        << DTypeName(a.dtype) << " " << ShapeToString(a.shape) << (a.source_grid ? ", on the source grid" : "")
+        << ")\n";
   }
   return Status::Ok();
 }

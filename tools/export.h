@@ -12,9 +12,9 @@ namespace shardify::tools {
 
 struct ExportOptions {
   IoMode io = IoMode::kMmap;  // how shards are read (--io mmap|pread)
-  std::string field;         // ndarray field to export; empty = the image field
-  bool source_grid = false;  // map a preprocessed array back onto its source grid
-  bool json = false;  // report as a JSON object {file, sample, field, format, dtype, shape, source_grid}
+  std::string field;          // ndarray field to export; empty = the image field
+  bool source_grid = false;   // map a preprocessed array back onto its source grid
+  bool json = false;          // report as a JSON object {file, sample, field, format, dtype, shape, source_grid}
 };
 
 // Writes ndarray `field` of sample `index` to `path`, chosen by its name:

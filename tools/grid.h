@@ -13,13 +13,13 @@ namespace shardify::tools {
 
 struct GridOptions {
   IoMode io = IoMode::kMmap;  // how shards are read (--io mmap|pread)
-  size_t count = 16;     // samples drawn (fewer when the split is smaller)
-  std::string split;     // empty = every sample
-  uint64_t seed = 0;     // which samples: the same seed draws the same ones
-  std::string field;     // image field; empty = FindImageField
-  uint32_t tile = 96;    // each image is scaled to fit a tile x tile square (16..1024)
-  uint32_t columns = 0;  // 0 = ceil(sqrt(count))
-  bool json = false;     // report {file, width, height, columns, rows, samples, classes}
+  size_t count = 16;          // samples drawn (fewer when the split is smaller)
+  std::string split;          // empty = every sample
+  uint64_t seed = 0;          // which samples: the same seed draws the same ones
+  std::string field;          // image field; empty = FindImageField
+  uint32_t tile = 96;         // each image is scaled to fit a tile x tile square (16..1024)
+  uint32_t columns = 0;       // 0 = ceil(sqrt(count))
+  bool json = false;          // report {file, width, height, columns, rows, samples, classes}
 };
 
 // Size of the sheet for `count` tiles: columns x rows tiles of tile x (tile + caption)

@@ -12,8 +12,8 @@ namespace shardify::tools {
 
 struct InfoOptions {
   IoMode io = IoMode::kMmap;  // how shards are read (--io mmap|pread)
-  bool json = false;         // one JSON object instead of text
-  bool list_shards = false;  // text: one line per shard (JSON always lists them)
+  bool json = false;          // one JSON object instead of text
+  bool list_shards = false;   // text: one line per shard (JSON always lists them)
 };
 
 // Writes samples per split, fields (dtype, shape, meta), shards, provenance and the
@@ -27,10 +27,10 @@ Status RunInfo(const std::string& dir, const InfoOptions& options, std::ostream&
 
 struct LsOptions {
   IoMode io = IoMode::kMmap;  // how shards are read (--io mmap|pread)
-  std::string split;    // empty = every split
-  uint64_t offset = 0;  // first row, counted within the split
-  uint64_t limit = 0;   // 0 = no limit
-  bool json = false;    // a JSON array of {index, split, label, class, shape, stored_bytes, shard}
+  std::string split;          // empty = every split
+  uint64_t offset = 0;        // first row, counted within the split
+  uint64_t limit = 0;         // 0 = no limit
+  bool json = false;          // a JSON array of {index, split, label, class, shape, stored_bytes, shard}
 };
 
 // One row per sample: index, split, label, shape of the image field, stored bytes, shard.

@@ -3,7 +3,7 @@
 # ones). Runs apt-get as root, or through sudo.
 set -euo pipefail
 packages=(
-  cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
+  cmake ninja-build g++ clang clang-format-14 libclang-rt-14-dev pkg-config
   libzstd-dev libflatbuffers-dev flatbuffers-compiler libxxhash-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev
   libcli11-dev catch2 nlohmann-json3-dev
   libinsighttoolkit5-dev insighttoolkit5-examples

@@ -40,10 +40,17 @@ json NiftiSummary(std::string_view bytes) {
   if (!h.ok()) return {{"error", h.status().message()}};
   std::vector<int64_t> dim(h->dim.begin() + 1, h->dim.begin() + 1 + h->dim[0]);
   std::vector<double> pixdim(h->pixdim.begin(), h->pixdim.begin() + 1 + h->dim[0]);
-  return {{"version", h->version},       {"big_endian", h->big_endian}, {"dim", dim},
-          {"datatype", h->datatype},     {"bitpix", h->bitpix},         {"pixdim", pixdim},
-          {"vox_offset", media::VoxOffsetBytes(*h)}, {"scl_slope", h->scl_slope},   {"scl_inter", h->scl_inter},
-          {"qform_code", h->qform_code}, {"sform_code", h->sform_code}};
+  return {{"version", h->version},
+          {"big_endian", h->big_endian},
+          {"dim", dim},
+          {"datatype", h->datatype},
+          {"bitpix", h->bitpix},
+          {"pixdim", pixdim},
+          {"vox_offset", media::VoxOffsetBytes(*h)},
+          {"scl_slope", h->scl_slope},
+          {"scl_inter", h->scl_inter},
+          {"qform_code", h->qform_code},
+          {"sform_code", h->sform_code}};
 }
 
 Result<json> ArrayJson(const FieldSpec& spec, const SampleView& s, size_t f, Decoder& d) {

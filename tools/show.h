@@ -11,7 +11,7 @@
 namespace shardify::tools {
 
 struct ShowOptions {
-  IoMode io = IoMode::kMmap;  // how shards are read (--io mmap|pread)
+  IoMode io = IoMode::kMmap;   // how shards are read (--io mmap|pread)
   bool json = false;           // {sample, split, shard, fields [{name, kind, ...}]}
   bool preview = true;         // text: a character-art preview of the image field
   uint32_t preview_cols = 56;  // preview width in characters (>= 8)

@@ -14,10 +14,10 @@ namespace shardify::tools {
 
 struct StatsOptions {
   IoMode io = IoMode::kMmap;  // how shards are read (--io mmap|pread)
-  std::string split;   // empty = every sample
-  uint64_t limit = 0;  // 0 = every sample of the split, else the first `limit`
-  size_t threads = 0;  // 0 = all cores
-  bool json = false;   // {samples, fields [{name, dtype, channels [...]}], label_histogram}
+  std::string split;          // empty = every sample
+  uint64_t limit = 0;         // 0 = every sample of the split, else the first `limit`
+  size_t threads = 0;         // 0 = all cores
+  bool json = false;          // {samples, fields [{name, dtype, channels [...]}], label_histogram}
 };
 
 // Running statistics of one channel (merged with Chan et al.'s pairwise update).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite, from a fresh Debian 12 machine: installs missing packages, builds,
-# runs every Catch2 test under CTest in a Release build and again under ASan+UBSan, then
+# The whole test suite, from a fresh Debian 12 machine: installs missing packages, checks
+# formatting (tools/lint.sh), builds, runs every Catch2 test under CTest in a Release build and again under ASan+UBSan, then
 # fuzzes shard opening for a bounded time.
 # Environment: JOBS (default: all cores), FUZZ_SECONDS (default 60).
 set -euo pipefail
@@ -8,6 +8,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 jobs=${JOBS:-$(nproc)}
 bash tools/install-deps.sh
+
+echo "== Lint (clang-format, test names)"
+bash tools/lint.sh
 
 echo "== Release build and tests"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSHARDIFY_WITH_ITK=ON -DSHARDIFY_WITH_TORCH=ON \

@@ -57,7 +57,6 @@ Result<Range> SplitRange(const Manifest& m, const std::string& name) {
   return Range{s->first_sample, s->first_sample + s->num_samples};
 }
 
-
 Result<ArraySize> SizeOf(const SampleView& s, size_t field, bool chunked) {
   ArraySize a;
   ASSIGN_OR_RETURN(a.raw, s.raw_size(field));

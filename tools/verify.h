@@ -15,9 +15,9 @@ namespace shardify::tools {
 
 struct VerifyOptions {
   IoMode io = IoMode::kMmap;  // how shards are read (--io mmap|pread)
-  bool quick = false;  // structure only: file sizes, ends, footer and index checks; no blobs
-  size_t threads = 0;  // shards checked at once; 0 = all cores
-  bool json = false;   // RunVerify: {ok, shards, samples, blobs, problems [{shard, sample, what}]}
+  bool quick = false;         // structure only: file sizes, ends, footer and index checks; no blobs
+  size_t threads = 0;         // shards checked at once; 0 = all cores
+  bool json = false;          // RunVerify: {ok, shards, samples, blobs, problems [{shard, sample, what}]}
 };
 
 struct VerifyProblem {

@@ -60,8 +60,8 @@ std::string AugTransformsText() {
   for (const AugTransformInfo& t : AugTransforms()) {
     char range[64] = "-";
     if (t.lo != t.hi) std::snprintf(range, sizeof range, "%g..%g", t.lo, t.hi);
-    std::snprintf(line, sizeof line, "%-12s %-6g %-10g %-14s %s\n", t.name, t.probability, t.channel_probability,
-                  range, t.parameter);
+    std::snprintf(line, sizeof line, "%-12s %-6g %-10g %-14s %s\n", t.name, t.probability, t.channel_probability, range,
+                  t.parameter);
     out += line;
   }
   out.pop_back();  // no newline after the last row
@@ -134,8 +134,8 @@ Result<NnUnetAugment> NnUnetAugment::Create(std::vector<int64_t> patch, NnUnetAu
     a.max_angle_ = (double(largest) / double(smallest) > 1.5 ? 15.0 : 180.0) * kPi / 180;
   }
   a.margin_.assign(p.size(), 0);
-  const bool spatial = options.probability[Index(AugTransform::kRotate)] > 0 ||
-                       options.probability[Index(AugTransform::kScale)] > 0;
+  const bool spatial =
+      options.probability[Index(AugTransform::kRotate)] > 0 || options.probability[Index(AugTransform::kScale)] > 0;
   if (!options.margin || !spatial) return a;
   const double theta = options.probability[Index(AugTransform::kRotate)] > 0 ? a.max_angle_ : 0;
   const size_t n = p.size();

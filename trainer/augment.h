@@ -32,7 +32,16 @@ namespace shardify::trainer {
 
 // The transforms, in the order they run (mirroring runs last, after kGamma).
 enum class AugTransform : int {
-  kRotate, kScale, kNoise, kBlur, kBrightness, kContrast, kLowRes, kGammaInverted, kGamma, kMirror
+  kRotate,
+  kScale,
+  kNoise,
+  kBlur,
+  kBrightness,
+  kContrast,
+  kLowRes,
+  kGammaInverted,
+  kGamma,
+  kMirror
 };
 inline constexpr size_t kNumAugTransforms = 10;
 
@@ -77,13 +86,13 @@ Status ParseAugProbabilities(const std::string& spec, NnUnetAugmentOptions* opti
 struct AugmentPlan {
   int64_t batch = 0, channels = 0;
   std::array<std::vector<bool>, kNumAugTransforms> applied;  // kMirror: any axis
-  std::vector<std::array<double, 3>> angles;      // [b]: radians about axes 0..2 (2D: [0])
-  std::vector<double> scale;                      // [b]: > 1 shows more (objects smaller)
-  std::vector<double> noise_sigma;                // [b]
+  std::vector<std::array<double, 3>> angles;                 // [b]: radians about axes 0..2 (2D: [0])
+  std::vector<double> scale;                                 // [b]: > 1 shows more (objects smaller)
+  std::vector<double> noise_sigma;                           // [b]
   uint64_t noise_seed = 0;
-  std::vector<std::array<double, 3>> blur_sigma;  // [b * C + c]: per spatial axis
+  std::vector<std::array<double, 3>> blur_sigma;                             // [b * C + c]: per spatial axis
   std::vector<double> brightness, contrast, low_res, gamma_inverted, gamma;  // [b * C + c]
-  std::vector<std::array<bool, 3>> mirror;        // [b]: per spatial axis
+  std::vector<std::array<bool, 3>> mirror;                                   // [b]: per spatial axis
 };
 
 class NnUnetAugment {
@@ -114,7 +123,7 @@ class NnUnetAugment {
   NnUnetAugment() = default;
   std::vector<int64_t> patch_, margin_;
   NnUnetAugmentOptions options_;
-  double max_angle_ = 0;  // radians
+  double max_angle_ = 0;   // radians
   bool in_plane_ = false;  // 3D patch rotated and scaled in its last two axes only
 };
 

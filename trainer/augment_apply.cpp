@@ -138,7 +138,9 @@ torch::Tensor LowResAxis(const torch::Tensor& x, int64_t dim, const std::vector<
   for (int64_t row = 0; row < rows; ++row) {
     const double f = factor[static_cast<size_t>(row)];
     const int64_t m = std::max<int64_t>(1, std::lround(double(len) * f));
-    auto source = [&](int64_t j) { return std::min<int64_t>(int64_t(std::floor((j + 0.5) * double(len) / double(m))), len - 1); };
+    auto source = [&](int64_t j) {
+      return std::min<int64_t>(int64_t(std::floor((j + 0.5) * double(len) / double(m))), len - 1);
+    };
     for (int64_t k = 0; k < len; ++k) {
       const size_t at = static_cast<size_t>(row * len + k);
       if (f == 1 || m == len) {
@@ -268,7 +270,8 @@ ImageMask RotateScaleCrop(const ImageMask& io, const AugmentPlan& plan, const st
   size.insert(size.end(), out.begin(), out.end());
   const torch::Tensor grid = F::affine_grid(t, size, /*align_corners=*/false);
   auto sample = [&](const torch::Tensor& x, F::GridSampleFuncOptions::mode_t mode) {
-    return F::grid_sample(x, grid, F::GridSampleFuncOptions().mode(mode).padding_mode(torch::kZeros).align_corners(false));
+    return F::grid_sample(x, grid,
+                          F::GridSampleFuncOptions().mode(mode).padding_mode(torch::kZeros).align_corners(false));
   };
   // Sampling x - pad with zero padding, then adding pad back, pads with `pad`.
   r.image = Merge(r.image, idx, sample(Rows(io.image, idx) - o.image_pad, torch::kBilinear) + o.image_pad);
@@ -345,7 +348,8 @@ ImageMask NnUnetAugment::Apply(ImageMask io, const AugmentPlan& plan) const {
     for (size_t s = 0; s < flip.size(); ++s) flip[s] = plan.mirror[s][size_t(a)];
     x = OnPicked(x, flip, [&](const torch::Tensor& xi, const std::vector<int64_t>&) { return xi.flip({a + 2}); });
     if (mask.defined()) {
-      mask = OnPicked(mask, flip, [&](const torch::Tensor& mi, const std::vector<int64_t>&) { return mi.flip({a + 1}); });
+      mask =
+          OnPicked(mask, flip, [&](const torch::Tensor& mi, const std::vector<int64_t>&) { return mi.flip({a + 1}); });
     }
   }
   return {x.contiguous(), mask.defined() ? mask.contiguous() : mask};

@@ -158,8 +158,10 @@ SamplerState ResumePoint(const CheckpointMeta& m, int world_size, std::string* n
   if (m.world_size == world_size) return m.sampler;
   const bool mid_epoch = m.sampler.epoch >= m.epochs_done && m.sampler.step > 0;
   *note = "resuming with " + std::to_string(world_size) + " rank(s) from a checkpoint written by " +
-          std::to_string(m.world_size) + ": each rank's batches differ, so the run continues from the last epoch "
-          "boundary, the start of epoch " + std::to_string(m.epochs_done + 1) +
+          std::to_string(m.world_size) +
+          ": each rank's batches differ, so the run continues from the last epoch "
+          "boundary, the start of epoch " +
+          std::to_string(m.epochs_done + 1) +
           (mid_epoch ? " (the steps of that epoch already taken are taken again)" : "");
   return SamplerState{m.epochs_done, 0};
 }
@@ -194,8 +196,9 @@ GradSync::GradSync(RankGroup& group, std::vector<torch::Tensor> params, size_t b
   }
   // The last bucket ends with the flags (without trainable parameters, it holds them alone).
   flags_at_ = offset;
-  cur.flat = torch::zeros({offset + kFlags}, cur.params.empty() ? torch::TensorOptions(torch::kFloat)
-                                                                 : params_[cur.params[0]].options().requires_grad(false));
+  cur.flat =
+      torch::zeros({offset + kFlags}, cur.params.empty() ? torch::TensorOptions(torch::kFloat)
+                                                         : params_[cur.params[0]].options().requires_grad(false));
   buckets_.push_back(std::move(cur));
   for (Bucket& b : buckets_) {
     for (size_t i : b.params) hooks_.push_back(params_[i].register_hook([this, i](torch::Tensor g) { OnGrad(i, g); }));
@@ -255,8 +258,10 @@ Status GradSync::Finish(StepFlags* any) {
         const size_t i = b.params[s];
         if (seen_[i]) continue;
         torch::Tensor slot = b.flat.narrow(0, b.offsets[s], params_[i].numel());
-        if (params_[i].grad().defined()) slot.copy_(params_[i].grad().reshape(-1));
-        else slot.zero_();
+        if (params_[i].grad().defined())
+          slot.copy_(params_[i].grad().reshape(-1));
+        else
+          slot.zero_();
         --b.pending;
       }
     }
@@ -270,8 +275,10 @@ Status GradSync::Finish(StepFlags* any) {
     for (size_t s = 0; s < b.params.size(); ++s) {
       torch::Tensor& p = params_[b.params[s]];
       const torch::Tensor avg = b.flat.narrow(0, b.offsets[s], p.numel()).view(p.sizes());
-      if (p.grad().defined()) p.mutable_grad().copy_(avg);
-      else p.mutable_grad() = avg.clone();
+      if (p.grad().defined())
+        p.mutable_grad().copy_(avg);
+      else
+        p.mutable_grad() = avg.clone();
     }
   }
   if (any != nullptr) {  // averaged: above 0 where any rank set the flag

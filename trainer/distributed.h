@@ -28,15 +28,15 @@ struct DistributedOptions {
   // The launcher hosts the store (torchrun's agent store, tools/launch.py): every rank is a
   // client and keys live under "/worker/attempt_<restart>". Otherwise rank 0 hosts it.
   bool agent_store = false;
-  int restart_count = 0;                  // torchrun's TORCHELASTIC_RESTART_COUNT
-  std::string interface;                  // network interface Gloo binds to (GLOO_SOCKET_IFNAME);
-                                          // empty: loopback when the store is on loopback, else
-                                          // the address this machine's host name resolves to
-  std::string backend = "auto";           // auto (nccl on CUDA when built with it, else gloo) | gloo | nccl
+  int restart_count = 0;         // torchrun's TORCHELASTIC_RESTART_COUNT
+  std::string interface;         // network interface Gloo binds to (GLOO_SOCKET_IFNAME);
+                                 // empty: loopback when the store is on loopback, else
+                                 // the address this machine's host name resolves to
+  std::string backend = "auto";  // auto (nccl on CUDA when built with it, else gloo) | gloo | nccl
   // A rank that has not answered a collective (or the rendezvous) after this long is
   // given up on: every other rank stops with an error naming it.
   double timeout_s = 300;
-  double bucket_mb = 25;                  // gradient all-reduce bucket size (MiB)
+  double bucket_mb = 25;  // gradient all-reduce bucket size (MiB)
 };
 
 // Returns the value of an environment variable, or null when unset (std::getenv in a CLI;

@@ -117,7 +117,7 @@ class GradSync {
   std::vector<unsigned> hooks_;
   std::vector<bool> seen_;
   int64_t flags_at_ = 0;  // offset of the flags in the last bucket
-  size_t next_ = 0;      // first bucket not started
+  size_t next_ = 0;       // first bucket not started
   bool armed_ = false;
   std::mutex mu_;
 };

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
-#include <thread>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "trainer/distributed_internal.h"
 #include "trainer/loop_internal.h"
@@ -43,9 +43,7 @@ bool HigherIsBetter(const std::string& metric) {
 }
 
 // Source dtype range as a fallback scale when the manifest has no statistics.
-double DefaultScale(DType t) {
-  return t == DType::kU8 ? 255.0 : t == DType::kU16 ? 65535.0 : 1.0;
-}
+double DefaultScale(DType t) { return t == DType::kU8 ? 255.0 : t == DType::kU16 ? 65535.0 : 1.0; }
 
 Result<int64_t> NumClasses(const Manifest& m, const TrainOptions& o, bool seg) {
   if (o.num_classes > 0) return o.num_classes;
@@ -105,12 +103,16 @@ Status DescribeData(const TrainOptions& o, Setup& s) {
     s.model.in_channels = shape[0];
   } else {
     if (shape.size() != 2 && shape.size() != 3) {
-      return InvalidArgument(s.ds->dir() + ": field '" + o.image_field + "' has shape " +
-                             ShapeToString(shape) + "; 2D images [C, H, W] or [H, W] are supported");
+      return InvalidArgument(s.ds->dir() + ": field '" + o.image_field + "' has shape " + ShapeToString(shape) +
+                             "; 2D images [C, H, W] or [H, W] are supported");
     }
     s.model.in_channels = shape.size() == 3 ? shape[0] : 1;
-    s.model.height = o.augment.resize_h > 0 ? o.augment.resize_h : o.augment.crop_h > 0 ? o.augment.crop_h : shape[shape.size() - 2];
-    s.model.width = o.augment.resize_w > 0 ? o.augment.resize_w : o.augment.crop_w > 0 ? o.augment.crop_w : shape.back();
+    s.model.height = o.augment.resize_h > 0 ? o.augment.resize_h
+                     : o.augment.crop_h > 0 ? o.augment.crop_h
+                                            : shape[shape.size() - 2];
+    s.model.width = o.augment.resize_w > 0 ? o.augment.resize_w
+                    : o.augment.crop_w > 0 ? o.augment.crop_w
+                                           : shape.back();
   }
   if (s.model.in_channels < 1) return InvalidArgument(s.ds->dir() + ": image channel count varies; not supported");
   const ModelInfo* info = FindModel(s.model.name);
@@ -124,7 +126,10 @@ Status DescribeData(const TrainOptions& o, Setup& s) {
   s.spec.mean = 0;
   s.spec.stddev = DefaultScale(m.fields[f].dtype);
   for (const FieldStats& st : m.stats) {
-    if (st.field == o.image_field && st.count > 0) { s.spec.mean = st.mean; s.spec.stddev = st.stddev; }
+    if (st.field == o.image_field && st.count > 0) {
+      s.spec.mean = st.mean;
+      s.spec.stddev = st.stddev;
+    }
   }
   if (o.mean) s.spec.mean = *o.mean;
   if (o.stddev) s.spec.stddev = *o.stddev;
@@ -234,25 +239,32 @@ struct EpochClock {
   double wait = 0, busy = 0;  // seconds blocked in Next(), seconds of whole steps
   double comm = 0;            // seconds blocked on the gradient all-reduce
   uint64_t samples = 0, steps = 0;
-  torch::Tensor loss_sum;     // on the device, read at progress points only
+  torch::Tensor loss_sum;  // on the device, read at progress points only
   double Loss() const { return steps && loss_sum.defined() ? loss_sum.item<double>() / double(steps) : kNaN; }
 };
 
 class Trainer {
  public:
-  Trainer(const TrainOptions& o, Setup& s, std::shared_ptr<Model> model,
-          std::unique_ptr<torch::optim::Optimizer> opt, std::unique_ptr<Loader> loader, detail::RankGroup* group,
-          Clock::time_point start)
-      : o_(o), s_(s), model_(std::move(model)), opt_(std::move(opt)), loader_(std::move(loader)), group_(group),
-        start_(start), last_progress_(start) {
+  Trainer(const TrainOptions& o, Setup& s, std::shared_ptr<Model> model, std::unique_ptr<torch::optim::Optimizer> opt,
+          std::unique_ptr<Loader> loader, detail::RankGroup* group, Clock::time_point start)
+      : o_(o),
+        s_(s),
+        model_(std::move(model)),
+        opt_(std::move(opt)),
+        loader_(std::move(loader)),
+        group_(group),
+        start_(start),
+        last_progress_(start) {
     sched_ = o.schedule;
     const int64_t per_epoch = (int64_t(loader_->batches_per_epoch()) + o.accumulate - 1) / o.accumulate;
     sched_.total_steps = std::max<int64_t>(per_epoch * int64_t(o.epochs), 1);
     aug_ = o.augment;
     aug_.seed = o.seed;
     opt_step_ = s.resumed.optimizer_step;
-    if (!o.resume.empty() && s.resumed.world_size != s.world_size) opt_step_ = per_epoch * int64_t(s.resumed.epochs_done);
-    if (group_) sync_ = std::make_unique<detail::GradSync>(*group_, model_->parameters(), size_t(o.dist.bucket_mb * (1 << 20)));
+    if (!o.resume.empty() && s.resumed.world_size != s.world_size)
+      opt_step_ = per_epoch * int64_t(s.resumed.epochs_done);
+    if (group_)
+      sync_ = std::make_unique<detail::GradSync>(*group_, model_->parameters(), size_t(o.dist.bucket_mb * (1 << 20)));
     best_ = s.resumed.has_best ? s.resumed.best_metric : kNaN;
     summary_.epochs = s.resumed.epochs_done;
     summary_.best_metric_name = s.best_name;
@@ -305,8 +317,8 @@ class Trainer {
     ASSIGN_OR_RETURN(detail::Inputs in, detail::BatchInputs(batch, s_.spec, s_.device, Where(o_.train_split)));
     inflight_.Add(batch, s_.device);
     ImageMask io = !s_.spec.patch.empty() ? ImageMask{in.image, in.target}
-                   : Augment({in.image, s_.spec.segmentation ? in.target : torch::Tensor()}, aug_,
-                             batch->epoch, draw);
+                                          : Augment({in.image, s_.spec.segmentation ? in.target : torch::Tensor()},
+                                                    aug_, batch->epoch, draw);
     if (s_.nnunet) io = (*s_.nnunet)(std::move(io), batch->epoch, draw);
     torch::Tensor target = s_.spec.segmentation ? io.mask : in.target;
     torch::Tensor loss;
@@ -396,10 +408,12 @@ class Trainer {
     char lr[32];
     std::snprintf(lr, sizeof lr, "%g", o_.optimizer.lr);
     return InvalidArgument(std::string("training diverged: the training loss is ") +
-                           (std::isnan(loss) ? "NaN" : loss > 0 ? "+inf" : "-inf") + " at epoch " +
-                           std::to_string(batch.epoch + 1) + ", step " + std::to_string(batch.step + 1) +
-                           "; stopped (last.pt and best.pt keep the last finished epoch). Try a lower --lr than " +
-                           lr + ", or a warm-up (--schedule onecycle)");
+                           (std::isnan(loss) ? "NaN"
+                            : loss > 0       ? "+inf"
+                                             : "-inf") +
+                           " at epoch " + std::to_string(batch.epoch + 1) + ", step " + std::to_string(batch.step + 1) +
+                           "; stopped (last.pt and best.pt keep the last finished epoch). Try a lower --lr than " + lr +
+                           ", or a warm-up (--schedule onecycle)");
   }
 
   bool Leader() const { return s_.rank == 0; }
@@ -409,9 +423,9 @@ class Trainer {
     shown_ = clock_;
     if (!group_) return Status::Ok();
     const double loss_sum = clock_.steps ? clock_.loss_sum.item<double>() : 0;
-    ASSIGN_OR_RETURN(const std::vector<double> v,
-                     group_->Sum({loss_sum, double(clock_.steps), double(clock_.samples), clock_.wait, clock_.busy,
-                                  clock_.comm}, "summing the training loss"));
+    ASSIGN_OR_RETURN(const std::vector<double> v, group_->Sum({loss_sum, double(clock_.steps), double(clock_.samples),
+                                                               clock_.wait, clock_.busy, clock_.comm},
+                                                              "summing the training loss"));
     const double world = double(s_.world_size);
     shown_.loss_sum = torch::tensor(v[0], torch::kDouble);
     shown_.steps = uint64_t(v[1]);
@@ -422,9 +436,7 @@ class Trainer {
     return Status::Ok();
   }
 
-  std::string Where(const std::string& split) const {
-    return s_.ds->dir() + ", split '" + split + "'";
-  }
+  std::string Where(const std::string& split) const { return s_.ds->dir() + ", split '" + split + "'"; }
 
   Status EndEpoch(uint64_t epoch, bool partial);
   Status SaveCheckpoints(bool improved);
@@ -450,14 +462,14 @@ class Trainer {
   detail::InFlightBatches inflight_;
   torch::Tensor last_loss_;
   TrainSummary summary_;
-  detail::RankGroup* group_;              // null: one process
+  detail::RankGroup* group_;  // null: one process
   std::unique_ptr<detail::GradSync> sync_;
-  EpochClock shown_;                      // clock_ over all ranks at the last progress point
+  EpochClock shown_;  // clock_ over all ranks at the last progress point
   double total_comm_ = 0;
   Clock::time_point start_, last_progress_;
-  Position at_;                           // the last batch trained
-  detail::StepFlags agreed_;              // what some rank flagged at the last step (group)
-  bool stop_agreed_ = false;              // some rank asked to stop, and every rank knows
+  Position at_;               // the last batch trained
+  detail::StepFlags agreed_;  // what some rank flagged at the last step (group)
+  bool stop_agreed_ = false;  // some rank asked to stop, and every rank knows
 };
 
 // An epoch's end, or with `partial` the end of a run stopped within epoch `epoch`.
@@ -479,8 +491,8 @@ Status Trainer::EndEpoch(uint64_t epoch, bool partial) {
     r.metrics = ev.metrics;
   }
   const double value = s_.best_name == "train_loss" ? r.train_loss : r.Metric(s_.best_name);
-  const bool improved = !std::isnan(value) &&
-                        (std::isnan(best_) || (HigherIsBetter(s_.best_name) ? value > best_ : value < best_));
+  const bool improved =
+      !std::isnan(value) && (std::isnan(best_) || (HigherIsBetter(s_.best_name) ? value > best_ : value < best_));
   if (improved) best_ = value;
   total_wait_ += shown_.wait;
   total_busy_ += shown_.busy;

@@ -67,8 +67,8 @@ AutocastScope::~AutocastScope() {
   at::autocast::clear_cache();
 }
 
-Result<Inputs> BatchInputs(const std::shared_ptr<Batch>& batch, const DataSpec& spec,
-                           const torch::Device& device, const std::string& where) {
+Result<Inputs> BatchInputs(const std::shared_ptr<Batch>& batch, const DataSpec& spec, const torch::Device& device,
+                           const std::string& where) {
   auto fail = [&](const Status& s) {
     const std::string first = batch->indices.empty() ? "?" : std::to_string(batch->indices[0]);
     return s.WithContext(where + ", batch starting at sample " + first);
@@ -77,15 +77,15 @@ Result<Inputs> BatchInputs(const std::shared_ptr<Batch>& batch, const DataSpec& 
   if (img == nullptr) return fail(NotFound("no field '" + spec.image_field + "'"));
   const size_t rank = static_cast<size_t>(spec.spatial_rank());
   if (img->shape.size() != rank + 1 && img->shape.size() != rank + 2) {
-    return fail(InvalidArgument("field '" + spec.image_field + "' has batch shape " + ShapeToString(img->shape) +
-                                (rank == 2 ? "; expected [B, C, H, W] or [B, H, W]"
-                                           : "; expected [B, C, D, H, W] or [B, D, H, W]")));
+    return fail(InvalidArgument(
+        "field '" + spec.image_field + "' has batch shape " + ShapeToString(img->shape) +
+        (rank == 2 ? "; expected [B, C, H, W] or [B, H, W]" : "; expected [B, C, D, H, W] or [B, D, H, W]")));
   }
   Result<torch::Tensor> image = FieldTensor(batch, spec.image_field);
   if (!image.ok()) return fail(image.status());
   Inputs in;
-  in.image = ToFloatImage(ToDevice(*image, device, batch->pinned), img->dtype, spec.mean, spec.stddev,
-                          spec.spatial_rank());
+  in.image =
+      ToFloatImage(ToDevice(*image, device, batch->pinned), img->dtype, spec.mean, spec.stddev, spec.spatial_rank());
   const std::string& tname = spec.segmentation ? spec.mask_field : spec.label_field;
   const BatchField* tf = batch->Find(tname);
   const int64_t b = static_cast<int64_t>(batch->size());
@@ -120,9 +120,9 @@ torch::Tensor TaskLoss(const torch::Tensor& logits, const torch::Tensor& target,
   return ClassificationLoss(logits, target.masked_fill(target < 0, -100));
 }
 
-Result<std::unique_ptr<Loader>> SplitLoader(const std::shared_ptr<const Dataset>& ds,
-                                            const std::string& split, const DataSpec& spec,
-                                            size_t batch_size, size_t threads, const RankGroup* group) {
+Result<std::unique_ptr<Loader>> SplitLoader(const std::shared_ptr<const Dataset>& ds, const std::string& split,
+                                            const DataSpec& spec, size_t batch_size, size_t threads,
+                                            const RankGroup* group) {
   LoaderOptions lo;
   lo.split = split;
   lo.fields = {spec.image_field, spec.segmentation ? spec.mask_field : spec.label_field};
@@ -197,10 +197,10 @@ void AddDiceMetrics(const std::string& prefix, double mean_foreground, const std
 }
 
 // Whole volumes one at a time (batch 1), each covered by sliding windows.
-Result<EvalResult> EvaluateVolumes(Model& model, const std::shared_ptr<const Dataset>& ds,
-                                   const std::string& split, const DataSpec& spec, int64_t num_classes,
-                                   const torch::Device& device, size_t batch_size, size_t threads,
-                                   const std::string& prefix, const EvalProgress& progress, RankGroup* group) {
+Result<EvalResult> EvaluateVolumes(Model& model, const std::shared_ptr<const Dataset>& ds, const std::string& split,
+                                   const DataSpec& spec, int64_t num_classes, const torch::Device& device,
+                                   size_t batch_size, size_t threads, const std::string& prefix,
+                                   const EvalProgress& progress, RankGroup* group) {
   ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, SplitLoader(ds, split, spec, 1, threads, group));
   torch::NoGradGuard no_grad;
   model.eval();
@@ -218,8 +218,9 @@ Result<EvalResult> EvaluateVolumes(Model& model, const std::shared_ptr<const Dat
     // A batch of one case has the case's own shape (the Loader pads only to the batch's largest).
     const torch::Tensor image = in.image[0], target = in.target.narrow(0, 0, 1);
     torch::Tensor probs = VolumeProbs(model, image, spec, batch_size).unsqueeze(0);
-    loss_sum += (spec.multi_label ? BceDiceFromProbs(probs, target)
-                                  : DiceCeFromLogProbs(probs.clamp_min(1e-8).log(), target)).item<double>();
+    loss_sum +=
+        (spec.multi_label ? BceDiceFromProbs(probs, target) : DiceCeFromLogProbs(probs.clamp_min(1e-8).log(), target))
+            .item<double>();
     dice.Add(Predictions(probs, spec, true), target);
     if (progress) progress(dice.cases(), total);
   }
@@ -239,13 +240,11 @@ Result<EvalResult> EvaluateVolumes(Model& model, const std::shared_ptr<const Dat
 
 }  // namespace
 
-Result<EvalResult> Evaluate(Model& model, const std::shared_ptr<const Dataset>& ds,
-                            const std::string& split, const DataSpec& spec, int64_t num_classes,
-                            const torch::Device& device, size_t batch_size, size_t threads,
-                            const std::string& prefix, const EvalProgress& progress, RankGroup* group) {
+Result<EvalResult> Evaluate(Model& model, const std::shared_ptr<const Dataset>& ds, const std::string& split,
+                            const DataSpec& spec, int64_t num_classes, const torch::Device& device, size_t batch_size,
+                            size_t threads, const std::string& prefix, const EvalProgress& progress, RankGroup* group) {
   if (!spec.patch.empty()) {
-    return EvaluateVolumes(model, ds, split, spec, num_classes, device, batch_size, threads, prefix, progress,
-                           group);
+    return EvaluateVolumes(model, ds, split, spec, num_classes, device, batch_size, threads, prefix, progress, group);
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, SplitLoader(ds, split, spec, batch_size, threads, group));
   torch::NoGradGuard no_grad;
@@ -269,13 +268,16 @@ Result<EvalResult> Evaluate(Model& model, const std::shared_ptr<const Dataset>& 
     torch::Tensor logits = model.forward(in.image).to(torch::kFloat);
     loss_sum += TaskLoss(logits, in.target, spec).item<double>() * double(keep);
     n += static_cast<uint64_t>(keep);
-    if (spec.segmentation) dice.Add(Predictions(logits, spec, false), in.target);
-    else cls.Add(logits, in.target);
+    if (spec.segmentation)
+      dice.Add(Predictions(logits, spec, false), in.target);
+    else
+      cls.Add(logits, in.target);
     if (progress) progress(n, total);
   }
   model.train();
   if (group != nullptr) {
-    ASSIGN_OR_RETURN(const std::vector<double> sum, group->Sum({loss_sum, double(n)}, "summing the " + prefix + " loss"));
+    ASSIGN_OR_RETURN(const std::vector<double> sum,
+                     group->Sum({loss_sum, double(n)}, "summing the " + prefix + " loss"));
     loss_sum = sum[0];
     n = static_cast<uint64_t>(sum[1]);
     RETURN_IF_ERROR(spec.segmentation ? SumMetrics(*group, &dice) : SumMetrics(*group, &cls));

@@ -1,9 +1,8 @@
 // Pieces shared by Train and Predict. Internal: not part of the public API.
 #pragma once
 
-#include <torch/torch.h>
-
 #include <c10/core/Event.h>
+#include <torch/torch.h>
 
 #include <deque>
 #include <functional>
@@ -68,7 +67,7 @@ struct DataSpec {
   // sigmoid outputs, Dice is reported per class name.
   bool multi_label = false;
   std::vector<std::string> class_names;  // multi-label: the mask's classes, by channel
-  bool targets = true;  // false: images only (an unlabeled split); the target is -1 per sample
+  bool targets = true;                   // false: images only (an unlabeled split); the target is -1 per sample
   int spatial_rank() const { return patch.empty() ? 2 : static_cast<int>(patch.size()); }
 };
 
@@ -83,24 +82,24 @@ struct MaskClasses {
 MaskClasses DescribeMask(const FieldSpec& mask);
 
 struct Inputs {
-  torch::Tensor image;  // float [B, C, H, W] (volumes [B, C, D, H, W]) on the device, normalized
-  torch::Tensor target; // int64: labels [B], label maps [B, H, W] ([B, D, H, W]) or packed
-                        // multi-label maps of the same shape
+  torch::Tensor image;                      // float [B, C, H, W] (volumes [B, C, D, H, W]) on the device, normalized
+  torch::Tensor target;                     // int64: labels [B], label maps [B, H, W] ([B, D, H, W]) or packed
+                                            // multi-label maps of the same shape
   std::vector<std::vector<int64_t>> sizes;  // 2D: each sample's own {H, W} before any resize
 };
 
 // With spec.resize_h/w (2D), each sample is resized from its own size (ResizeEach).
 // Errors name the dataset directory, the split and the batch's first sample.
-Result<Inputs> BatchInputs(const std::shared_ptr<Batch>& batch, const DataSpec& spec,
-                           const torch::Device& device, const std::string& where);
+Result<Inputs> BatchInputs(const std::shared_ptr<Batch>& batch, const DataSpec& spec, const torch::Device& device,
+                           const std::string& where);
 
 // Loss of a batch for the task.
 torch::Tensor TaskLoss(const torch::Tensor& logits, const torch::Tensor& target, const DataSpec& spec);
 
 // Opens a sequential single-epoch loader over `split` (with `group`: over this rank's part).
-Result<std::unique_ptr<Loader>> SplitLoader(const std::shared_ptr<const Dataset>& ds,
-                                            const std::string& split, const DataSpec& spec,
-                                            size_t batch_size, size_t threads, const RankGroup* group = nullptr);
+Result<std::unique_ptr<Loader>> SplitLoader(const std::shared_ptr<const Dataset>& ds, const std::string& split,
+                                            const DataSpec& spec, size_t batch_size, size_t threads,
+                                            const RankGroup* group = nullptr);
 
 struct EvalResult {
   double loss = 0;
@@ -116,10 +115,9 @@ using EvalProgress = std::function<void(uint64_t done, uint64_t total)>;
 // Multi-label: per-class sigmoids thresholded at 0.5, "<prefix>_dice_<class name>".
 // With `group`, each rank evaluates its part and every rank returns the whole split's
 // figures; `progress` then counts this rank's part.
-Result<EvalResult> Evaluate(Model& model, const std::shared_ptr<const Dataset>& ds,
-                            const std::string& split, const DataSpec& spec, int64_t num_classes,
-                            const torch::Device& device, size_t batch_size, size_t threads,
-                            const std::string& prefix, const EvalProgress& progress = {},
+Result<EvalResult> Evaluate(Model& model, const std::shared_ptr<const Dataset>& ds, const std::string& split,
+                            const DataSpec& spec, int64_t num_classes, const torch::Device& device, size_t batch_size,
+                            size_t threads, const std::string& prefix, const EvalProgress& progress = {},
                             RankGroup* group = nullptr);
 
 // Sliding-window class probabilities [K, spatial...] of one normalized volume [C, spatial...].

@@ -1,6 +1,8 @@
 // shardtrain: train a model on a shard dataset, or predict with a checkpoint.
-#include <CLI/CLI.hpp>
+#include <time.h>
+#include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -11,9 +13,6 @@
 #include <exception>
 #include <optional>
 #include <string>
-
-#include <time.h>
-#include <unistd.h>
 
 #include "format/types.h"
 #include "trainer/models.h"
@@ -85,11 +84,11 @@ void PrintEpoch(const st::EpochRecord& r) {
 }
 
 void PrintSummary(const st::TrainSummary& s) {
-  std::printf("epochs %llu (%llu steps), %.1f s training, %.1f s in all (%.1f s evaluating), %.0f samples/s, "
-              "data-wait %.2f%% of step time, best %s %.4f\n",
-              static_cast<unsigned long long>(s.epochs), static_cast<unsigned long long>(s.steps), s.seconds,
-              s.wall_seconds, s.validation_seconds, s.samples_per_s, 100.0 * s.data_wait_fraction,
-              s.best_metric_name.c_str(), s.best_metric);
+  std::printf(
+      "epochs %llu (%llu steps), %.1f s training, %.1f s in all (%.1f s evaluating), %.0f samples/s, "
+      "data-wait %.2f%% of step time, best %s %.4f\n",
+      static_cast<unsigned long long>(s.epochs), static_cast<unsigned long long>(s.steps), s.seconds, s.wall_seconds,
+      s.validation_seconds, s.samples_per_s, 100.0 * s.data_wait_fraction, s.best_metric_name.c_str(), s.best_metric);
   if (s.world_size > 1) {
     std::printf("%d ranks; gradient all-reduce %.2f%% of step time\n", s.world_size, 100.0 * s.allreduce_fraction);
   }
@@ -129,16 +128,24 @@ void AddDistributed(CLI::App& app, Cli& c) {
   st::DistributedOptions& d = c.train.dist;
   const char* group = "Distributed (default: the launcher's RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT)";
   app.add_option("--rank", c.rank, "This process's rank, 0..world-size-1 (env RANK)")->group(group);
-  app.add_option("--world-size", c.world_size, "Number of ranks (env WORLD_SIZE; default 1: no process group)")->group(group);
-  app.add_option("--local-rank", c.local_rank, "Rank on this machine: uses cuda:<local-rank> (env LOCAL_RANK)")->group(group);
-  app.add_option("--master-addr", c.master_addr, "Host of the rendezvous store (env MASTER_ADDR; default 127.0.0.1)")->group(group);
-  app.add_option("--master-port", c.master_port, "Port of the rendezvous store (env MASTER_PORT; default 29500)")->group(group);
+  app.add_option("--world-size", c.world_size, "Number of ranks (env WORLD_SIZE; default 1: no process group)")
+      ->group(group);
+  app.add_option("--local-rank", c.local_rank, "Rank on this machine: uses cuda:<local-rank> (env LOCAL_RANK)")
+      ->group(group);
+  app.add_option("--master-addr", c.master_addr, "Host of the rendezvous store (env MASTER_ADDR; default 127.0.0.1)")
+      ->group(group);
+  app.add_option("--master-port", c.master_port, "Port of the rendezvous store (env MASTER_PORT; default 29500)")
+      ->group(group);
   app.add_option("--dist-backend", d.backend, "auto | gloo | nccl (auto: nccl on CUDA when built with it)")
-      ->capture_default_str()->group(group);
+      ->capture_default_str()
+      ->group(group);
   app.add_option("--dist-timeout", d.timeout_s,
                  "Seconds before a rank that does not answer (dead or hung) stops the others")
-      ->capture_default_str()->group(group);
-  app.add_option("--bucket-mb", d.bucket_mb, "Gradient all-reduce bucket size in MiB")->capture_default_str()->group(group);
+      ->capture_default_str()
+      ->group(group);
+  app.add_option("--bucket-mb", d.bucket_mb, "Gradient all-reduce bucket size in MiB")
+      ->capture_default_str()
+      ->group(group);
 }
 
 // The launcher's environment, then the flags given.
@@ -162,24 +169,31 @@ void AddTrain(CLI::App& app, Cli& c) {
   st::TrainOptions& t = c.train;
   t.out_dir = "shardtrain-out";
   app.add_option("dataset", t.data_dir, "Shard dataset directory (made by shardify)")->required();
-  app.add_option("-o,--out", t.out_dir, "Output directory: last.pt, best.pt, metrics.jsonl, curve.png")->capture_default_str();
+  app.add_option("-o,--out", t.out_dir, "Output directory: last.pt, best.pt, metrics.jsonl, curve.png")
+      ->capture_default_str();
   app.add_option("-m,--model", t.model.name, ModelHelp())->capture_default_str();
   app.add_option("--patch", c.patch, "unet3d: patch size DxHxW, e.g. 64x64x64 (also the sliding window)");
   app.add_option("--fg-fraction", t.foreground_fraction,
-                 "unet3d: share of each batch centred on foreground (nnU-Net's oversampling)")->capture_default_str();
+                 "unet3d: share of each batch centred on foreground (nnU-Net's oversampling)")
+      ->capture_default_str();
   app.add_option("--overlap", t.overlap, "unet3d: sliding-window overlap in validation, [0, 1)")->capture_default_str();
-  app.add_option("--base-channels", t.model.unet_base_channels, "unet, unet3d: channels of the first level")->capture_default_str();
+  app.add_option("--base-channels", t.model.unet_base_channels, "unet, unet3d: channels of the first level")
+      ->capture_default_str();
   app.add_option("--classes", t.num_classes, "Number of classes (0 = from the manifest)")->capture_default_str();
   app.add_option("-e,--epochs", t.epochs, "Epochs")->capture_default_str();
   app.add_option("-b,--batch", t.batch_size, "Batch size")->capture_default_str();
   app.add_option("--repeats", t.repeats,
-                 "Passes over the training split per epoch (e.g. many patches from a few volumes)")->capture_default_str();
+                 "Passes over the training split per epoch (e.g. many patches from a few volumes)")
+      ->capture_default_str();
   app.add_option("--optimizer", t.optimizer.name, "adam | adamw | sgd")->capture_default_str();
   app.add_option("--lr", t.optimizer.lr, "Peak learning rate")->capture_default_str();
-  app.add_option("--weight-decay", t.optimizer.weight_decay, "Weight decay (decoupled for adamw)")->capture_default_str();
+  app.add_option("--weight-decay", t.optimizer.weight_decay, "Weight decay (decoupled for adamw)")
+      ->capture_default_str();
   app.add_option("--schedule", t.schedule.name, "constant | cosine | onecycle")->capture_default_str();
-  app.add_option("--warmup", t.schedule.warmup_fraction, "Share of steps warming up (onecycle, cosine)")->capture_default_str();
-  app.add_option("--accumulate", t.accumulate, "Batches per optimizer step (gradient accumulation)")->capture_default_str();
+  app.add_option("--warmup", t.schedule.warmup_fraction, "Share of steps warming up (onecycle, cosine)")
+      ->capture_default_str();
+  app.add_option("--accumulate", t.accumulate, "Batches per optimizer step (gradient accumulation)")
+      ->capture_default_str();
   app.add_option("--device", t.device, "auto | cpu | cuda | cuda:N")->capture_default_str();
   app.add_option("--seed", t.seed, "Seed of order, initialization, dropout and augmentation")->capture_default_str();
   app.add_flag("--deterministic", t.deterministic, "Deterministic algorithms, no cuDNN benchmark");
@@ -190,7 +204,8 @@ void AddTrain(CLI::App& app, Cli& c) {
   AddIo(app, c);
   app.add_option("--order", c.order, "shuffle | sequential | windowed | balanced")->capture_default_str();
   app.add_option("--train-split", t.train_split, "Split to train on")->capture_default_str();
-  app.add_option("--val-split", t.val_split, "Split validated every epoch (skipped when absent)")->capture_default_str();
+  app.add_option("--val-split", t.val_split, "Split validated every epoch (skipped when absent)")
+      ->capture_default_str();
   app.add_option("--test-split", t.test_split, "Split evaluated once at the end (e.g. test)");
   app.add_option("--best-metric", t.best_metric, "Metric choosing best.pt (default val_accuracy / val_dice)");
   app.add_option("--resume", t.resume, "Continue from this last.pt (same options, more epochs allowed)");
@@ -229,7 +244,8 @@ void AddPredict(CLI::App& app, Cli& c) {
   app.add_option("dataset", p.data_dir, "Shard dataset directory")->required();
   app.add_option("-o,--out", p.out, "Classes: CSV file; segmentation: output shard dataset directory")->required();
   app.add_option("--split", p.split, "Split to predict")->capture_default_str();
-  app.add_option("-b,--batch", p.batch_size, "Batch size (volumes: sliding windows per pass, at most 8)")->capture_default_str();
+  app.add_option("-b,--batch", p.batch_size, "Batch size (volumes: sliding windows per pass, at most 8)")
+      ->capture_default_str();
   app.add_option("--device", p.device, "auto | cpu | cuda | cuda:N")->capture_default_str();
   app.add_option("--threads", p.threads, "Decode threads (0 = all cores)")->capture_default_str();
   AddIo(app, c);
@@ -242,23 +258,39 @@ void AddPredict(CLI::App& app, Cli& c) {
 int RunTrain(Cli& c) {
   st::TrainOptions& t = c.train;
   t.io = *shardify::ParseIoMode(c.io);  // checked by CLI11
-  if (c.order == "sequential") t.order = shardify::SampleOrder::kSequential;
-  else if (c.order == "windowed") t.order = shardify::SampleOrder::kShardWindowed;
-  else if (c.order == "balanced") t.order = shardify::SampleOrder::kClassBalanced;
-  else if (c.order != "shuffle") { std::fprintf(stderr, "shardtrain: unknown --order '%s'\n", c.order.c_str()); return 2; }
-  if (c.resize.size() == 2) { t.augment.resize_h = c.resize[0]; t.augment.resize_w = c.resize[1]; }
-  if (c.crop.size() == 2) { t.augment.crop_h = c.crop[0]; t.augment.crop_w = c.crop[1]; }
+  if (c.order == "sequential")
+    t.order = shardify::SampleOrder::kSequential;
+  else if (c.order == "windowed")
+    t.order = shardify::SampleOrder::kShardWindowed;
+  else if (c.order == "balanced")
+    t.order = shardify::SampleOrder::kClassBalanced;
+  else if (c.order != "shuffle") {
+    std::fprintf(stderr, "shardtrain: unknown --order '%s'\n", c.order.c_str());
+    return 2;
+  }
+  if (c.resize.size() == 2) {
+    t.augment.resize_h = c.resize[0];
+    t.augment.resize_w = c.resize[1];
+  }
+  if (c.crop.size() == 2) {
+    t.augment.crop_h = c.crop[0];
+    t.augment.crop_w = c.crop[1];
+  }
   if (!c.patch.empty()) {
     const shardify::Result<shardify::Shape> patch = shardify::ParseExtents(c.patch);
     if (!patch.ok() || patch->size() != 3) {
-      std::fprintf(stderr, "shardtrain: --patch '%s': expected DxHxW with sizes >= 1, e.g. 64x64x64\n", c.patch.c_str());
+      std::fprintf(stderr, "shardtrain: --patch '%s': expected DxHxW with sizes >= 1, e.g. 64x64x64\n",
+                   c.patch.c_str());
       return 2;
     }
     t.patch = *patch;
   }
   if (!c.aug.empty()) {
     const shardify::Result<st::AugPreset> aug = st::ParseAugPreset(c.aug);
-    if (!aug.ok()) { std::fprintf(stderr, "shardtrain: --aug: %s\n", aug.status().message().c_str()); return 2; }
+    if (!aug.ok()) {
+      std::fprintf(stderr, "shardtrain: --aug: %s\n", aug.status().message().c_str());
+      return 2;
+    }
     t.aug = *aug;
   }
   if (!c.aug_p.empty()) {
@@ -267,7 +299,10 @@ int RunTrain(Cli& c) {
       return 2;
     }
     const shardify::Status s = st::ParseAugProbabilities(c.aug_p, &t.nnunet);
-    if (!s.ok()) { std::fprintf(stderr, "shardtrain: --aug-p: %s\n", s.message().c_str()); return 2; }
+    if (!s.ok()) {
+      std::fprintf(stderr, "shardtrain: --aug-p: %s\n", s.message().c_str());
+      return 2;
+    }
   }
   if (!ResolveDistributed(c)) return 2;
   const shardify::Status usage = st::CheckTrainOptions(t);
@@ -294,8 +329,10 @@ int RunTrain(Cli& c) {
   // A stop asked on any rank stops every rank: each then exits as stopped.
   const int code = g_stop.load() || r->stopped ? 130 : 0;
   if (r->rank != 0) return code;  // rank 0 reports the run's figures
-  if (c.json) std::printf("%s\n", st::SummaryJson(*r).c_str());
-  else PrintSummary(*r);
+  if (c.json)
+    std::printf("%s\n", st::SummaryJson(*r).c_str());
+  else
+    PrintSummary(*r);
   return code;
 }
 
@@ -325,21 +362,24 @@ int RunPredict(Cli& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"shardtrain: train LibTorch models on shard datasets (classification, 2D segmentation, and 3D "
-               "segmentation on random patches with sliding-window validation), "
-               "or predict with a checkpoint. Batches come from memory-mapped shards decoded by C++ threads; "
-               "normalization and augmentation run on the device."};
+  CLI::App app{
+      "shardtrain: train LibTorch models on shard datasets (classification, 2D segmentation, and 3D "
+      "segmentation on random patches with sliding-window validation), "
+      "or predict with a checkpoint. Batches come from memory-mapped shards decoded by C++ threads; "
+      "normalization and augmentation run on the device."};
   app.require_subcommand(1);
   Cli c;
   CLI::App* train = app.add_subcommand("train", "Train a model; writes checkpoints, metrics.jsonl and curve.png");
-  CLI::App* predict = app.add_subcommand("predict", "Predict a split with a checkpoint (CSV of classes, or mask shards)");
+  CLI::App* predict =
+      app.add_subcommand("predict", "Predict a split with a checkpoint (CSV of classes, or mask shards)");
   AddTrain(*train, c);
   AddPredict(*predict, c);
-  app.footer("Outputs of train: <out>/last.pt (resume with --resume), best.pt, metrics.jsonl, curve.png.\n"
-             "Data-wait is the share of step time spent waiting for the next batch.\n"
-             "Ctrl-C stops training after the current step, validates and writes the outputs (a second\n"
-             "Ctrl-C, a second or more later, ends at once). Distributed, a stop on any rank stops all.\n"
-             "Exit codes: 0 done, 1 failed, 2 bad usage, 130 stopped by Ctrl-C (outputs written).");
+  app.footer(
+      "Outputs of train: <out>/last.pt (resume with --resume), best.pt, metrics.jsonl, curve.png.\n"
+      "Data-wait is the share of step time spent waiting for the next batch.\n"
+      "Ctrl-C stops training after the current step, validates and writes the outputs (a second\n"
+      "Ctrl-C, a second or more later, ends at once). Distributed, a stop on any rank stops all.\n"
+      "Exit codes: 0 done, 1 failed, 2 bad usage, 130 stopped by Ctrl-C (outputs written).");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -17,7 +17,10 @@ double MeanOfForeground(const std::vector<double>& per_class, bool all) {
   double sum = 0;
   int used = 0;
   for (size_t i = per_class.size() > 1 && !all ? 1 : 0; i < per_class.size(); ++i) {
-    if (!std::isnan(per_class[i])) { sum += per_class[i]; ++used; }
+    if (!std::isnan(per_class[i])) {
+      sum += per_class[i];
+      ++used;
+    }
   }
   return used ? sum / used : kNaN;
 }
@@ -94,7 +97,10 @@ double BinaryAuc(const std::vector<double>& scores, const std::vector<bool>& pos
     while (j < n && scores[order[j]] == scores[order[i]]) ++j;
     const double avg_rank = (static_cast<double>(i + 1) + static_cast<double>(j)) / 2.0;
     for (size_t t = i; t < j; ++t) {
-      if (positive[order[t]]) { rank_sum += avg_rank; npos += 1; }
+      if (positive[order[t]]) {
+        rank_sum += avg_rank;
+        npos += 1;
+      }
     }
     i = j;
   }
@@ -145,7 +151,10 @@ double ClassMetrics::MacroAuc() const {
       pos[i] = labels_[i] == c;
     }
     const double auc = BinaryAuc(scores, pos);
-    if (!std::isnan(auc)) { sum += auc; ++used; }
+    if (!std::isnan(auc)) {
+      sum += auc;
+      ++used;
+    }
   }
   return used ? sum / used : kNaN;
 }
@@ -158,8 +167,8 @@ void DiceMetrics::AddChannels(const torch::Tensor& predicted, const torch::Tenso
   const torch::Tensor t = UnpackLabels(packed, k) > 0.5;
   std::vector<int64_t> dims = {0};
   for (int64_t d = 2; d < p.dim(); ++d) dims.push_back(d);
-  const torch::Tensor counts = torch::stack({(p & t).sum(dims), p.sum(dims), t.sum(dims)})
-                                   .to(torch::kCPU).to(torch::kDouble).contiguous();
+  const torch::Tensor counts =
+      torch::stack({(p & t).sum(dims), p.sum(dims), t.sum(dims)}).to(torch::kCPU).to(torch::kDouble).contiguous();
   auto c = counts.accessor<double, 2>();
   for (int64_t i = 0; i < k; ++i) {
     inter_[i] += c[0][i];
@@ -180,7 +189,10 @@ void DiceMetrics::Add(const torch::Tensor& predicted, const torch::Tensor& targe
   auto c = counts.accessor<double, 2>();
   for (int64_t i = 0; i < k; ++i) {
     inter_[i] += c[i][i];
-    for (int64_t j = 0; j < k; ++j) { pred_[i] += c[i][j]; target_[i] += c[j][i]; }
+    for (int64_t j = 0; j < k; ++j) {
+      pred_[i] += c[i][j];
+      target_[i] += c[j][i];
+    }
   }
 }
 

@@ -16,20 +16,33 @@ namespace {
 using nlohmann::json;
 
 json MetaToJson(const CheckpointMeta& m) {
-  return json{{"version", 1},
-              {"model", {{"name", m.model.name}, {"in_channels", m.model.in_channels},
-                         {"num_classes", m.model.num_classes}, {"height", m.model.height},
-                         {"width", m.model.width}, {"unet_base_channels", m.model.unet_base_channels}}},
-              {"task", m.task}, {"classes", m.classes}, {"mean", m.mean}, {"stddev", m.stddev},
-              {"resize", {m.resize_h, m.resize_w}}, {"epochs_done", m.epochs_done},
-              {"optimizer_step", m.optimizer_step},
-              {"sampler", {m.sampler.epoch, m.sampler.step}}, {"world_size", m.world_size},
-              {"best_metric", m.best_metric},
-              {"has_best", m.has_best}, {"best_metric_name", m.best_metric_name},
-              {"patch", m.patch}, {"overlap", m.overlap},
-              {"multi_label", m.multi_label}, {"mask_classes", m.mask_classes},
-              {"optimizer", {{"name", m.optimizer.name}, {"weight_decay", m.optimizer.weight_decay},
-                             {"momentum", m.optimizer.momentum}}}};
+  return json{
+      {"version", 1},
+      {"model",
+       {{"name", m.model.name},
+        {"in_channels", m.model.in_channels},
+        {"num_classes", m.model.num_classes},
+        {"height", m.model.height},
+        {"width", m.model.width},
+        {"unet_base_channels", m.model.unet_base_channels}}},
+      {"task", m.task},
+      {"classes", m.classes},
+      {"mean", m.mean},
+      {"stddev", m.stddev},
+      {"resize", {m.resize_h, m.resize_w}},
+      {"epochs_done", m.epochs_done},
+      {"optimizer_step", m.optimizer_step},
+      {"sampler", {m.sampler.epoch, m.sampler.step}},
+      {"world_size", m.world_size},
+      {"best_metric", m.best_metric},
+      {"has_best", m.has_best},
+      {"best_metric_name", m.best_metric_name},
+      {"patch", m.patch},
+      {"overlap", m.overlap},
+      {"multi_label", m.multi_label},
+      {"mask_classes", m.mask_classes},
+      {"optimizer",
+       {{"name", m.optimizer.name}, {"weight_decay", m.optimizer.weight_decay}, {"momentum", m.optimizer.momentum}}}};
 }
 
 CheckpointMeta MetaFromJson(const json& j) {  // throws json::exception on a bad document
@@ -51,7 +64,8 @@ CheckpointMeta MetaFromJson(const json& j) {  // throws json::exception on a bad
   m.optimizer_step = j.at("optimizer_step").get<int64_t>();
   m.sampler.epoch = j.at("sampler").at(0).get<uint64_t>();
   m.sampler.step = j.at("sampler").at(1).get<uint64_t>();
-  if (j.contains("world_size")) m.world_size = std::max(1, j.at("world_size").get<int>());  // absent before distributed runs
+  if (j.contains("world_size"))
+    m.world_size = std::max(1, j.at("world_size").get<int>());  // absent before distributed runs
   m.best_metric = j.at("best_metric").get<double>();
   m.has_best = j.at("has_best").get<bool>();
   m.best_metric_name = j.at("best_metric_name").get<std::string>();
@@ -115,23 +129,22 @@ Status CheckOptimizer(const OptimizerOptions& o) {
   return Status::Ok();
 }
 
-Result<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(
-    const std::vector<torch::Tensor>& params, const OptimizerOptions& o) {
+Result<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(const std::vector<torch::Tensor>& params,
+                                                               const OptimizerOptions& o) {
   namespace optim = torch::optim;
   RETURN_IF_ERROR(CheckOptimizer(o));
   try {
     if (o.name == "adam") {
-      return std::unique_ptr<optim::Optimizer>(std::make_unique<optim::Adam>(
-          params, optim::AdamOptions(o.lr).weight_decay(o.weight_decay)));
+      return std::unique_ptr<optim::Optimizer>(
+          std::make_unique<optim::Adam>(params, optim::AdamOptions(o.lr).weight_decay(o.weight_decay)));
     }
     if (o.name == "adamw") {
-      return std::unique_ptr<optim::Optimizer>(std::make_unique<optim::AdamW>(
-          params, optim::AdamWOptions(o.lr).weight_decay(o.weight_decay)));
+      return std::unique_ptr<optim::Optimizer>(
+          std::make_unique<optim::AdamW>(params, optim::AdamWOptions(o.lr).weight_decay(o.weight_decay)));
     }
     if (o.name == "sgd") {
       return std::unique_ptr<optim::Optimizer>(std::make_unique<optim::SGD>(
-          params, optim::SGDOptions(o.lr).momentum(o.momentum).nesterov(o.momentum > 0)
-                      .weight_decay(o.weight_decay)));
+          params, optim::SGDOptions(o.lr).momentum(o.momentum).nesterov(o.momentum > 0).weight_decay(o.weight_decay)));
     }
   } catch (const std::exception& e) {
     return InvalidArgument("optimizer '" + o.name + "': " + e.what());
@@ -191,8 +204,8 @@ Status CheckResumeOptimizer(const std::string& path, const CheckpointMeta& meta,
                          describe(wanted) + "; resume with the checkpoint's optimizer options, or start a new run");
 }
 
-Status SaveCheckpoint(const std::string& path, Model& model,
-                      const torch::optim::Optimizer* optimizer, const CheckpointMeta& meta) {
+Status SaveCheckpoint(const std::string& path, Model& model, const torch::optim::Optimizer* optimizer,
+                      const CheckpointMeta& meta) {
   std::vector<uint8_t> bytes;
   try {
     torch::serialize::OutputArchive archive, weights, state;
@@ -244,8 +257,10 @@ Status LoadCheckpoint(const std::string& path, Model& model, torch::optim::Optim
       try {
         optimizer->load(state);
       } catch (const std::exception& e) {  // a checkpoint that does not record its optimizer
-        return InvalidArgument("checkpoint " + path + ": its optimizer state does not fit this run's optimizer (was it "
-                               "trained with another --optimizer?): " + FirstLine(e.what()));
+        return InvalidArgument("checkpoint " + path +
+                               ": its optimizer state does not fit this run's optimizer (was it "
+                               "trained with another --optimizer?): " +
+                               FirstLine(e.what()));
       }
     }
   } catch (const std::exception& e) {

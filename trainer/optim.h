@@ -23,8 +23,8 @@ struct OptimizerOptions {
 
 // Validates the name and the rates (lr > 0, weight decay and momentum >= 0).
 Status CheckOptimizer(const OptimizerOptions& options);
-Result<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(
-    const std::vector<torch::Tensor>& params, const OptimizerOptions& options);
+Result<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(const std::vector<torch::Tensor>& params,
+                                                               const OptimizerOptions& options);
 
 // Learning rate as a pure function of the optimizer step, so its whole state is the step.
 struct ScheduleOptions {
@@ -46,24 +46,24 @@ void SetLr(torch::optim::Optimizer& optimizer, double lr);
 // What a checkpoint records besides the weights and optimizer state.
 struct CheckpointMeta {
   ModelSpec model;
-  std::string task;                 // "classification" | "segmentation"
+  std::string task;  // "classification" | "segmentation"
   std::vector<std::string> classes;
-  double mean = 0, stddev = 1;      // image normalization used in training
+  double mean = 0, stddev = 1;  // image normalization used in training
   int64_t resize_h = 0, resize_w = 0;
-  uint64_t epochs_done = 0;         // completed epochs
-  int64_t optimizer_step = 0;       // optimizer steps taken (the schedule's state)
-  SamplerState sampler;             // where the training loader resumes
-  int world_size = 1;               // ranks of the run that wrote it (1 before it was recorded)
+  uint64_t epochs_done = 0;    // completed epochs
+  int64_t optimizer_step = 0;  // optimizer steps taken (the schedule's state)
+  SamplerState sampler;        // where the training loader resumes
+  int world_size = 1;          // ranks of the run that wrote it (1 before it was recorded)
   double best_metric = 0;
   bool has_best = false;
   std::string best_metric_name;
-  std::vector<int64_t> patch;       // volumes: training patch = sliding window (empty for 2D)
-  double overlap = 0.5;             // volumes: sliding-window overlap
-  bool multi_label = false;         // one sigmoid output per class (a multi-label mask)
+  std::vector<int64_t> patch;             // volumes: training patch = sliding window (empty for 2D)
+  double overlap = 0.5;                   // volumes: sliding-window overlap
+  bool multi_label = false;               // one sigmoid output per class (a multi-label mask)
   std::vector<std::string> mask_classes;  // multi-label: the class of each output channel
-  bool has_optimizer = false;       // false in checkpoints written before it was recorded
-  OptimizerOptions optimizer;       // what the optimizer state belongs to (lr aside: the
-                                    // schedule sets it at every step)
+  bool has_optimizer = false;             // false in checkpoints written before it was recorded
+  OptimizerOptions optimizer;             // what the optimizer state belongs to (lr aside: the
+                                          // schedule sets it at every step)
 };
 
 // InvalidArgument saying what differs when a run with `wanted` cannot continue from a
@@ -78,8 +78,8 @@ Status CheckResumeOptimizer(const std::string& path, const CheckpointMeta& meta,
 // Files without the trailer (written before it existed) are read unchecked.
 
 // Writes model, optimizer (may be null) and meta to `path` (via "<path>.tmp", fsync and rename).
-Status SaveCheckpoint(const std::string& path, Model& model,
-                      const torch::optim::Optimizer* optimizer, const CheckpointMeta& meta);
+Status SaveCheckpoint(const std::string& path, Model& model, const torch::optim::Optimizer* optimizer,
+                      const CheckpointMeta& meta);
 // Reads only the meta (to build the model before loading weights); verifies the checksum.
 Result<CheckpointMeta> ReadCheckpointMeta(const std::string& path);
 // Loads weights into `model` and, when non-null, the state of `optimizer`; verifies the

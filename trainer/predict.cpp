@@ -69,8 +69,7 @@ Result<std::unique_ptr<Loader>> PredictLoader(const PredictOptions& o, const Pre
   return Loader::Open(p.ds, lo);
 }
 
-void WriteCsvRows(std::ofstream& out, const Batch& b, const torch::Tensor& logits,
-                  const torch::Tensor& labels) {
+void WriteCsvRows(std::ofstream& out, const Batch& b, const torch::Tensor& logits, const torch::Tensor& labels) {
   torch::Tensor prob = torch::softmax(logits.to(torch::kFloat), 1).to(torch::kCPU).contiguous();
   torch::Tensor lab = labels.to(torch::kCPU).contiguous();
   torch::Tensor arg = prob.argmax(1);
@@ -183,8 +182,12 @@ Result<std::unique_ptr<DatasetWriter>> MaskWriter(const PredictOptions& o, Predi
   }
   if (c.path >= 0) fields.push_back({kPathField, FieldKind::kString, DType::kU8, {}, {}, {{kMetaRole, kRolePath}}});
   for (size_t g = 0; g < c.geometry.size(); ++g) {
-    fields.push_back({kMaskField + std::string(kGeometrySuffixes[g]), FieldKind::kNdarray, DType::kF64,
-                      m.fields[c.geometry[g]].shape, {}, {{kMetaRole, kRoleGeometry}}});
+    fields.push_back({kMaskField + std::string(kGeometrySuffixes[g]),
+                      FieldKind::kNdarray,
+                      DType::kF64,
+                      m.fields[c.geometry[g]].shape,
+                      {},
+                      {{kMetaRole, kRoleGeometry}}});
   }
   WriterOptions wo;
   wo.classes = p.meta.classes;
@@ -275,7 +278,8 @@ Result<PredictSummary> Predict(const PredictOptions& options) {
   } catch (const std::bad_alloc&) {
     return ResourceExhausted("predicting " + options.data_dir + " with " + options.checkpoint + ": out of memory");
   } catch (const c10::Error& e) {
-    return Internal("predicting " + options.data_dir + " with " + options.checkpoint + ": " + e.what_without_backtrace());
+    return Internal("predicting " + options.data_dir + " with " + options.checkpoint + ": " +
+                    e.what_without_backtrace());
   } catch (const std::exception& e) {
     return Internal("predicting " + options.data_dir + " with " + options.checkpoint + ": " + e.what());
   }

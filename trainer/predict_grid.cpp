@@ -87,7 +87,8 @@ Result<SampleInput> VolumeSample(const Dataset& ds, const VolumeLayout& l, uint6
   SampleInput out;
   out.split = split;
   out.values.push_back(FieldValue::Int(static_cast<int64_t>(index)));
-  ASSIGN_OR_RETURN(const std::optional<SourceGrid> grid, l.mapped ? ReadSourceGrid(ds, s, d) : std::optional<SourceGrid>{});
+  ASSIGN_OR_RETURN(const std::optional<SourceGrid> grid,
+                   l.mapped ? ReadSourceGrid(ds, s, d) : std::optional<SourceGrid>{});
   if (grid) {
     const Shape& box = grid->crop_size;
     torch::Tensor p = probs.to(torch::kFloat).unsqueeze(0);
@@ -96,13 +97,16 @@ Result<SampleInput> VolumeSample(const Dataset& ds, const VolumeLayout& l, uint6
                              " for a prediction of rank " + std::to_string(probs.dim() - 1));
     }
     if (!std::equal(box.begin(), box.end(), probs.sizes().begin() + 1)) {
-      p = F::interpolate(p, F::InterpolateFuncOptions().size(std::vector<int64_t>(box.begin(), box.end()))
-                                .mode(torch::kTrilinear).align_corners(false));
+      p = F::interpolate(p, F::InterpolateFuncOptions()
+                                .size(std::vector<int64_t>(box.begin(), box.end()))
+                                .mode(torch::kTrilinear)
+                                .align_corners(false));
     }
     Shape shape = {l.multi_label ? probs.size(0) : 1};
     shape.insert(shape.end(), box.begin(), box.end());
     Shape full;
-    ASSIGN_OR_RETURN(std::vector<uint8_t> mask, Uncrop(*grid, DType::kU8, shape, ClassBytes(p[0], l.multi_label), {0.0}, &full));
+    ASSIGN_OR_RETURN(std::vector<uint8_t> mask,
+                     Uncrop(*grid, DType::kU8, shape, ClassBytes(p[0], l.multi_label), {0.0}, &full));
     out.values.push_back(FieldValue::Array(std::move(mask), std::move(full)));
   } else {
     Shape shape = {l.multi_label ? probs.size(0) : 1};

@@ -5,10 +5,7 @@
 // PrefixStore, Store::{set, get, add, check}, ProcessGroupGloo(store, rank, size, options)
 // with Options::create(timeout) and createDeviceFor{Interface,Hostname}/createDefaultDevice,
 // ProcessGroupNCCL(store, rank, size, options), and {allreduce, broadcast, barrier} -> Work::wait.
-#include "trainer/distributed_internal.h"
-
 #include <torch/version.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +14,8 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <thread>
+
+#include "trainer/distributed_internal.h"
 
 #ifndef SHARDIFY_NO_C10D
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -43,8 +42,9 @@ struct RankGroup::Impl {};
 RankGroup::RankGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 RankGroup::~RankGroup() = default;
 Result<std::unique_ptr<RankGroup>> RankGroup::Join(const DistributedOptions&, const torch::Device&) {
-  return Unsupported("this shardtrain was built against a LibTorch without c10d (torch.distributed); "
-                     "it trains in one process only");
+  return Unsupported(
+      "this shardtrain was built against a LibTorch without c10d (torch.distributed); "
+      "it trains in one process only");
 }
 int RankGroup::rank() const { return 0; }
 int RankGroup::world_size() const { return 1; }
@@ -104,9 +104,7 @@ StorePtr OpenStore(const DistributedOptions& o, bool server) {
 }
 
 #ifdef SHARDIFY_HAVE_GLOO
-bool IsLoopback(const std::string& host) {
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
-}
+bool IsLoopback(const std::string& host) { return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0; }
 #endif
 
 Result<c10::intrusive_ptr<BackendBase>> MakeBackend(const DistributedOptions& o, const torch::Device& device,
@@ -124,8 +122,9 @@ Result<c10::intrusive_ptr<BackendBase>> MakeBackend(const DistributedOptions& o,
   }
 #else
   if (nccl && o.backend == "nccl") {
-    return Unsupported("this shardtrain was built without c10d's NCCL backend (needs a CUDA LibTorch 2.x and "
-                       "nccl.h at build time); use --dist-backend gloo");
+    return Unsupported(
+        "this shardtrain was built without c10d's NCCL backend (needs a CUDA LibTorch 2.x and "
+        "nccl.h at build time); use --dist-backend gloo");
   }
 #endif
 #ifdef SHARDIFY_HAVE_GLOO
@@ -143,8 +142,9 @@ Result<c10::intrusive_ptr<BackendBase>> MakeBackend(const DistributedOptions& o,
 #else
   (void)pg_store;
   (void)name;
-  return Unsupported("this shardtrain was built without c10d's Gloo backend (gloo/*.h was not found at build "
-                     "time; Debian: libgloo-dev)");
+  return Unsupported(
+      "this shardtrain was built without c10d's Gloo backend (gloo/*.h was not found at build "
+      "time; Debian: libgloo-dev)");
 #endif
 }
 
@@ -154,7 +154,7 @@ struct RankGroup::Impl {
   DistributedOptions o;
   torch::Device backend_device{torch::kCPU};  // where the backend wants its tensors
   std::string backend_name;
-  StorePtr store;    // this thread's connection
+  StorePtr store;          // this thread's connection
   StorePtr monitor_store;  // the monitor thread's own
   c10::intrusive_ptr<BackendBase> backend;
   std::atomic<uint64_t> collectives{0};  // started by this rank (published as its progress)
@@ -243,8 +243,9 @@ Status RankGroup::Impl::Announce() {
   for (int q = 0; q < n; ++q) {
     const std::string v = Text(store->get(Key("rank", q)));
     if (v.substr(0, v.find(' ')) != std::to_string(n)) {
-      return InvalidArgument("rank " + std::to_string(q) + " (" + v.substr(v.find(' ') + 1) + ") was started with WORLD_SIZE " +
-                             v.substr(0, v.find(' ')) + ", this rank with " + std::to_string(n));
+      return InvalidArgument("rank " + std::to_string(q) + " (" + v.substr(v.find(' ') + 1) +
+                             ") was started with WORLD_SIZE " + v.substr(0, v.find(' ')) + ", this rank with " +
+                             std::to_string(n));
     }
   }
   return Status::Ok();

@@ -10,8 +10,7 @@ namespace shardify::trainer::detail {
 // independent draws apart (e.g. one per transform); stream 0 is the batch's first.
 class Rng {
  public:
-  Rng(uint64_t seed, uint64_t epoch, uint64_t step, uint64_t stream = 0)
-      : s_(seed + stream * 0xD1B54A32D192ED03ull) {
+  Rng(uint64_t seed, uint64_t epoch, uint64_t step, uint64_t stream = 0) : s_(seed + stream * 0xD1B54A32D192ED03ull) {
     s_ = Next() ^ epoch;
     s_ = Next() ^ step;
     Next();

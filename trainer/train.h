@@ -29,55 +29,55 @@
 #include <vector>
 
 #include "format/dataset.h"
-#include "format/status.h"
 #include "format/fields.h"
+#include "format/status.h"
 #include "reader/sampler.h"
-#include "trainer/optim.h"
-#include "trainer/report.h"
 #include "trainer/augment.h"
 #include "trainer/distributed.h"
+#include "trainer/optim.h"
+#include "trainer/report.h"
 #include "trainer/transforms.h"
 
 namespace shardify::trainer {
 
 struct StepInfo {
   uint64_t epoch = 0, step = 0, steps_per_epoch = 0;  // 0-based epoch and step
-  double loss = 0;                // mean training loss of the epoch so far
-  double samples_per_s = 0;       // this epoch so far
-  double data_wait_fraction = 0;  // this epoch so far
-  double last_step_loss = 0;      // loss of this step's batch (synchronizes the device)
+  double loss = 0;                                    // mean training loss of the epoch so far
+  double samples_per_s = 0;                           // this epoch so far
+  double data_wait_fraction = 0;                      // this epoch so far
+  double last_step_loss = 0;                          // loss of this step's batch (synchronizes the device)
 };
 
 struct TrainOptions {
   std::string data_dir;
-  std::string out_dir;            // created if missing
-  ModelSpec model;                // name, unet_base_channels; the sizes come from the data
-  int64_t num_classes = 0;        // 0 = manifest classes (or the mask's labels / maximum)
+  std::string out_dir;      // created if missing
+  ModelSpec model;          // name, unet_base_channels; the sizes come from the data
+  int64_t num_classes = 0;  // 0 = manifest classes (or the mask's labels / maximum)
   std::string image_field = kImageField, label_field = kLabelField, mask_field = kMaskField;
   std::string train_split = "train", val_split = "val";
-  std::string test_split;         // evaluated once at the end; "" = none
+  std::string test_split;  // evaluated once at the end; "" = none
   size_t batch_size = 64;
   uint64_t epochs = 5;
-  uint64_t repeats = 1;           // passes over the training split per epoch (few large volumes)
+  uint64_t repeats = 1;  // passes over the training split per epoch (few large volumes)
   SampleOrder order = SampleOrder::kShuffle;
   size_t threads = 0, prefetch = 4;  // loader decode threads (0 = all cores / dist.local_world_size), batches ahead
-  IoMode io = IoMode::kMmap;      // how shards are read (format/dataset.h)
-  bool drop_last = false;         // drop the last partial training batch of each epoch
+  IoMode io = IoMode::kMmap;         // how shards are read (format/dataset.h)
+  bool drop_last = false;            // drop the last partial training batch of each epoch
   OptimizerOptions optimizer;
-  ScheduleOptions schedule;       // total_steps is computed by Train
-  int accumulate = 1;             // batches per optimizer step
-  std::string device = "auto";    // auto | cpu | cuda | cuda:N
+  ScheduleOptions schedule;     // total_steps is computed by Train
+  int accumulate = 1;           // batches per optimizer step
+  std::string device = "auto";  // auto | cpu | cuda | cuda:N
   uint64_t seed = 0;
-  bool deterministic = false;     // deterministic algorithms, no cuDNN benchmark
-  bool amp = true;                // bf16 autocast on CUDA when LibTorch has it; off on CPU
+  bool deterministic = false;          // deterministic algorithms, no cuDNN benchmark
+  bool amp = true;                     // bf16 autocast on CUDA when LibTorch has it; off on CPU
   std::optional<double> mean, stddev;  // default: the dataset's statistics of the image
-  AugmentOptions augment;         // its resize also applies to validation; seed = seed
+  AugmentOptions augment;              // its resize also applies to validation; seed = seed
   // nnU-Net's augmentation (augment.h), after `augment`: by default for segmentation models
   // (unet, unet3d). Its seed is `seed`; its paddings follow the patch padding. Volumes read
   // each patch with the margin its rotation and scaling need.
   AugPreset aug = AugPreset::kAuto;
   NnUnetAugmentOptions nnunet;
-  std::string best_metric;        // default val_accuracy / val_dice (train_loss without val)
+  std::string best_metric;  // default val_accuracy / val_dice (train_loss without val)
   // Volumes (model unet3d): the image [C, D, H, W] (and mask) are read as random patches of
   // this spatial size {D, H, W}, the last round(batch * foreground_fraction) of each batch
   // centred on foreground of a class present in the case (from the field
@@ -87,8 +87,8 @@ struct TrainOptions {
   std::vector<int64_t> patch;
   double foreground_fraction = 0.33;
   double overlap = 0.5;
-  std::string resume;             // a last.pt to continue from (readable by every rank)
-  DistributedOptions dist;        // world_size 1: this process alone
+  std::string resume;       // a last.pt to continue from (readable by every rank)
+  DistributedOptions dist;  // world_size 1: this process alone
   // A run ends early after `max_steps` training batches (0 = no limit), or once `*stop` is
   // set (polled between batches; e.g. by a Ctrl-C handler). Ending within an epoch, it
   // validates the current model (when there is a validation split) and writes last.pt
@@ -98,8 +98,8 @@ struct TrainOptions {
   // whose gradients are averaged (with `accumulate` > 1, the next optimizer step).
   uint64_t max_steps = 0;
   const std::atomic<bool>* stop = nullptr;
-  uint64_t progress_every = 50;   // batches between on_step calls (and at each epoch end)
-  double progress_seconds = 2;    // on_step also when this long has passed since the last
+  uint64_t progress_every = 50;  // batches between on_step calls (and at each epoch end)
+  double progress_seconds = 2;   // on_step also when this long has passed since the last
   std::function<void(const StepInfo&)> on_step;
   std::function<void(const EpochRecord&)> on_epoch;
   // Validation and test progress: split, samples done, split size (distributed: rank 0's
@@ -118,7 +118,7 @@ struct TrainSummary {
   double samples_per_s = 0;       // over `seconds`
   double data_wait_fraction = 0;  // time blocked in Loader::Next / step time, this run
   std::string best_metric_name;
-  double best_metric = 0;         // NaN when never measured
+  double best_metric = 0;                               // NaN when never measured
   std::vector<EpochRecord> history;                     // this run's epochs
   std::vector<std::pair<std::string, double>> metrics;  // last epoch's, plus test_* ones
   std::string device;
@@ -146,13 +146,13 @@ Status CheckTrainOptions(const TrainOptions& options);
 Result<TrainSummary> Train(const TrainOptions& options);
 
 struct PredictOptions {
-  std::string checkpoint;         // a last.pt or best.pt
+  std::string checkpoint;  // a last.pt or best.pt
   std::string data_dir;
   std::string split = "test";
-  std::string out;                // classes: a CSV file; segmentation: a shard dataset dir
-  size_t batch_size = 256;        // volumes: sliding windows per forward pass (at most 8)
+  std::string out;          // classes: a CSV file; segmentation: a shard dataset dir
+  size_t batch_size = 256;  // volumes: sliding windows per forward pass (at most 8)
   size_t threads = 0;
-  IoMode io = IoMode::kMmap;      // how shards are read (format/dataset.h)
+  IoMode io = IoMode::kMmap;  // how shards are read (format/dataset.h)
   std::string device = "auto";
   // Volumes: each mask back on its case's source grid (predict_grid.h), with the source's
   // header and geometry; otherwise on the stored grid, with the case's source.* record.

@@ -62,13 +62,13 @@ void RandomAffine(ImageMask& io, const AugmentOptions& o, Rng& rng) {
   const int64_t b = io.image.size(0), h = io.image.size(2), w = io.image.size(3);
   torch::Tensor theta = AffineTheta(o, rng, b, h, w).to(io.image.device());
   torch::Tensor grid = F::affine_grid(theta, {b, 1, h, w}, false);
-  io.image = F::grid_sample(io.image, grid.to(io.image.dtype()),
-                            F::GridSampleFuncOptions().mode(torch::kBilinear)
-                                .padding_mode(torch::kZeros).align_corners(false));
+  io.image = F::grid_sample(
+      io.image, grid.to(io.image.dtype()),
+      F::GridSampleFuncOptions().mode(torch::kBilinear).padding_mode(torch::kZeros).align_corners(false));
   if (io.mask.defined()) {
     torch::Tensor m = io.mask.unsqueeze(1).to(torch::kFloat);
-    m = F::grid_sample(m, grid, F::GridSampleFuncOptions().mode(torch::kNearest)
-                                    .padding_mode(torch::kZeros).align_corners(false));
+    m = F::grid_sample(
+        m, grid, F::GridSampleFuncOptions().mode(torch::kNearest).padding_mode(torch::kZeros).align_corners(false));
     io.mask = m.squeeze(1).round().to(torch::kLong);
   }
 }
@@ -82,8 +82,7 @@ void RandomIntensity(ImageMask& io, const AugmentOptions& o, Rng& rng) {
     c[i] = static_cast<float>(rng.Uniform(-o.intensity_shift, o.intensity_shift));
   }
   const auto dev = io.image.device();
-  io.image = io.image * torch::tensor(a).to(dev).view({b, 1, 1, 1}) +
-             torch::tensor(c).to(dev).view({b, 1, 1, 1});
+  io.image = io.image * torch::tensor(a).to(dev).view({b, 1, 1, 1}) + torch::tensor(c).to(dev).view({b, 1, 1, 1});
 }
 
 // One offset per batch; a negative pad crops (constant_pad_nd semantics).
@@ -106,16 +105,24 @@ void RandomCropOrPad(ImageMask& io, const AugmentOptions& o, Rng& rng) {
 
 Result<torch::ScalarType> TorchType(DType t) {
   switch (t) {
-    case DType::kU8: return torch::kByte;
-    case DType::kI8: return torch::kChar;
+    case DType::kU8:
+      return torch::kByte;
+    case DType::kI8:
+      return torch::kChar;
     case DType::kU16:
-    case DType::kI16: return torch::kShort;
+    case DType::kI16:
+      return torch::kShort;
     case DType::kU32:
-    case DType::kI32: return torch::kInt;
-    case DType::kF16: return torch::kHalf;
-    case DType::kF32: return torch::kFloat;
-    case DType::kF64: return torch::kDouble;
-    case DType::kI64: return torch::kLong;
+    case DType::kI32:
+      return torch::kInt;
+    case DType::kF16:
+      return torch::kHalf;
+    case DType::kF32:
+      return torch::kFloat;
+    case DType::kF64:
+      return torch::kDouble;
+    case DType::kI64:
+      return torch::kLong;
   }
   return Unsupported(std::string("dtype ") + DTypeName(t) + " has no tensor type");
 }
@@ -124,20 +131,23 @@ Result<torch::Tensor> FieldTensor(const std::shared_ptr<Batch>& batch, const std
   const BatchField* f = batch ? batch->Find(name) : nullptr;
   if (f == nullptr) return NotFound("batch has no field '" + name + "'");
   DType dtype = f->dtype;
-  if (f->kind == FieldKind::kInt) dtype = DType::kI64;
-  else if (f->kind == FieldKind::kFloat) dtype = DType::kF64;
-  else if (f->kind != FieldKind::kNdarray) return InvalidArgument("field '" + name + "' is not batched");
+  if (f->kind == FieldKind::kInt)
+    dtype = DType::kI64;
+  else if (f->kind == FieldKind::kFloat)
+    dtype = DType::kF64;
+  else if (f->kind != FieldKind::kNdarray)
+    return InvalidArgument("field '" + name + "' is not batched");
   ASSIGN_OR_RETURN(torch::ScalarType type, TorchType(dtype));
   Shape shape = f->kind == FieldKind::kNdarray ? f->shape : Shape{static_cast<int64_t>(batch->size())};
   ASSIGN_OR_RETURN(uint64_t bytes, ByteSize(shape, dtype));
   if (bytes != f->bytes || (bytes > 0 && f->data == nullptr)) {
-    return Internal("field '" + name + "': batch holds " + std::to_string(f->bytes) +
-                    " bytes, shape " + ShapeToString(shape) + " needs " + std::to_string(bytes));
+    return Internal("field '" + name + "': batch holds " + std::to_string(f->bytes) + " bytes, shape " +
+                    ShapeToString(shape) + " needs " + std::to_string(bytes));
   }
   std::shared_ptr<Batch> keep = batch;
   try {
-    return torch::from_blob(f->data, shape, [keep](void*) mutable { keep.reset(); },
-                            torch::TensorOptions().dtype(type));
+    return torch::from_blob(
+        f->data, shape, [keep](void*) mutable { keep.reset(); }, torch::TensorOptions().dtype(type));
   } catch (const std::exception& e) {
     return Internal("field '" + name + "': " + e.what());
   }
@@ -189,8 +199,8 @@ torch::Tensor UnpackLabels(const torch::Tensor& packed, int64_t k) {
 ImageMask Resize(ImageMask io, int64_t h, int64_t w) {
   if (h <= 0 || w <= 0 || (io.image.size(2) == h && io.image.size(3) == w)) return io;
   const std::vector<int64_t> size = {h, w};
-  io.image = F::interpolate(io.image, F::InterpolateFuncOptions().size(size)
-                                          .mode(torch::kBilinear).align_corners(false));
+  io.image =
+      F::interpolate(io.image, F::InterpolateFuncOptions().size(size).mode(torch::kBilinear).align_corners(false));
   if (io.mask.defined()) {
     torch::Tensor m = io.mask.unsqueeze(1).to(torch::kFloat);
     m = F::interpolate(m, F::InterpolateFuncOptions().size(size).mode(torch::kNearest));

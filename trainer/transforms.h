@@ -39,8 +39,7 @@ torch::Tensor ToDevice(const torch::Tensor& t, const torch::Device& device, bool
 // Image [B, C, H, W] or [B, H, W] of source dtype `dtype` -> float32 [B, C, H, W],
 // (x - mean) / stddev. stddev <= 0 is treated as 1. Volumes (spatial_rank 3): [B, C, D, H, W]
 // or [B, D, H, W] -> [B, C, D, H, W].
-torch::Tensor ToFloatImage(const torch::Tensor& image, DType dtype, double mean, double stddev,
-                           int spatial_rank = 2);
+torch::Tensor ToFloatImage(const torch::Tensor& image, DType dtype, double mean, double stddev, int spatial_rank = 2);
 
 // Mask [B, 1, H, W], [B, H, W] (any integer dtype) -> int64 [B, H, W]; volumes likewise
 // with D, H, W.
@@ -58,19 +57,19 @@ torch::Tensor PackLabels(const torch::Tensor& mask, DType dtype);
 torch::Tensor UnpackLabels(const torch::Tensor& packed, int64_t k);
 
 struct AugmentOptions {
-  bool flip_x = false;            // mirror left-right with probability 1/2
-  bool flip_y = false;            // mirror top-bottom with probability 1/2
-  double rotate_deg = 0;          // rotation uniform in [-r, r] degrees
-  double scale = 0;               // zoom uniform in [1 - s, 1 + s]
-  double translate = 0;           // shift uniform in [-t, t] of the image size
-  double intensity_scale = 0;     // x * uniform [1 - a, 1 + a] (image only)
-  double intensity_shift = 0;     // x + uniform [-b, b] (image only)
-  int64_t crop_h = 0, crop_w = 0; // random crop, or zero pad, to this size (0 = off)
+  bool flip_x = false;                 // mirror left-right with probability 1/2
+  bool flip_y = false;                 // mirror top-bottom with probability 1/2
+  double rotate_deg = 0;               // rotation uniform in [-r, r] degrees
+  double scale = 0;                    // zoom uniform in [1 - s, 1 + s]
+  double translate = 0;                // shift uniform in [-t, t] of the image size
+  double intensity_scale = 0;          // x * uniform [1 - a, 1 + a] (image only)
+  double intensity_shift = 0;          // x + uniform [-b, b] (image only)
+  int64_t crop_h = 0, crop_w = 0;      // random crop, or zero pad, to this size (0 = off)
   int64_t resize_h = 0, resize_w = 0;  // resize to this size last (0 = off)
   uint64_t seed = 0;
   bool any_random() const {
-    return flip_x || flip_y || rotate_deg != 0 || scale != 0 || translate != 0 ||
-           intensity_scale != 0 || intensity_shift != 0 || crop_h > 0 || crop_w > 0;
+    return flip_x || flip_y || rotate_deg != 0 || scale != 0 || translate != 0 || intensity_scale != 0 ||
+           intensity_shift != 0 || crop_h > 0 || crop_w > 0;
   }
 };
 

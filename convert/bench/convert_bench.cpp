@@ -9,11 +9,11 @@
 // case converts 4 such volumes with masks (nnU-Net layout) without and with --patch-size.
 #include <sys/resource.h>
 
-#include <atomic>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -123,9 +123,11 @@ Status MakePngs(const std::string& dir, uint64_t n) {
   }
   for (uint64_t i = 0; i < n; ++i) {
     std::vector<uint8_t> px(28 * 28);
-    for (size_t p = 0; p < px.size(); ++p) px[p] = static_cast<uint8_t>(((p % 28) * (p / 28) + i) % 256 * ((p / 28) > 4));
+    for (size_t p = 0; p < px.size(); ++p)
+      px[p] = static_cast<uint8_t>(((p % 28) * (p / 28) + i) % 256 * ((p / 28) > 4));
     fs::create_directories(dir + "/" + std::to_string(i % 10));
-    RETURN_IF_ERROR(WriteImage2D(dir + "/" + std::to_string(i % 10) + "/" + std::to_string(i) + ".png", DType::kU8, {1, 28, 28}, px));
+    RETURN_IF_ERROR(WriteImage2D(dir + "/" + std::to_string(i % 10) + "/" + std::to_string(i) + ".png", DType::kU8,
+                                 {1, 28, 28}, px));
   }
   return Status::Ok();
 }
@@ -134,7 +136,10 @@ int PngBench(const std::string& work, uint64_t n) {
   const std::string src = work + "/png";
   fs::remove_all(src);
   Status s = MakePngs(src, n);
-  if (!s.ok()) { std::fprintf(stderr, "%s\n", s.ToString().c_str()); return 1; }
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    return 1;
+  }
   std::vector<std::string> files = ListImages(src);
   const uint64_t src_bytes = DirBytes(src);
   std::printf("PNG 28x28 gray, %zu files, %.2f MiB of PNG\n", files.size(), src_bytes / 1048576.0);
@@ -144,17 +149,24 @@ int PngBench(const std::string& work, uint64_t n) {
   uint64_t out1 = 0, out2 = 0;
   auto c1 = TimedConvert(src, work + "/out1", 1, &out1);
   auto c2 = TimedConvert(src, work + "/out2", 2, &out2);
-  if (!c1.ok() || !c2.ok()) { std::fprintf(stderr, "convert failed: %s\n", (c1.ok() ? c2 : c1).status().ToString().c_str()); return 1; }
-  std::printf("  decode only:  1 thread %8.0f files/s   2 threads %8.0f files/s   %8.0f files per CPU-second\n", d1.wall, d2.wall, d1.per_cpu);
-  std::printf("  conversion:   1 thread %8.0f files/s   2 threads %8.0f files/s   %8.0f files per CPU-second\n", c1->wall, c2->wall, c1->per_cpu);
+  if (!c1.ok() || !c2.ok()) {
+    std::fprintf(stderr, "convert failed: %s\n", (c1.ok() ? c2 : c1).status().ToString().c_str());
+    return 1;
+  }
+  std::printf("  decode only:  1 thread %8.0f files/s   2 threads %8.0f files/s   %8.0f files per CPU-second\n",
+              d1.wall, d2.wall, d1.per_cpu);
+  std::printf("  conversion:   1 thread %8.0f files/s   2 threads %8.0f files/s   %8.0f files per CPU-second\n",
+              c1->wall, c2->wall, c1->per_cpu);
   std::printf("  conversion / decode-only, per CPU-second: %.0f%%; wall, 1 thread: %.0f%%; wall, 2 threads: %.0f%%\n",
               100 * c1->per_cpu / d1.per_cpu, 100 * c1->wall / d1.wall, 100 * c2->wall / d2.wall);
-  std::printf("  speed-up 1 -> 2 threads (wall): conversion %.2fx, decode only %.2fx\n", c2->wall / c1->wall, d2.wall / d1.wall);
+  std::printf("  speed-up 1 -> 2 threads (wall): conversion %.2fx, decode only %.2fx\n", c2->wall / c1->wall,
+              d2.wall / d1.wall);
   std::printf("  load average after: %.1f\n", LoadAverage());
   std::printf("  stored/source bytes: level 3 %.3f", static_cast<double>(out1) / src_bytes);
   for (auto [level, dict] : {std::pair<int, bool>{3, true}, {19, false}, {19, true}}) {
     auto c = Run(src, work + "/outx", 2, level, dict);
-    if (c.ok()) std::printf(", level %d%s %.3f", level, dict ? " + dict" : "", static_cast<double>(c->bytes_out) / src_bytes);
+    if (c.ok())
+      std::printf(", level %d%s %.3f", level, dict ? " + dict" : "", static_cast<double>(c->bytes_out) / src_bytes);
   }
   std::printf("\n");
   return 0;
@@ -192,14 +204,21 @@ int ChunkedBench(const std::string& work) {
   fs::create_directories(src + "/labelsTr");
   std::FILE* f = std::fopen((src + "/dataset.json").c_str(), "w");
   if (f == nullptr) return 1;
-  std::fputs(R"({"channel_names": {"0": "CT"}, "labels": {"background": 0, "organ": 1, "core": 2}, "file_ending": ".nii.gz"})", f);
+  std::fputs(
+      R"({"channel_names": {"0": "CT"}, "labels": {"background": 0, "organ": 1, "core": 2}, "file_ending": ".nii.gz"})",
+      f);
   std::fclose(f);
   const std::vector<uint8_t> image = Phantom(false), mask = Phantom(true);
   for (int c = 0; c < 4; ++c) {
     const std::string name = "case_00" + std::to_string(c);
-    Status s = WriteNifti(src + "/imagesTr/" + name + "_0000.nii.gz", DType::kI16, {1, kD, kH, kW}, image, kPhantomGeometry);
-    if (s.ok()) s = WriteNifti(src + "/labelsTr/" + name + ".nii.gz", DType::kU8, {1, kD, kH, kW}, mask, kPhantomGeometry);
-    if (!s.ok()) { std::fprintf(stderr, "%s\n", s.ToString().c_str()); return 1; }
+    Status s =
+        WriteNifti(src + "/imagesTr/" + name + "_0000.nii.gz", DType::kI16, {1, kD, kH, kW}, image, kPhantomGeometry);
+    if (s.ok())
+      s = WriteNifti(src + "/labelsTr/" + name + ".nii.gz", DType::kU8, {1, kD, kH, kW}, mask, kPhantomGeometry);
+    if (!s.ok()) {
+      std::fprintf(stderr, "%s\n", s.ToString().c_str());
+      return 1;
+    }
   }
   for (const Shape& patch : {Shape{}, Shape{64, 128, 128}}) {
     ConvertOptions o;
@@ -210,7 +229,10 @@ int ChunkedBench(const std::string& work) {
     o.fsync = false;
     o.patch_size = patch;
     auto c = Convert(o);
-    if (!c.ok()) { std::fprintf(stderr, "%s\n", c.status().ToString().c_str()); return 1; }
+    if (!c.ok()) {
+      std::fprintf(stderr, "%s\n", c.status().ToString().c_str());
+      return 1;
+    }
     std::printf("nnunet 4 x %dx%dx%d, patch %-11s %.2f s, stored %9llu B: %s\n", kD, kH, kW,
                 patch.empty() ? "none" : ExtentsToString(patch).c_str(), c->seconds,
                 static_cast<unsigned long long>(c->bytes_out), c->fields[0].c_str());
@@ -224,7 +246,10 @@ int VolumeBench(const std::string& work) {
   fs::create_directories(src);
   const std::vector<uint8_t> px = Phantom(false);
   Status s = WriteNifti(src + "/phantom.nii.gz", DType::kI16, {1, kD, kH, kW}, px, kPhantomGeometry);
-  if (!s.ok()) { std::fprintf(stderr, "%s\n", s.ToString().c_str()); return 1; }
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    return 1;
+  }
   for (const char* f : {"KmeansTest_T1UCharRaw.nii.gz", "KmeansTest_T1RawSkullStrip.nii.gz"}) {
     std::error_code ec;
     fs::copy_file(std::string(kItkData) + "/" + f, src + "/" + f, ec);
@@ -235,7 +260,10 @@ int VolumeBench(const std::string& work) {
     fs::create_directories(one);
     fs::copy_file(file, one + "/" + fs::path(file).filename().string());
     auto c = Run(one, work + "/volout", 2, 3, false);
-    if (!c.ok()) { std::fprintf(stderr, "%s\n", c.status().ToString().c_str()); return 1; }
+    if (!c.ok()) {
+      std::fprintf(stderr, "%s\n", c.status().ToString().c_str());
+      return 1;
+    }
     std::printf("volume %-38s source %9llu B, stored %9llu B, ratio %.3f\n", fs::path(file).filename().c_str(),
                 static_cast<unsigned long long>(c->bytes_in), static_cast<unsigned long long>(c->bytes_out),
                 static_cast<double>(c->bytes_out) / c->bytes_in);

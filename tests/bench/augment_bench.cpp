@@ -40,7 +40,12 @@ void WriteVolumes(const std::string& dir, int cases, int64_t d, int64_t h, int64
   const Shape chunks = ChooseChunkShape({1, d, h, w}, {patch, patch, patch}, 2);
   std::vector<FieldSpec> fields = {
       {"image", FieldKind::kNdarray, DType::kI16, {1, -1, -1, -1}, {}, {}, chunks, Filter::kByteShuffle},
-      {"mask", FieldKind::kNdarray, DType::kU8, {1, -1, -1, -1}, {}, {{"labels", "{\"bg\": 0, \"organ\": 1}"}},
+      {"mask",
+       FieldKind::kNdarray,
+       DType::kU8,
+       {1, -1, -1, -1},
+       {},
+       {{"labels", "{\"bg\": 0, \"organ\": 1}"}},
        ChooseChunkShape({1, d, h, w}, {patch, patch, patch}, 1)},
       {"mask.fg_locations", FieldKind::kNdarray, DType::kI32, {-1, 4}, {}, {{"role", "fg_locations"}}}};
   WriterOptions wo;
@@ -144,32 +149,50 @@ int main(int argc, char** argv) {
   std::string dir = (std::filesystem::temp_directory_path() / "augment_bench").string();
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--quick") { patch = 32; steps = 3; aug_batches = 5; }
-    else if (a == "--patch" && i + 1 < argc) patch = std::atoll(argv[++i]);
-    else if (a == "--batch" && i + 1 < argc) batch = size_t(std::atoll(argv[++i]));
-    else if (a == "--steps" && i + 1 < argc) steps = std::atoi(argv[++i]);
-    else if (a == "--dir" && i + 1 < argc) dir = argv[++i];
-    else if (a == "--torch-threads" && i + 1 < argc) torch::set_num_threads(std::atoi(argv[++i]));
-    else { std::fprintf(stderr, "usage: augment_bench [--quick] [--patch N] [--batch B] [--steps S] [--dir DIR] [--torch-threads T]\n"); return 2; }
+    if (a == "--quick") {
+      patch = 32;
+      steps = 3;
+      aug_batches = 5;
+    } else if (a == "--patch" && i + 1 < argc)
+      patch = std::atoll(argv[++i]);
+    else if (a == "--batch" && i + 1 < argc)
+      batch = size_t(std::atoll(argv[++i]));
+    else if (a == "--steps" && i + 1 < argc)
+      steps = std::atoi(argv[++i]);
+    else if (a == "--dir" && i + 1 < argc)
+      dir = argv[++i];
+    else if (a == "--torch-threads" && i + 1 < argc)
+      torch::set_num_threads(std::atoi(argv[++i]));
+    else {
+      std::fprintf(
+          stderr,
+          "usage: augment_bench [--quick] [--patch N] [--batch B] [--steps S] [--dir DIR] [--torch-threads T]\n");
+      return 2;
+    }
   }
-  if (patch < 8 || batch < 1 || steps < 1) { std::fprintf(stderr, "augment_bench: bad sizes\n"); return 2; }
+  if (patch < 8 || batch < 1 || steps < 1) {
+    std::fprintf(stderr, "augment_bench: bad sizes\n");
+    return 2;
+  }
   std::filesystem::remove_all(dir);
   const std::string data = dir + "/volumes";
   const int64_t d = patch * 3 / 2, h = patch * 5 / 2, w = patch * 5 / 2;
   WriteVolumes(data, 4, d, h, w, patch);
-  std::printf("4 phantom cases %lldx%lldx%lld i16 + u8 mask, patch %lld^3, batch %zu, %d torch threads\n",
-              (long long)d, (long long)h, (long long)w, (long long)patch, batch, torch::get_num_threads());
+  std::printf("4 phantom cases %lldx%lldx%lld i16 + u8 mask, patch %lld^3, batch %zu, %d torch threads\n", (long long)d,
+              (long long)h, (long long)w, (long long)patch, batch, torch::get_num_threads());
 
   const st::NnUnetAugment nnunet = MakeAug(patch, "");
   const int64_t margin = nnunet.margin()[0];
   std::printf("margin %lld voxels a side: read %lld^3 per patch\n", (long long)margin, (long long)(patch + 2 * margin));
-  std::printf("augmentation per batch, nnU-Net's probabilities: %.1f ms\n", AugmentMs(nnunet, int64_t(batch), patch, aug_batches));
+  std::printf("augmentation per batch, nnU-Net's probabilities: %.1f ms\n",
+              AugmentMs(nnunet, int64_t(batch), patch, aug_batches));
   for (const st::AugTransformInfo& t : st::AugTransforms()) {
     const st::NnUnetAugment one = MakeAug(patch, "all=0," + std::string(t.name) + "=1");
     std::printf("  %-10s at p=1: %.1f ms\n", t.name, AugmentMs(one, int64_t(batch), patch, aug_batches));
   }
   std::printf("read only (Loader): %.1f patches/s at %lld^3, %.1f patches/s with the margin\n",
-              ReadRate(data, patch, 0, batch, 4 * steps), (long long)patch, ReadRate(data, patch, margin, batch, 4 * steps));
+              ReadRate(data, patch, 0, batch, 4 * steps), (long long)patch,
+              ReadRate(data, patch, margin, batch, 4 * steps));
   for (const st::AugPreset aug : {st::AugPreset::kNone, st::AugPreset::kNnUnet}) {
     const st::TrainSummary s = TrainRun(data, dir + "/run", patch, batch, steps, aug);
     std::printf("UNet-3D pipeline, --aug %s: %.2f patches/s (%d steps, %.2f s a step, data-wait %.1f%%)\n",

@@ -122,9 +122,7 @@ struct DecodeResult {
   double samples_per_s = 0, gb_per_s = 0;
 };
 
-DecodeResult Report(uint64_t samples, uint64_t bytes, double secs) {
-  return {samples / secs, bytes / secs / 1e9};
-}
+DecodeResult Report(uint64_t samples, uint64_t bytes, double secs) { return {samples / secs, bytes / secs / 1e9}; }
 
 DecodeResult DecodeThroughDataset(const std::string& dir, bool verify, int rounds) {
   ReadOptions ro;
@@ -162,8 +160,10 @@ std::pair<DecodeResult, DecodeResult> DecodeBare(const std::string& dir, int rou
   for (int r = 0; r < rounds; ++r)
     for (uint64_t i : perm) {
       const BlobInfo b = *views[i].blob(0);
-      if (b.codec == Codec::kZstd) ZSTD_decompressDCtx(dctx, buf.data(), buf.size(), b.data, b.stored_size);
-      else std::memcpy(buf.data(), b.data, b.raw_size);
+      if (b.codec == Codec::kZstd)
+        ZSTD_decompressDCtx(dctx, buf.data(), buf.size(), b.data, b.stored_size);
+      else
+        std::memcpy(buf.data(), b.data, b.raw_size);
       bytes += buf.size();
     }
   const DecodeResult zstd = Report(perm.size() * rounds, bytes, Seconds(t0));
@@ -204,10 +204,11 @@ void BenchDictionary(const std::string& dir, const std::vector<Bytes>& images) {
   const WriteResult dict = WriteDataset(dir + "-dict", images, {1, 28, 28}, DType::kU8, true);
   const auto a = DecodeThroughDataset(dir + "-plain", true, 1);
   const auto b = DecodeThroughDataset(dir + "-dict", true, 1);
-  std::printf("\ndictionary (28x28 u8, 32 KiB dictionary): stored %.1f MB without, %.1f MB with (%.1f%% smaller);"
-              " decode %.0f vs %.0f samples/s\n",
-              plain.stored / 1e6, dict.stored / 1e6, 100.0 * (1 - double(dict.stored) / plain.stored),
-              a.samples_per_s, b.samples_per_s);
+  std::printf(
+      "\ndictionary (28x28 u8, 32 KiB dictionary): stored %.1f MB without, %.1f MB with (%.1f%% smaller);"
+      " decode %.0f vs %.0f samples/s\n",
+      plain.stored / 1e6, dict.stored / 1e6, 100.0 * (1 - double(dict.stored) / plain.stored), a.samples_per_s,
+      b.samples_per_s);
 }
 
 void BenchOpen(const std::string& dir, uint64_t n) {
@@ -216,8 +217,9 @@ void BenchOpen(const std::string& dir, uint64_t n) {
   o.fsync = false;
   o.compute_stats = false;
   o.target_shard_bytes = 64 << 20;
-  auto w = DatasetWriter::Create(dir, {{"x", FieldKind::kNdarray, DType::kU8, {16}, {}, {}},
-                                       {"label", FieldKind::kInt, DType::kU8, {}, {}, {}}}, o);
+  auto w = DatasetWriter::Create(
+      dir, {{"x", FieldKind::kNdarray, DType::kU8, {16}, {}, {}}, {"label", FieldKind::kInt, DType::kU8, {}, {}, {}}},
+      o);
   if (!w.ok()) Die(w.status());
   for (uint64_t i = 0; i < n; ++i) {
     SampleInput s;
@@ -237,10 +239,10 @@ void BenchOpen(const std::string& dir, uint64_t n) {
   for (size_t s = 0; s < (*ds)->manifest().shards.size(); ++s)
     if (Status st = (*ds)->CheckShard(s); !st.ok()) Die(st);
   const double all_s = Seconds(t0);
-  std::printf("\nopen a %llu-sample dataset (%zu shards): Open %.2f ms (target < 100 ms); first sample %.2f ms;"
-              " map+check every shard index %.1f ms\n",
-              static_cast<unsigned long long>(n), (*ds)->manifest().shards.size(), open_s * 1e3, first_s * 1e3,
-              all_s * 1e3);
+  std::printf(
+      "\nopen a %llu-sample dataset (%zu shards): Open %.2f ms (target < 100 ms); first sample %.2f ms;"
+      " map+check every shard index %.1f ms\n",
+      static_cast<unsigned long long>(n), (*ds)->manifest().shards.size(), open_s * 1e3, first_s * 1e3, all_s * 1e3);
 }
 
 }  // namespace
@@ -249,8 +251,10 @@ int main(int argc, char** argv) {
   std::string dir = (std::filesystem::temp_directory_path() / "shardify-format-bench").string();
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
-    else if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (!std::strcmp(argv[i], "--dir") && i + 1 < argc)
+      dir = argv[++i];
+    else if (!std::strcmp(argv[i], "--quick"))
+      quick = true;
     else {
       std::fprintf(stderr, "usage: format_bench [--dir DIR] [--quick]\n");
       return 2;

@@ -168,11 +168,16 @@ int main(int argc, char** argv) {
   bool quick = false, keep = false;
   Config config;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
-    else if (!std::strcmp(argv[i], "--quick")) quick = true;
-    else if (!std::strcmp(argv[i], "--no-shuffle")) config.shuffle = false;
-    else if (!std::strcmp(argv[i], "--keep")) keep = true;
-    else if (!std::strcmp(argv[i], "--level") && i + 1 < argc) config.level = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--dir") && i + 1 < argc)
+      dir = argv[++i];
+    else if (!std::strcmp(argv[i], "--quick"))
+      quick = true;
+    else if (!std::strcmp(argv[i], "--no-shuffle"))
+      config.shuffle = false;
+    else if (!std::strcmp(argv[i], "--keep"))
+      keep = true;
+    else if (!std::strcmp(argv[i], "--level") && i + 1 < argc)
+      config.level = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr, "usage: patch_bench [--dir DIR] [--quick] [--no-shuffle] [--level 1..19] [--keep]\n");
       return 2;

@@ -138,7 +138,7 @@ TEST_CASE("convert: mixed shapes and channel counts become variable dims, mixed 
 TEST_CASE("convert: symlink loops and dangling links do not hang or crash") {
   TempDir dir;
   std::string src = GoodSource(dir);
-  fs::create_directory_symlink(dir / "src", dir / "src/a/loop");   // a directory cycle: not followed
+  fs::create_directory_symlink(dir / "src", dir / "src/a/loop");       // a directory cycle: not followed
   fs::create_symlink(dir / "src/a/self.png", dir / "src/a/self.png");  // ELOOP on stat
   ExpectFailThenSkip(dir, src, "self.png", 2);
   fs::remove(dir / "src/a/self.png");
@@ -161,7 +161,8 @@ TEST_CASE("convert: spaces and non-ASCII in paths") {
 TEST_CASE("convert: nnU-Net channels or labels that disagree name the case and what differs") {
   TempDir dir;
   const std::string src = dir / "ds";
-  WriteText(src + "/dataset.json", R"({"channel_names": {"0": "CT", "1": "PET"}, "labels": {"background": 0, "x": 1}})");
+  WriteText(src + "/dataset.json",
+            R"({"channel_names": {"0": "CT", "1": "PET"}, "labels": {"background": 0, "x": 1}})");
   WriteVolume(src + "/imagesTr/ok_0000.nii.gz", DType::kI16, 2, 3, 4, 1);
   WriteVolume(src + "/imagesTr/ok_0001.nii.gz", DType::kI16, 2, 3, 4, 2);
   WriteVolume(src + "/labelsTr/ok.nii.gz", DType::kU8, 2, 3, 4, 3);

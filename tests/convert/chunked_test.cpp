@@ -38,8 +38,10 @@ std::vector<uint8_t> MakeMask(int d, int h, int w, bool empty) {
     for (int y = 0; y < h; ++y)
       for (int x = 0; x < w; ++x) {
         const size_t v = static_cast<size_t>((z * h + y) * w + x);
-        if (z < 2 && y < 3) m[v] = 1;
-        else if (v % 37 == 5) m[v] = 2;
+        if (z < 2 && y < 3)
+          m[v] = 1;
+        else if (v % 37 == 5)
+          m[v] = 2;
       }
   for (size_t v : {m.size() - 1, m.size() / 2 + 1, size_t{40}}) m[v] = 3;
   return m;
@@ -99,12 +101,14 @@ std::vector<uint8_t> Crop(const std::vector<uint8_t>& full, const Shape& shape, 
 }
 
 std::string Option(const Manifest& m, const std::string& key) {
-  for (const auto& kv : m.provenance.options) if (kv.key == key) return kv.value;
+  for (const auto& kv : m.provenance.options)
+    if (kv.key == key) return kv.value;
   return "<missing>";
 }
 
 std::string Meta(const FieldSpec& f, const std::string& key) {
-  for (const auto& kv : f.meta) if (kv.key == key) return kv.value;
+  for (const auto& kv : f.meta)
+    if (kv.key == key) return kv.value;
   return "<missing>";
 }
 
@@ -203,7 +207,8 @@ TEST_CASE("convert: mask.fg_locations rows point at voxels of their class, cappe
     REQUIRE(ls.size() == 2);
     CHECK(ls[1] == 4);
     std::map<int, uint64_t> voxels;  // class -> voxel count in the source mask
-    for (uint8_t x : c.mask) if (x != 0) ++voxels[x];
+    for (uint8_t x : c.mask)
+      if (x != 0) ++voxels[x];
     if (voxels.empty()) {
       CHECK(ls[0] == 0);
       continue;
@@ -332,8 +337,8 @@ TEST_CASE("convert: ITK's brain MRI and its segmentation give patches equal to p
     }
   }
   CHECK(padded_before > 0);
-  CHECK(forced_hits == 30);           // every forced patch holds its class
-  CHECK(classes.size() >= 4);         // drawn among the six foreground labels
+  CHECK(forced_hits == 30);    // every forced patch holds its class
+  CHECK(classes.size() >= 4);  // drawn among the six foreground labels
 }
 
 TEST_CASE("convert: foreground locations of one-hot and 2D masks are seeded and uniform") {
@@ -403,7 +408,9 @@ TEST_CASE("convert: chunked output is byte-identical for 1 and 3 threads") {
   CHECK(DecodeAll(*va, a.Field("mask.fg_locations"), dec) != DecodeAll(*vb, b.Field("mask.fg_locations"), dec));
 }
 
-TEST_CASE("convert: 16-bit volumes are byte-shuffled and locations delta-coded by default, --no-shuffle stores them as they are") {
+TEST_CASE(
+    "convert: 16-bit volumes are byte-shuffled and locations delta-coded by default, --no-shuffle stores them as they "
+    "are") {
   TempDir dir;
   const std::string src = dir / "Dataset002";
   MakeNnunet(src);
@@ -428,7 +435,9 @@ TEST_CASE("convert: 16-bit volumes are byte-shuffled and locations delta-coded b
 
 TEST_CASE("convert: 2D --patch-size HxW chunks images and without it the output stays version 1") {
   TempDir dir;
-  for (int i = 0; i < 4; ++i) WritePng(dir / ("src/c" + std::to_string(i % 2) + "/" + std::to_string(i) + ".png"), 3, 20, 16 + i, static_cast<uint32_t>(i));
+  for (int i = 0; i < 4; ++i)
+    WritePng(dir / ("src/c" + std::to_string(i % 2) + "/" + std::to_string(i) + ".png"), 3, 20, 16 + i,
+             static_cast<uint32_t>(i));
   REQUIRE(RunConvert(dir / "src", dir / "plain").ok());
   auto r = RunConvert(dir / "src", dir / "chunked", ChunkedOptions({8, 8}));
   INFO(r.status().ToString());
@@ -449,7 +458,8 @@ TEST_CASE("convert: 2D --patch-size HxW chunks images and without it the output 
 }
 
 TEST_CASE("convert: bad --patch-size values are refused with a clear message") {
-  for (const char* bad : {"", "64", "0x64x64", "64x64x64x64", "axb", "64x", "x64", "-1x4", "1e3x4x4", "9999999999x2", "64X64"}) {
+  for (const char* bad :
+       {"", "64", "0x64x64", "64x64x64x64", "axb", "64x", "x64", "-1x4", "1e3x4x4", "9999999999x2", "64X64"}) {
     INFO("'" << bad << "'");
     auto p = ParsePatchSize(bad);
     REQUIRE_FALSE(p.ok());
@@ -466,7 +476,8 @@ TEST_CASE("convert: bad --patch-size values are refused with a clear message") {
   CHECK(r.status().message().find("has 3 axes, but the images have 2 spatial axes") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "out/manifest.sfm"));
 
-  const std::string bin = std::string(SHARDIFY_BIN) + " '" + dir.path() + "/src' -o '" + dir.path() + "/cli' --no-fsync";
+  const std::string bin =
+      std::string(SHARDIFY_BIN) + " '" + dir.path() + "/src' -o '" + dir.path() + "/cli' --no-fsync";
   std::string out;
   CHECK(Shell(bin + " --patch-size 0x4x4", &out) == 2);
   CHECK(out.find("--patch-size '0x4x4'") != std::string::npos);
@@ -485,7 +496,8 @@ TEST_CASE("convert: bad --patch-size values are refused with a clear message") {
   CHECK(out.find("--fg-locations") != std::string::npos);
 }
 
-TEST_CASE("convert: --codec raw stores every array and chunk raw and unshuffled, --codec auto picks it for small data") {
+TEST_CASE(
+    "convert: --codec raw stores every array and chunk raw and unshuffled, --codec auto picks it for small data") {
   TempDir dir;
   const std::string src = dir / "Dataset002";
   MakeNnunet(src);

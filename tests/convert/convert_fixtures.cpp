@@ -1,8 +1,8 @@
 // Fixtures for the converter tests (see convert_fixtures.h).
 #include "tests/convert/convert_fixtures.h"
 
-#include <itkNiftiImageIO.h>
 #include <fcntl.h>
+#include <itkNiftiImageIO.h>
 #include <png.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,8 +36,8 @@ std::vector<uint8_t> ReadBytes(const std::string& path) {
 }
 
 void WriteBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                              static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
 
 std::vector<uint8_t> Pixels(size_t n, uint32_t seed) {
@@ -61,7 +61,8 @@ void DamageImageData(const std::string& png_path) {
   const auto at = std::search(png.begin(), png.end(), idat, idat + 4);
   REQUIRE(at != png.end());
   const size_t data = static_cast<size_t>(at - png.begin()) + 4;
-  const size_t length = (size_t{png[data - 8]} << 24) | (size_t{png[data - 7]} << 16) | (size_t{png[data - 6]} << 8) | png[data - 5];
+  const size_t length =
+      (size_t{png[data - 8]} << 24) | (size_t{png[data - 7]} << 16) | (size_t{png[data - 6]} << 8) | png[data - 5];
   REQUIRE(data + length <= png.size());
   png[data + length / 2] ^= 0x5A;
   WriteBytes(png_path, png);
@@ -78,8 +79,9 @@ void WriteRawPng(const std::string& path, int w, int h, int color_type, int bit_
   png_set_IHDR(png, info, static_cast<png_uint_32>(w), static_cast<png_uint_32>(h), bit_depth, color_type,
                PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
   const int channels = color_type == PNG_COLOR_TYPE_GRAY || color_type == PNG_COLOR_TYPE_PALETTE ? 1
-                       : color_type == PNG_COLOR_TYPE_GRAY_ALPHA ? 2
-                       : color_type == PNG_COLOR_TYPE_RGB ? 3 : 4;
+                       : color_type == PNG_COLOR_TYPE_GRAY_ALPHA                                 ? 2
+                       : color_type == PNG_COLOR_TYPE_RGB                                        ? 3
+                                                                                                 : 4;
   if (color_type == PNG_COLOR_TYPE_PALETTE) {
     std::vector<png_color> pal(static_cast<size_t>(1 << bit_depth));
     for (size_t i = 0; i < pal.size(); ++i) {
@@ -130,8 +132,13 @@ void WriteVolume(const std::string& path, DType dtype, int d, int h, int w, uint
   std::vector<uint8_t> px = Pixels(n, seed);
   if (dtype == DType::kF32 || dtype == DType::kF64) {  // finite floats
     for (size_t i = 0; i < n; i += DTypeSize(dtype)) {
-      if (dtype == DType::kF32) { float v = static_cast<float>(px[i]) * 0.5f; std::memcpy(&px[i], &v, 4); }
-      else { double v = px[i] * 0.25; std::memcpy(&px[i], &v, 8); }
+      if (dtype == DType::kF32) {
+        float v = static_cast<float>(px[i]) * 0.5f;
+        std::memcpy(&px[i], &v, 4);
+      } else {
+        double v = px[i] * 0.25;
+        std::memcpy(&px[i], &v, 8);
+      }
     }
   }
   Status s = WriteNifti(path, dtype, {channels, d, h, w}, px, g);
@@ -315,10 +322,20 @@ void Swap(std::vector<uint8_t>& v, size_t off, size_t n) {
   for (size_t a = off, b = off + n - 1; a < b; ++a, --b) std::swap(v[a], v[b]);
 }
 
-int16_t I16(const std::vector<uint8_t>& v, size_t off) { int16_t x; std::memcpy(&x, &v[off], 2); return x; }
-float F32(const std::vector<uint8_t>& v, size_t off) { float x; std::memcpy(&x, &v[off], 4); return x; }
+int16_t I16(const std::vector<uint8_t>& v, size_t off) {
+  int16_t x;
+  std::memcpy(&x, &v[off], 2);
+  return x;
+}
+float F32(const std::vector<uint8_t>& v, size_t off) {
+  float x;
+  std::memcpy(&x, &v[off], 4);
+  return x;
+}
 template <typename T>
-void Put(std::vector<uint8_t>& v, size_t off, T x) { std::memcpy(&v[off], &x, sizeof(T)); }
+void Put(std::vector<uint8_t>& v, size_t off, T x) {
+  std::memcpy(&v[off], &x, sizeof(T));
+}
 
 }  // namespace
 

@@ -74,8 +74,7 @@ class CancelAt final : public ProgressSink {
 };
 
 // Converts with test-friendly defaults (no fsync, 2 threads) and returns the result.
-Result<ConvertSummary> RunConvert(const std::string& src, const std::string& dst,
-                                  ConvertOptions o = ConvertOptions());
+Result<ConvertSummary> RunConvert(const std::string& src, const std::string& dst, ConvertOptions o = ConvertOptions());
 
 // Reads a converted dataset back.
 struct Readback {

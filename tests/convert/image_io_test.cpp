@@ -1,11 +1,12 @@
 // Decoding of each image kind: PNG (all color types and depths), JPEG, NIfTI-1/2.
+#include "convert/image_io.h"
+
 #include <png.h>
 
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <set>
 
-#include "convert/image_io.h"
 #include "tests/convert/convert_fixtures.h"
 
 using namespace shardify;
@@ -106,8 +107,8 @@ TEST_CASE("convert: JPEG gray and RGB decode close to the written pixels") {
 
 TEST_CASE("convert: NIfTI of every dtype keeps dtype, voxels, geometry and header bytes") {
   TempDir dir;
-  for (DType t : {DType::kU8, DType::kI8, DType::kU16, DType::kI16, DType::kU32, DType::kI32, DType::kF32,
-                  DType::kF64, DType::kI64}) {
+  for (DType t : {DType::kU8, DType::kI8, DType::kU16, DType::kI16, DType::kU32, DType::kI32, DType::kF32, DType::kF64,
+                  DType::kI64}) {
     for (const char* ext : {".nii", ".nii.gz"}) {
       const std::string path = dir / (std::string("v_") + DTypeName(t) + ext);
       WriteVolume(path, t, 3, 4, 5, 11);
@@ -173,7 +174,7 @@ TEST_CASE("convert: real example files from insighttoolkit5-examples") {
   REQUIRE(png.ok());
   CHECK(png->info.dtype == DType::kU8);
   REQUIRE(png->info.shape == Shape{3, 217, 181});  // an 8-bit colormap PNG, expanded to RGB
-  png_image ref{};  // an independent read with libpng's simplified API
+  png_image ref{};                                 // an independent read with libpng's simplified API
   ref.version = PNG_IMAGE_VERSION;
   REQUIRE(png_image_begin_read_from_file(&ref, (ItkDataDir() + "/BrainProtonDensitySlice.png").c_str()) != 0);
   ref.format = PNG_FORMAT_RGB;

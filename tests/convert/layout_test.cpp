@@ -14,7 +14,8 @@ using namespace shardify::convert::testing;
 
 namespace {
 
-void WriteIdx(const std::string& path, uint8_t rank, const std::vector<uint32_t>& dims, const std::vector<uint8_t>& data) {
+void WriteIdx(const std::string& path, uint8_t rank, const std::vector<uint32_t>& dims,
+              const std::vector<uint8_t>& data) {
   std::vector<uint8_t> b = {0, 0, 0x08, rank};
   for (uint32_t d : dims) {
     for (int k = 3; k >= 0; --k) b.push_back(static_cast<uint8_t>(d >> (8 * k)));
@@ -36,7 +37,8 @@ std::vector<uint8_t> GunzipHead(const std::string& path, size_t n) {
 }
 
 std::string Meta(const FieldSpec& f, const std::string& key) {
-  for (const auto& kv : f.meta) if (kv.key == key) return kv.value;
+  for (const auto& kv : f.meta)
+    if (kv.key == key) return kv.value;
   return "";
 }
 
@@ -189,7 +191,8 @@ TEST_CASE("convert: rle layout decodes one mask channel per class and keeps spac
   std::vector<uint8_t> m1 = rb.Array(1, "mask");
   CHECK(m1[24 + 23] == 1);
   CHECK(rb.Doubles(0, "image.spacing") == std::vector<double>{1.5, 1.25});
-  CHECK(Meta(rb.ds->manifest().fields[rb.Field("mask")], "labels") == R"({"large_bowel":0,"small_bowel":1,"stomach":2})");
+  CHECK(Meta(rb.ds->manifest().fields[rb.Field("mask")], "labels") ==
+        R"({"large_bowel":0,"small_bowel":1,"stomach":2})");
   CHECK(Meta(rb.ds->manifest().fields[rb.Field("mask")], "multi_label") == "true");  // organs may overlap
 }
 
@@ -257,7 +260,9 @@ TEST_CASE("convert: nifti layout stores differing sizes as variable dims (-1)") 
 TEST_CASE("convert: --split is stratified by class, seeded and deterministic") {
   TempDir dir;
   for (int c = 0; c < 3; ++c) {
-    for (int i = 0; i < 10; ++i) WritePng(dir / ("src/c" + std::to_string(c) + "/" + std::to_string(i) + ".png"), 1, 2, 2, static_cast<uint32_t>(i));
+    for (int i = 0; i < 10; ++i)
+      WritePng(dir / ("src/c" + std::to_string(c) + "/" + std::to_string(i) + ".png"), 1, 2, 2,
+               static_cast<uint32_t>(i));
   }
   ConvertOptions o;
   o.split = {{"train", 0.6}, {"val", 0.2}, {"test", 0.2}};
@@ -320,8 +325,8 @@ TEST_CASE("convert: auto-detection asks the layouts from the most specific to th
 
 TEST_CASE("convert: layout names, --help lines and --classes come from one table") {
   const std::string help = LayoutHelp();
-  for (Layout l : {Layout::kFolder, Layout::kCsv, Layout::kPairs, Layout::kRle, Layout::kNnunet, Layout::kNifti,
-                   Layout::kIdx}) {
+  for (Layout l :
+       {Layout::kFolder, Layout::kCsv, Layout::kPairs, Layout::kRle, Layout::kNnunet, Layout::kNifti, Layout::kIdx}) {
     const std::string name = LayoutName(l);
     INFO(name);
     CHECK(ParseLayout(name) == l);

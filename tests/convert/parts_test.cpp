@@ -1,16 +1,17 @@
 // Conversion in parts: N parts + merge hold what one run writes, field by field; merge
 // refuses parts that are missing, incomplete, duplicated or of another conversion; a
 // complete part is not converted again; an interrupted one never looks complete.
-#include <catch2/catch.hpp>
+#include "convert/parts.h"
+
 #include <algorithm>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
 
 #include "convert/cli.h"
-#include "convert/parts.h"
 #include "tests/convert/convert_fixtures.h"
 
 using namespace shardify;
@@ -126,7 +127,7 @@ TEST_CASE("parts: skipped inputs shift the later parts, whose shards merge renum
   TempDir dir;
   const std::string src = ManyPngs(dir, 30);
   DamageImageData(src + "/c0/0003.png");  // fails when decoded, in part 1
-  WriteBytes(src + "/c1/0004.png", {});    // fails inspection, which every part does
+  WriteBytes(src + "/c1/0004.png", {});   // fails inspection, which every part does
   ConvertOptions o;
   o.skip_errors = true;
   o.dict = 0;
@@ -294,7 +295,7 @@ TEST_CASE("parts: --part K/N and auto from the launcher's environment") {
   env["SLURM_ARRAY_TASK_MAX"] = "17";
   env["SLURM_ARRAY_TASK_COUNT"] = "8";
   CHECK(*ParsePart("auto", lookup) == std::pair<uint32_t, uint32_t>{2, 8});  // the array wins over srun
-  env["SLURM_ARRAY_TASK_COUNT"] = "4";  // --array=10-17:2
+  env["SLURM_ARRAY_TASK_COUNT"] = "4";                                       // --array=10-17:2
   CHECK_THAT(ParsePart("auto", lookup).status().message(), Catch::Contains("consecutive"));
   env["RANK"] = "0";
   env["WORLD_SIZE"] = "2";

@@ -73,8 +73,8 @@ TEST_CASE("convert: kill -9 of shardify mid-way leaves no manifest, running agai
   TempDir dir;
   std::string src = ManyPngs(dir, 600, 24);
   const std::string out = dir / "out";
-  pid_t pid = Spawn({SHARDIFY_BIN, src, "-o", out, "--threads", "1", "--level", "19", "--shard-size", "4K",
-                     "--no-fsync", "-q"});
+  pid_t pid = Spawn(
+      {SHARDIFY_BIN, src, "-o", out, "--threads", "1", "--level", "19", "--shard-size", "4K", "--no-fsync", "-q"});
   REQUIRE(pid > 0);
   const bool started = WaitForShard(out, pid);
   kill(pid, SIGKILL);
@@ -94,8 +94,8 @@ TEST_CASE("convert: Ctrl-C (SIGINT) stops shardify with exit 130 and removes its
   TempDir dir;
   std::string src = ManyPngs(dir, 600, 24);
   const std::string out = dir / "out";
-  pid_t pid = Spawn({SHARDIFY_BIN, src, "-o", out, "--threads", "1", "--level", "19", "--shard-size", "4K",
-                     "--no-fsync"});
+  pid_t pid =
+      Spawn({SHARDIFY_BIN, src, "-o", out, "--threads", "1", "--level", "19", "--shard-size", "4K", "--no-fsync"});
   REQUIRE(pid > 0);
   const bool started = WaitForShard(out, pid);
   kill(pid, SIGINT);
@@ -122,7 +122,9 @@ TEST_CASE("convert: --dict trains a dictionary stored with the image field") {
     REQUIRE_FALSE(r->warnings.empty());  // training may refuse tiny inputs; it must say so
     CHECK(r->warnings.back().find("dictionary") != std::string::npos);
   }
-  for (uint64_t i = 0; i < 30; ++i) CHECK(rb.Array(i, "image").size() == static_cast<size_t>(rb.ShapeOf(i, "image")[0] * rb.ShapeOf(i, "image")[1] * 8));
+  for (uint64_t i = 0; i < 30; ++i)
+    CHECK(rb.Array(i, "image").size() ==
+          static_cast<size_t>(rb.ShapeOf(i, "image")[0] * rb.ShapeOf(i, "image")[1] * 8));
 }
 
 TEST_CASE("convert: split and byte-size option parsing") {
@@ -144,7 +146,9 @@ TEST_CASE("convert: the shardify CLI prints a summary, explains --help and refus
   TempDir dir;
   std::string src = ManyPngs(dir, 6);
   std::string out;
-  CHECK(Shell(std::string(SHARDIFY_BIN) + " '" + src + "' -o '" + dir.path() + "/ds' --no-fsync --split train=0.5,val=0.5", &out) == 0);
+  CHECK(Shell(std::string(SHARDIFY_BIN) + " '" + src + "' -o '" + dir.path() +
+                  "/ds' --no-fsync --split train=0.5,val=0.5",
+              &out) == 0);
   CHECK(out.find("6 samples, layout folder") != std::string::npos);
   CHECK(out.find("train=3 val=3") != std::string::npos);
   CHECK(out.find("files/s") != std::string::npos);

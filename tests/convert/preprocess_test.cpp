@@ -1,8 +1,7 @@
 // Preprocessing (convert/preprocess.h): mixed dtypes, crop, resampling, normalization,
 // the per-sample record, and the way back with shardtool export.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -92,7 +91,8 @@ std::vector<double> Index(const std::vector<double>& sp, const std::vector<doubl
 
 TEST_CASE("preprocess: mixed dtypes take the smallest dtype holding them all, export gives each source back") {
   TempDir dir;
-  const std::vector<std::pair<const char*, DType>> files = {{"a.nii", DType::kU8}, {"b.nii", DType::kU16}, {"c.nii", DType::kI16}};
+  const std::vector<std::pair<const char*, DType>> files = {
+      {"a.nii", DType::kU8}, {"b.nii", DType::kU16}, {"c.nii", DType::kI16}};
   uint32_t seed = 1;
   for (const auto& [name, dtype] : files) {
     const double big = dtype == DType::kU16 ? 60000 : dtype == DType::kI16 ? -30000 : 200;
@@ -117,12 +117,15 @@ TEST_CASE("preprocess: mixed dtypes take the smallest dtype holding them all, ex
     CHECK(ReadBytes(back) == ReadBytes(src));  // the source file, byte for byte
   }
   // The channels of one case may differ too: they stack in a dtype holding both.
-  WriteText(dir / "nn/dataset.json", R"({"channel_names": {"0": "CT", "1": "PET"}, "labels": {"background": 0, "x": 1}, "file_ending": ".nii.gz"})");
+  WriteText(
+      dir / "nn/dataset.json",
+      R"({"channel_names": {"0": "CT", "1": "PET"}, "labels": {"background": 0, "x": 1}, "file_ending": ".nii.gz"})");
   const auto ct = WriteFn(dir / "nn/imagesTr/c_0000.nii.gz", DType::kI16, {1, 2, 3, 4},
                           [](int64_t, int64_t z, int64_t y, int64_t x) { return double(z * 12 + y * 4 + x) - 900; });
   const auto pet = WriteFn(dir / "nn/imagesTr/c_0001.nii.gz", DType::kF32, {1, 2, 3, 4},
                            [](int64_t, int64_t z, int64_t, int64_t x) { return 0.125 * double(z + x); });
-  WriteFn(dir / "nn/labelsTr/c.nii.gz", DType::kU8, {1, 2, 3, 4}, [](int64_t, int64_t, int64_t, int64_t) { return 1.0; });
+  WriteFn(dir / "nn/labelsTr/c.nii.gz", DType::kU8, {1, 2, 3, 4},
+          [](int64_t, int64_t, int64_t, int64_t) { return 1.0; });
   auto nn = RunConvert(dir / "nn", dir / "nn_out");
   INFO(nn.status().ToString());
   REQUIRE(nn.ok());
@@ -147,7 +150,8 @@ TEST_CASE("preprocess: mixed dtypes take the smallest dtype holding them all, ex
 TEST_CASE("preprocess: a PNG folder mixing 8- and 16-bit files converts to u16 and exports each as it was") {
   TempDir dir;
   std::vector<uint16_t> eight, sixteen;
-  for (int i = 0; i < 12; ++i) eight.push_back(static_cast<uint16_t>(i * 20)), sixteen.push_back(static_cast<uint16_t>(i * 5000 + 7));
+  for (int i = 0; i < 12; ++i)
+    eight.push_back(static_cast<uint16_t>(i * 20)), sixteen.push_back(static_cast<uint16_t>(i * 5000 + 7));
   WriteRawPng(dir / "src/a/eight.png", 4, 3, 0, 8, eight);
   WriteRawPng(dir / "src/a/sixteen.png", 4, 3, 0, 16, sixteen);
   auto r = RunConvert(dir / "src", dir / "out");
@@ -169,11 +173,13 @@ TEST_CASE("preprocess: a PNG folder mixing 8- and 16-bit files converts to u16 a
 TEST_CASE("preprocess: resampling keeps the physical extent and places every voxel where its value was") {
   TempDir dir;
   Geometry g = TestGeometry();
-  g.spacing = {1.0, 0.75, 1.5};  // x, y, z
+  g.spacing = {1.0, 0.75, 1.5};      // x, y, z
   const Shape shape = {1, 5, 7, 9};  // odd sizes: no voxel centre lies halfway between two
   auto ramp = [](int64_t, int64_t z, int64_t y, int64_t x) { return 3.0 * z + 2.0 * y + 1.0 * x + 0.25; };
   WriteFn(dir / "src/images/v.nii", DType::kF32, shape, ramp, g);
-  WriteFn(dir / "src/masks/v.nii", DType::kU8, shape, [](int64_t, int64_t z, int64_t, int64_t x) { return double((z + x) % 3); }, g);
+  WriteFn(
+      dir / "src/masks/v.nii", DType::kU8, shape,
+      [](int64_t, int64_t z, int64_t, int64_t x) { return double((z + x) % 3); }, g);
   ConvertOptions o;
   REQUIRE(ParseSpacing("1.0,1.5,0.5", &o.preprocess).ok());  // z, y, x
   o.preprocess.image_interp = ImageInterp::kLinear;
@@ -185,11 +191,12 @@ TEST_CASE("preprocess: resampling keeps the physical extent and places every vox
   const Shape want = {1, 8, 4, 18};  // round(z 5 * 1.5 / 1, y 7 * 0.75 / 1.5, x 9 * 1 / 0.5)
   REQUIRE(rb.ShapeOf(0, "image") == want);
   CHECK(rb.ShapeOf(0, "mask") == want);
-  const auto sp = Values(rb, 0, "image.spacing"), org = Values(rb, 0, "image.origin"), dir3 = Values(rb, 0, "image.direction");
+  const auto sp = Values(rb, 0, "image.spacing"), org = Values(rb, 0, "image.origin"),
+             dir3 = Values(rb, 0, "image.direction");
   CHECK(Values(rb, 0, "source.spacing") == g.spacing);
   CHECK(Values(rb, 0, "source.origin") == g.origin);
   g.direction = Values(rb, 0, "source.direction");  // as read back from the file (float)
-  for (size_t a = 0; a < 3; ++a) {  // same extent; the boxes (outer voxel faces) coincide
+  for (size_t a = 0; a < 3; ++a) {                  // same extent; the boxes (outer voxel faces) coincide
     CHECK(sp[a] * double(want[3 - a]) == Approx(g.spacing[a] * double(shape[3 - a])));
     const auto corner = Point(sp, org, dir3, {-0.5, -0.5, -0.5});
     const auto source_corner = Point(g.spacing, g.origin, g.direction, {-0.5, -0.5, -0.5});
@@ -206,7 +213,7 @@ TEST_CASE("preprocess: resampling keeps the physical extent and places every vox
         // Nearest neighbour: the source voxel whose centre is closest.
         const auto nz = int64_t(std::floor(c[2] + 0.5)), nx = int64_t(std::floor(c[0] + 0.5));
         CHECK(mask[k] == double((std::clamp<int64_t>(nz, 0, 4) + std::clamp<int64_t>(nx, 0, 8)) % 3));
-        if (c[0] < 0 || c[0] > 8 || c[1] < 0 || c[1] > 6 || c[2] < 0 || c[2] > 4) continue;  // edges clamp
+        if (c[0] < 0 || c[0] > 8 || c[1] < 0 || c[1] > 6 || c[2] < 0 || c[2] > 4) continue;     // edges clamp
         CHECK(image[k] == Approx(ramp(0, 0, 0, 0) + 3 * c[2] + 2 * c[1] + c[0]).margin(1e-3));  // linear is exact
         ++checked;
       }
@@ -221,8 +228,9 @@ TEST_CASE("preprocess: auto spacing is the median, with nnU-Net's rule for an an
   for (int i = 0; i < 5; ++i) {
     Geometry g = TestGeometry();
     g.spacing = {0.75 + 0.125 * i, 0.75, zs[i]};  // exact in the file's float32
-    WriteFn(dir / ("src/v" + std::to_string(i) + ".nii"), DType::kU8, {1, 3, 12, 12},
-            [](int64_t, int64_t z, int64_t y, int64_t x) { return double(z + y + x); }, g);
+    WriteFn(
+        dir / ("src/v" + std::to_string(i) + ".nii"), DType::kU8, {1, 3, 12, 12},
+        [](int64_t, int64_t z, int64_t y, int64_t x) { return double(z + y + x); }, g);
   }
   ConvertOptions o;
   REQUIRE(ParseSpacing("auto", &o.preprocess).ok());
@@ -232,7 +240,8 @@ TEST_CASE("preprocess: auto spacing is the median, with nnU-Net's rule for an an
   REQUIRE(r.ok());
   // Median spacing (z 5, y 0.75, x 1.0); z is over 3x coarser with over 3x fewer voxels, so
   // z takes the 10th percentile of its spacings: 4.0 + 0.4 * (4.5 - 4.0) = 4.2.
-  CHECK_THAT(Notes(*r), Catch::Contains("resampled to spacing 4.2,0.75,1 (z,y,x; auto: median of 5 case(s); anisotropic"));
+  CHECK_THAT(Notes(*r),
+             Catch::Contains("resampled to spacing 4.2,0.75,1 (z,y,x; auto: median of 5 case(s); anisotropic"));
   CHECK(detail::Percentile({1, 2, 3, 4}, 50) == 2.5);
   CHECK(detail::Percentile({5, 1, 3}, 10) == Approx(1.4));
 }
@@ -240,8 +249,9 @@ TEST_CASE("preprocess: auto spacing is the median, with nnU-Net's rule for an an
 TEST_CASE("preprocess: crop then uncrop on the source grid is the identity, the crop box spans every channel") {
   TempDir dir;
   auto inside = [](int64_t z, int64_t y, int64_t x) { return z >= 2 && z < 6 && y >= 3 && y < 8 && x >= 1 && x < 9; };
-  WriteFn(dir / "src/images/v.nii", DType::kI16, {1, 8, 10, 12},
-          [&](int64_t, int64_t z, int64_t y, int64_t x) { return inside(z, y, x) ? double(z * 100 + y * 10 + x - 300) : 0.0; });
+  WriteFn(dir / "src/images/v.nii", DType::kI16, {1, 8, 10, 12}, [&](int64_t, int64_t z, int64_t y, int64_t x) {
+    return inside(z, y, x) ? double(z * 100 + y * 10 + x - 300) : 0.0;
+  });
   WriteFn(dir / "src/masks/v.nii", DType::kU8, {1, 8, 10, 12},
           [&](int64_t, int64_t z, int64_t y, int64_t x) { return inside(z, y, x) && x > 4 ? 2.0 : 0.0; });
   ConvertOptions o;
@@ -264,12 +274,15 @@ TEST_CASE("preprocess: crop then uncrop on the source grid is the identity, the 
   }
   // Two channels: the box covers the nonzero voxels of both.
   MakeDirs(dir / "nn/imagesTr");
-  WriteText(dir / "nn/dataset.json", R"({"channel_names": {"0": "T1", "1": "T2"}, "labels": {"background": 0, "x": 1}, "file_ending": ".nii.gz"})");
+  WriteText(
+      dir / "nn/dataset.json",
+      R"({"channel_names": {"0": "T1", "1": "T2"}, "labels": {"background": 0, "x": 1}, "file_ending": ".nii.gz"})");
   WriteFn(dir / "nn/imagesTr/c_0000.nii.gz", DType::kU8, {1, 6, 6, 6},
           [](int64_t, int64_t z, int64_t y, int64_t x) { return z == 1 && y == 2 && x == 3 ? 5.0 : 0.0; });
   WriteFn(dir / "nn/imagesTr/c_0001.nii.gz", DType::kU8, {1, 6, 6, 6},
           [](int64_t, int64_t z, int64_t y, int64_t x) { return z == 4 && y == 1 && x == 4 ? 5.0 : 0.0; });
-  WriteFn(dir / "nn/labelsTr/c.nii.gz", DType::kU8, {1, 6, 6, 6}, [](int64_t, int64_t, int64_t, int64_t) { return 0.0; });
+  WriteFn(dir / "nn/labelsTr/c.nii.gz", DType::kU8, {1, 6, 6, 6},
+          [](int64_t, int64_t, int64_t, int64_t) { return 0.0; });
   auto n = RunConvert(dir / "nn", dir / "nn_out", o);
   INFO(n.status().ToString());
   REQUIRE(n.ok());
@@ -279,8 +292,11 @@ TEST_CASE("preprocess: crop then uncrop on the source grid is the identity, the 
 TEST_CASE("preprocess: zscore and ct statistics equal a direct computation, stored values are normalized") {
   TempDir dir;
   const std::string src = dir / "src";
-  WriteText(src + "/dataset.json", R"({"channel_names": {"0": "CT"}, "labels": {"background": 0, "organ": 1}, "file_ending": ".nii.gz"})");
-  auto value = [](int64_t c, int64_t z, int64_t y, int64_t x) { return double((z * 37 + y * 11 + x * 5 + c * 3) % 97) - 40; };
+  WriteText(src + "/dataset.json",
+            R"({"channel_names": {"0": "CT"}, "labels": {"background": 0, "organ": 1}, "file_ending": ".nii.gz"})");
+  auto value = [](int64_t c, int64_t z, int64_t y, int64_t x) {
+    return double((z * 37 + y * 11 + x * 5 + c * 3) % 97) - 40;
+  };
   auto fg = [](int64_t z, int64_t y, int64_t x) { return (z + y + x) % 4 == 0 || (z == 1 && y == 1); };
   std::vector<double> foreground;
   for (int k = 0; k < 2; ++k) {
@@ -322,7 +338,10 @@ TEST_CASE("preprocess: zscore and ct statistics equal a direct computation, stor
     REQUIRE(got.size() == 4);
     for (size_t k = 0; k < 4; ++k) CHECK(got[k] == Approx(want[k]).epsilon(1e-12));
     const auto stored = AsDoubles(rb.Array(i, "image"), DType::kF16);
-    const auto source = AsDoubles(ItkVoxels(src + (i < 2 ? "/imagesTr/case_" + std::to_string(i) : std::string("/imagesTs/case_9")) + "_0000.nii.gz"), DType::kI16);
+    const auto source =
+        AsDoubles(ItkVoxels(src + (i < 2 ? "/imagesTr/case_" + std::to_string(i) : std::string("/imagesTs/case_9")) +
+                            "_0000.nii.gz"),
+                  DType::kI16);
     REQUIRE(stored.size() == source.size());
     for (size_t k = 0; k < stored.size(); ++k) {
       const double expect = (std::clamp(source[k], want[0], want[1]) - want[2]) / want[3];

@@ -89,8 +89,8 @@ std::vector<uint8_t> PngClaiming(uint32_t w, uint32_t h) {
 std::vector<uint8_t> JpegClaiming(uint16_t w, uint16_t h) {
   std::vector<uint8_t> j = {0xFF, 0xD8, 0xFF, 0xDB, 0x00, 0x43, 0x00};
   j.insert(j.end(), 64, 1);  // quantization table 0
-  j.insert(j.end(), {0xFF, 0xC0, 0x00, 0x0B, 0x08, uint8_t(h >> 8), uint8_t(h), uint8_t(w >> 8), uint8_t(w), 0x01,
-                     0x01, 0x11, 0x00});
+  j.insert(j.end(), {0xFF, 0xC0, 0x00, 0x0B, 0x08, uint8_t(h >> 8), uint8_t(h), uint8_t(w >> 8), uint8_t(w), 0x01, 0x01,
+                     0x11, 0x00});
   for (uint8_t table : {0x00, 0x10}) {  // DC and AC: one 1-bit code for symbol 0
     j.insert(j.end(), {0xFF, 0xC4, 0x00, 0x14, table, 1});
     j.insert(j.end(), 15, 0);
@@ -155,8 +155,8 @@ TEST_CASE("convert: of two shardify runs on one destination, one fails, and the 
   TempDir other;
   const std::string src2 = ManyPngs(other, 3);
   const std::string out = dir / "out";
-  const pid_t first = Spawn({SHARDIFY_BIN, src, "-o", out, "--threads", "1", "--level", "19", "--shard-size", "4K",
-                             "--no-fsync", "-q"});
+  const pid_t first = Spawn(
+      {SHARDIFY_BIN, src, "-o", out, "--threads", "1", "--level", "19", "--shard-size", "4K", "--no-fsync", "-q"});
   REQUIRE(first > 0);
   const bool started = WaitForShard(out, first);
   const pid_t second = Spawn({SHARDIFY_BIN, src2, "-o", out, "--no-fsync", "-q"}, dir / "second.log");
@@ -167,8 +167,8 @@ TEST_CASE("convert: of two shardify runs on one destination, one fails, and the 
   INFO(log);
   CHECK(first_code == 0);
   CHECK(second_code == 1);  // busy while the first runs, or refused by the dataset it left
-  CHECK_THAT(log, Catch::Contains("another process is writing a dataset here") ||
-                      Catch::Contains("already holds a dataset"));
+  CHECK_THAT(
+      log, Catch::Contains("another process is writing a dataset here") || Catch::Contains("already holds a dataset"));
   CHECK(ReadAll(out) == 600);
 }
 
@@ -216,7 +216,7 @@ TEST_CASE("convert: kill -9 during --overwrite keeps the previous dataset, the n
 
 TEST_CASE("convert: a destination inside the source is never read as input") {
   TempDir dir;
-  const std::string src = ManyPngs(dir, 9);  // classes c0, c1, c2
+  const std::string src = ManyPngs(dir, 9);    // classes c0, c1, c2
   const std::string out = src + "/c1-shards";  // sorts between c1 and c2
   auto first = RunConvert(src, out);
   REQUIRE(first.ok());

@@ -1,13 +1,12 @@
 #include <catch2/catch.hpp>
-
 #include <cstring>
 
+#include "fixtures.h"
 #include "format/chunking.h"
 #include "format/chunks_internal.h"
 #include "format/dataset.h"
 #include "format/file.h"
 #include "format/writer.h"
-#include "fixtures.h"
 #include "tests/common/temp_dir.h"
 
 using namespace shardify;
@@ -175,7 +174,8 @@ TEST_CASE("format chunks: chunk shapes of the wrong rank are refused") {
   TempDir tmp;
   FieldSpec vol{"image", FieldKind::kNdarray, DType::kU16, {8, 8}, {}, {}};
   vol.chunk_shape = {4};
-  CHECK_THAT(DatasetWriter::Create(tmp.path(), {vol}, {}).status().message(), Catch::Contains("does not have the rank"));
+  CHECK_THAT(DatasetWriter::Create(tmp.path(), {vol}, {}).status().message(),
+             Catch::Contains("does not have the rank"));
   vol.chunk_shape = {4, 0};
   CHECK_THAT(DatasetWriter::Create(tmp.path(), {vol}, {}).status().message(), Catch::Contains("dimension < 1"));
 }

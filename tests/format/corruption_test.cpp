@@ -1,14 +1,13 @@
 // One test per defect class: each asserts the error code and a message substring.
 #include <catch2/catch.hpp>
-
 #include <cstring>
 
+#include "fixtures.h"
 #include "format/checksum.h"
 #include "format/codec_internal.h"
 #include "format/dataset.h"
 #include "format/file.h"
 #include "format/shard_index_internal.h"
-#include "fixtures.h"
 #include "tests/common/temp_dir.h"
 
 using namespace shardify;
@@ -73,8 +72,8 @@ struct Fixture {
       auto v = (*ds)->Sample(i);
       REQUIRE(v.ok());
       const BlobInfo bi = *v->blob(0);
-      detail::BlobEntry entry{static_cast<uint64_t>(bi.data - (*ds)->Sample(0)->blob(0)->data) + FirstBlobOffset(**ds), bi.stored_size,
-                              bi.raw_size, bi.checksum, bi.codec};
+      detail::BlobEntry entry{static_cast<uint64_t>(bi.data - (*ds)->Sample(0)->blob(0)->data) + FirstBlobOffset(**ds),
+                              bi.stored_size, bi.raw_size, bi.checksum, bi.codec};
       builder.AddBlob(0, i == bad ? e : entry, i == bad ? shape : *v->shape(0));
       builder.AddInt(1, *v->int_value(1));
       builder.AddData(2, std::string(*v->bytes_value(2)));
@@ -149,13 +148,21 @@ TEST_CASE("format corruption: truncation at every structural boundary") {
   Fixture fx;
   const Bytes good = fx.Read();
   const ShardFooter f = fx.Footer(good);
-  const uint64_t cuts[] = {0, 8, 15, 16, 64, f.index_offset, f.index_offset + 1, f.index_offset + f.index_length,
-                           good.size() - 8, good.size() - 1};
+  const uint64_t cuts[] = {0,
+                           8,
+                           15,
+                           16,
+                           64,
+                           f.index_offset,
+                           f.index_offset + 1,
+                           f.index_offset + f.index_length,
+                           good.size() - 8,
+                           good.size() - 1};
   for (uint64_t cut : cuts) {
     INFO("cut at " << cut);
     fx.Write(Bytes(good.begin(), good.begin() + cut));
     ExpectError(OpenAndReadAll(fx.dir), StatusCode::kCorruption, "shard-00000.sfs");  // manifest size
-    fx.Rebless();                                                                    // hostile manifest
+    fx.Rebless();                                                                     // hostile manifest
     CHECK(OpenAndReadAll(fx.dir).code() == StatusCode::kCorruption);
   }
 }
@@ -167,10 +174,10 @@ TEST_CASE("format corruption: a flipped byte in each region") {
   struct Case {
     uint64_t at;
     const char* text;
-  } cases[] = {{9, "footer checksum mismatch"},                          // header version
-               {64 + 3, "blob checksum mismatch"},                     // first blob
+  } cases[] = {{9, "footer checksum mismatch"},     // header version
+               {64 + 3, "blob checksum mismatch"},  // first blob
                {f.index_offset + f.index_length / 2, "index checksum mismatch"},
-               {good.size() - 20, "footer checksum mismatch"}};        // footer checksum field
+               {good.size() - 20, "footer checksum mismatch"}};  // footer checksum field
   for (const Case& c : cases) {
     INFO("byte " << c.at);
     Bytes b = good;
@@ -320,7 +327,8 @@ TEST_CASE("format: a decoder without a zstd context fails with ResourceExhausted
   ExpectError(detail::DecodeBlob(Codec::kZstd, frame.data(), frame.size(), raw.size(), dst.data(), nullptr, nullptr),
               StatusCode::kResourceExhausted, "no zstd decompression context");
   Decoder d;  // the usual case: a context
-  REQUIRE(detail::DecodeBlob(Codec::kZstd, frame.data(), frame.size(), raw.size(), dst.data(), d.zstd_context(), nullptr)
-              .ok());
+  REQUIRE(
+      detail::DecodeBlob(Codec::kZstd, frame.data(), frame.size(), raw.size(), dst.data(), d.zstd_context(), nullptr)
+          .ok());
   CHECK(dst == raw);
 }

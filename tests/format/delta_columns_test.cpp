@@ -1,6 +1,5 @@
 // Delta columns (format version 4): sorted integer tables stored as column differences.
 #include <catch2/catch.hpp>
-
 #include <cstring>
 #include <numeric>
 
@@ -41,7 +40,8 @@ TEST_CASE("format filter: delta columns store column differences byte by byte, a
   uint8_t stored[8], back[8];
   detail::DeltaColumns(reinterpret_cast<const uint8_t*>(raw), stored, 2, 2, 2);
   // Column 0: 0x0102 then +3; column 1: 0x0010 then -8 (0xfff8); low bytes first per column.
-  CHECK(std::vector<uint8_t>(stored, stored + 8) == std::vector<uint8_t>{0x02, 0x03, 0x01, 0x00, 0x10, 0xf8, 0x00, 0xff});
+  CHECK(std::vector<uint8_t>(stored, stored + 8) ==
+        std::vector<uint8_t>{0x02, 0x03, 0x01, 0x00, 0x10, 0xf8, 0x00, 0xff});
   detail::UndoDeltaColumns(stored, back, 2, 2, 2);
   CHECK(std::memcmp(back, raw, 8) == 0);
   for (size_t elem : {1, 2, 4, 8}) {

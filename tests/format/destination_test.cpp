@@ -1,19 +1,18 @@
 // One writer per destination, and overwrite that keeps the old dataset until the new one is
 // complete (format/destination.cpp).
-#include <catch2/catch.hpp>
-
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <fstream>
 #include <thread>
 
+#include "fixtures.h"
 #include "format/dataset.h"
 #include "format/file.h"
 #include "format/writer.h"
-#include "fixtures.h"
 #include "tests/common/temp_dir.h"
 
 using namespace shardify;

@@ -1,10 +1,9 @@
-#include <catch2/catch.hpp>
+#include "format/elements.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <limits>
-
-#include "format/elements.h"
 
 using namespace shardify;
 
@@ -71,11 +70,11 @@ TEST_CASE("format: half precision rounds to nearest even and round-trips every h
   }
   CHECK(FloatToHalf(1.0f + std::ldexp(1.0f, -11)) == 0x3c00);      // tie: to even (1.0)
   CHECK(FloatToHalf(1.0f + 3 * std::ldexp(1.0f, -11)) == 0x3c02);  // tie: to even (up)
-  CHECK(FloatToHalf(65519.0f) == 0x7bff);                           // 65504, the largest half
-  CHECK(FloatToHalf(65520.0f) == 0x7c00);                           // rounds past it: infinity
+  CHECK(FloatToHalf(65519.0f) == 0x7bff);                          // 65504, the largest half
+  CHECK(FloatToHalf(65520.0f) == 0x7c00);                          // rounds past it: infinity
   CHECK(FloatToHalf(-1e9f) == 0xfc00);
-  CHECK(FloatToHalf(std::ldexp(1.0f, -25)) == 0);                  // half the smallest subnormal: to even
+  CHECK(FloatToHalf(std::ldexp(1.0f, -25)) == 0);  // half the smallest subnormal: to even
   CHECK(FloatToHalf(std::ldexp(1.0f, -25) * 1.001f) == 0x0001);
-  CHECK(FloatToHalf(std::ldexp(1.0f, -14) * 0.9999f) == 0x0400);   // rounds up into the normals
+  CHECK(FloatToHalf(std::ldexp(1.0f, -14) * 0.9999f) == 0x0400);  // rounds up into the normals
   CHECK(FloatToHalf(-0.0f) == 0x8000);
 }

@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "format/fields.h"
+
+#include <catch2/catch.hpp>
 
 using namespace shardify;
 

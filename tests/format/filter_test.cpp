@@ -1,6 +1,5 @@
 // Field filters (format version 3): byte shuffle of blobs and chunks.
 #include <catch2/catch.hpp>
-
 #include <cstring>
 #include <numeric>
 
@@ -69,8 +68,8 @@ Written RoundTrip(const std::string& dir, Filter filter, bool chunked) {
     std::vector<uint8_t> region(static_cast<size_t>(1 * 6 * 6) * 4);
     REQUIRE(v->DecodeRegion(0, {2, 1, 3}, {1, 6, 6}, region.data(), region.size(), d).ok());
     for (int64_t y = 0; y < 6; ++y) {
-      CHECK(std::memcmp(&region[static_cast<size_t>(y * 6) * 4], &inputs[i][static_cast<size_t>((2 * 12 + 1 + y) * 10 + 3) * 4],
-                        24) == 0);
+      CHECK(std::memcmp(&region[static_cast<size_t>(y * 6) * 4],
+                        &inputs[i][static_cast<size_t>((2 * 12 + 1 + y) * 10 + 3) * 4], 24) == 0);
     }
     if (chunked) {
       for (uint64_t k = 0; k < *v->num_chunks(0); ++k) out.stored += v->chunk(0, k)->stored_size;

@@ -2,7 +2,6 @@
 // still read, and writing the same input today must give the same bytes (a change of
 // bytes needs a format change in FORMAT.md, and new golden files).
 #include <catch2/catch.hpp>
-
 #include <cstring>
 
 #include "format/dataset.h"
@@ -36,8 +35,10 @@ Status WriteGoldenInput(const std::string& dir, bool chunked, bool shuffled = fa
   o.provenance = {"golden", "1", "generated", {}};
   o.target_shard_bytes = 200;
   o.fsync = false;
-  ASSIGN_OR_RETURN(auto w, DatasetWriter::Create(dir, {image, {"label", FieldKind::kInt, DType::kU8, {}, {}, {}},
-                                                       {"path", FieldKind::kString, DType::kU8, {}, {}, {}}},
+  ASSIGN_OR_RETURN(auto w, DatasetWriter::Create(dir,
+                                                 {image,
+                                                  {"label", FieldKind::kInt, DType::kU8, {}, {}, {}},
+                                                  {"path", FieldKind::kString, DType::kU8, {}, {}, {}}},
                                                  o));
   for (int i = 0; i < 4; ++i) {
     SampleInput s;

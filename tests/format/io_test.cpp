@@ -1,11 +1,11 @@
 // Reading with pread and through mappings, raw and zstd blobs, and shards that change
 // while they are open.
-#include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <csignal>
 #include <filesystem>
 #include <string>
@@ -59,7 +59,9 @@ void WriteImages(const std::string& dir, Codec codec) {
   REQUIRE(testing::WriteSmallDataset(dir, 64, 1 << 30, o, {1, 64, 64}).ok());
 }
 
-void Truncate(const std::string& path, uint64_t size) { REQUIRE(::truncate(path.c_str(), static_cast<off_t>(size)) == 0); }
+void Truncate(const std::string& path, uint64_t size) {
+  REQUIRE(::truncate(path.c_str(), static_cast<off_t>(size)) == 0);
+}
 
 }  // namespace
 

@@ -1,8 +1,7 @@
-#include <catch2/catch.hpp>
-
-#include <cstring>
-
 #include "format/layout.h"
+
+#include <catch2/catch.hpp>
+#include <cstring>
 
 using namespace shardify;
 

@@ -1,7 +1,8 @@
+#include "format/manifest.h"
+
 #include <catch2/catch.hpp>
 
 #include "format/layout.h"
-#include "format/manifest.h"
 
 using namespace shardify;
 

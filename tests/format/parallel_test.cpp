@@ -1,13 +1,12 @@
-#include <catch2/catch.hpp>
+#include "format/parallel.h"
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
-
-#include "format/parallel.h"
 
 using namespace shardify;
 

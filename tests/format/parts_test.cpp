@@ -1,5 +1,7 @@
 // Datasets written in parts: the part manifest, and merging parts into one dataset
 // (renumbered shards, shifted sample numbers, splits and statistics, re-runs, refusals).
+#include "format/parts.h"
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
@@ -8,7 +10,6 @@
 #include "format/dataset.h"
 #include "format/destination_internal.h"
 #include "format/file.h"
-#include "format/parts.h"
 #include "tests/common/temp_dir.h"
 #include "tests/format/fixtures.h"
 
@@ -140,8 +141,7 @@ TEST_CASE("parts: a part manifest numbers samples from the part's first and is n
   CHECK(ReadPartManifest(dir / "parts/00001-of-00003").status().code() == StatusCode::kNotFound);
   WriterOptions bad;
   bad.part = PartInfo{4, 3, 0, 1};
-  CHECK_THAT(DatasetWriter::Create(dir / "bad", ImageLabelFields(), bad).status().message(),
-             Catch::Contains("1..3"));
+  CHECK_THAT(DatasetWriter::Create(dir / "bad", ImageLabelFields(), bad).status().message(), Catch::Contains("1..3"));
 }
 
 TEST_CASE("parts: merge renames the shards in order and combines splits and statistics") {

@@ -1,11 +1,10 @@
 #include <catch2/catch.hpp>
-
 #include <cmath>
 
+#include "fixtures.h"
 #include "format/dataset.h"
 #include "format/file.h"
 #include "format/writer.h"
-#include "fixtures.h"
 #include "tests/common/temp_dir.h"
 
 using namespace shardify;
@@ -31,7 +30,7 @@ WriterOptions Quick(uint64_t shard_bytes = 256ull << 20) {
 }  // namespace
 
 TEST_CASE("format: every dtype and ranks 0-4 round trip bit for bit") {
-  const DType dtypes[] = {DType::kU8, DType::kI8, DType::kU16, DType::kI16, DType::kU32,
+  const DType dtypes[] = {DType::kU8,  DType::kI8,  DType::kU16, DType::kI16, DType::kU32,
                           DType::kI32, DType::kF16, DType::kF32, DType::kF64, DType::kI64};
   const Shape shapes[] = {{}, {7}, {3, 5}, {2, 3, 4}, {2, 1, 3, 5}};
   TempDir tmp;

@@ -1,11 +1,11 @@
-#include <catch2/catch.hpp>
-
 #include "format/types.h"
+
+#include <catch2/catch.hpp>
 
 using namespace shardify;
 
 TEST_CASE("format: dtype names, sizes and codes round trip") {
-  const DType all[] = {DType::kU8, DType::kI8, DType::kU16, DType::kI16, DType::kU32,
+  const DType all[] = {DType::kU8,  DType::kI8,  DType::kU16, DType::kI16, DType::kU32,
                        DType::kI32, DType::kF16, DType::kF32, DType::kF64, DType::kI64};
   const size_t sizes[] = {1, 1, 2, 2, 4, 4, 2, 4, 8, 8};
   for (size_t i = 0; i < 10; ++i) {

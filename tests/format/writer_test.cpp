@@ -1,11 +1,11 @@
-#include <catch2/catch.hpp>
+#include "format/writer.h"
 
+#include <catch2/catch.hpp>
 #include <fstream>
 
+#include "fixtures.h"
 #include "format/dataset.h"
 #include "format/file.h"
-#include "format/writer.h"
-#include "fixtures.h"
 #include "tests/common/temp_dir.h"
 
 using namespace shardify;

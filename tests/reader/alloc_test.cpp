@@ -1,14 +1,13 @@
 // The decode path allocates per batch, never per sample. A separate program because it
 // replaces the global operator new (not built under the sanitizers, which own it).
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
 #include "format/dataset.h"
 #include "reader/loader.h"
-#include "tests/common/temp_dir.h"
 #include "tests/common/alloc_counter.h"
+#include "tests/common/temp_dir.h"
 #include "tests/reader/reader_fixtures.h"
 
 namespace shardify {

@@ -1,8 +1,8 @@
 // The Loader over raw and zstd shards, read through mappings and with pread, and over a
 // shard that is truncated while it is read.
-#include <catch2/catch.hpp>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
@@ -70,7 +70,7 @@ TEST_CASE("loader: a shard truncated while it is read gives an error naming it, 
       TempDir tmp;
       FixtureOptions fx;
       fx.samples = 256;
-      fx.side = 64;                     // 4 KiB a sample, in one shard
+      fx.side = 64;                      // 4 KiB a sample, in one shard
       fx.random = codec == Codec::kRaw;  // zstd frames of smooth bytes, or raw random ones
       fx.shard_bytes = 64 << 20;
       fx.codec = codec;

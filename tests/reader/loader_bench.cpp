@@ -1,8 +1,8 @@
 // loader_bench: how fast the Loader streams a dataset's batches, and (--bare-zstd) the
 // ceiling for it: the same stored image blobs through zstd alone.
-#include <CLI/CLI.hpp>
 #include <zstd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -36,9 +36,12 @@ struct Stored {
 
 const char* CodecLabel(shardify::Codec c) {
   switch (c) {
-    case shardify::Codec::kRaw: return "raw (memcpy)";
-    case shardify::Codec::kZstd: return "zstd";
-    case shardify::Codec::kZstdDict: return "zstd with the dictionary";
+    case shardify::Codec::kRaw:
+      return "raw (memcpy)";
+    case shardify::Codec::kZstd:
+      return "zstd";
+    case shardify::Codec::kZstdDict:
+      return "zstd with the dictionary";
   }
   return "?";
 }
@@ -78,9 +81,8 @@ Result<std::vector<Stored>> CollectBlobs(const shardify::Dataset& ds, const std:
 // dictionary, or memcpy for the blobs the writer kept raw (compression did not pay). No
 // Loader, no batches, no checksum, no inverse filter. Collecting the blobs is
 // open_seconds; `seconds` is the decode alone. counts[c]: blobs of codec c per epoch.
-Result<LoaderBenchResult> RunBareZstd(const std::string& dir, const std::string& split, size_t threads,
-                                      uint64_t epochs, uint64_t seed, bool sequential,
-                                      std::map<shardify::Codec, uint64_t>* counts) {
+Result<LoaderBenchResult> RunBareZstd(const std::string& dir, const std::string& split, size_t threads, uint64_t epochs,
+                                      uint64_t seed, bool sequential, std::map<shardify::Codec, uint64_t>* counts) {
   LoaderBenchResult r;
   const auto t0 = std::chrono::steady_clock::now();
   shardify::ReadOptions ro;
@@ -132,8 +134,9 @@ Result<LoaderBenchResult> RunBareZstd(const std::string& dir, const std::string&
     }
   });
   r.seconds = Since(t1);
-  if (bad != n) return shardify::Corruption("sample " + std::to_string(bad.load()) + " of split '" + split +
-                                            "' does not decode to its size");
+  if (bad != n)
+    return shardify::Corruption("sample " + std::to_string(bad.load()) + " of split '" + split +
+                                "' does not decode to its size");
   r.samples = order.size();
   r.bytes = order.size() * raw_size;
   return r;
@@ -182,8 +185,7 @@ int main(int argc, char** argv) {
   o.sampler.order = orders.at(order);
   o.verify_checksums = !no_verify;
   std::map<shardify::Codec, uint64_t> counts;
-  auto r = bare ? RunBareZstd(dir, o.split, o.threads, o.sampler.epochs, o.sampler.seed, order == "sequential",
-                              &counts)
+  auto r = bare ? RunBareZstd(dir, o.split, o.threads, o.sampler.epochs, o.sampler.seed, order == "sequential", &counts)
                 : shardify::RunLoaderBench(dir, o);
   if (!r.ok()) {
     std::fprintf(stderr, "loader_bench: %s\n", r.status().ToString().c_str());
@@ -196,8 +198,7 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(r->samples), r->seconds, r->open_seconds, r->samples_per_second(),
                 r->megabytes_per_second());
     for (const auto& [codec, count] : counts)
-      std::printf("%llu blobs per epoch stored as %s\n", static_cast<unsigned long long>(count),
-                  CodecLabel(codec));
+      std::printf("%llu blobs per epoch stored as %s\n", static_cast<unsigned long long>(count), CodecLabel(codec));
   } else {
     std::printf(
         "%llu samples in %llu batches, %.3f s (first batch after %.3f s): "

@@ -1,12 +1,12 @@
-#include <catch2/catch.hpp>
+#include "reader/patch_sampler.h"
 
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <set>
 
 #include "format/dataset.h"
 #include "format/writer.h"
 #include "reader/loader.h"
-#include "reader/patch_sampler.h"
 #include "tests/common/temp_dir.h"
 
 using namespace shardify;
@@ -15,7 +15,9 @@ namespace {
 
 constexpr int64_t D = 20, H = 24, W = 28;
 
-uint16_t Voxel(int64_t i, int64_t z, int64_t y, int64_t x) { return static_cast<uint16_t>(i * 5000 + z * 300 + y * 11 + x); }
+uint16_t Voxel(int64_t i, int64_t z, int64_t y, int64_t x) {
+  return static_cast<uint16_t>(i * 5000 + z * 300 + y * 11 + x);
+}
 
 // Class 1 fills a 2x2x2 cube at (2, 3, 4); class 2 (sample 0 only) a cube at (15, 18, 20).
 uint8_t Label(int64_t i, int64_t z, int64_t y, int64_t x) {
@@ -114,7 +116,9 @@ TEST_CASE("reader patches: a margin reads the box grown around the same patch po
     const uint64_t i = draw % 3;
     const bool forced = draw % 2 == 1;
     PatchInfo pa, pb;
-    REQUIRE((*a)->Sample(i, draw, forced, small_img.data(), small_img.size(), small_lab.data(), small_lab.size(), d, &pa).ok());
+    REQUIRE(
+        (*a)->Sample(i, draw, forced, small_img.data(), small_img.size(), small_lab.data(), small_lab.size(), d, &pa)
+            .ok());
     REQUIRE((*b)->Sample(i, draw, forced, img.data(), img.size(), lab.data(), lab.size(), d, &pb).ok());
     REQUIRE(pa.start == pb.start);  // the margin does not move the patch
     size_t n = 0;
@@ -181,7 +185,9 @@ TEST_CASE("reader patches: forced draws hold foreground, and the batch fraction 
     for (size_t slot = 0; slot < batch; ++slot) {
       const bool forced = (*ps)->Forced(slot, batch);
       PatchInfo info;
-      REQUIRE((*ps)->Sample(b % 3, b * batch + slot, forced, img.data(), img.size(), lab.data(), lab.size(), d, &info).ok());
+      REQUIRE((*ps)
+                  ->Sample(b % 3, b * batch + slot, forced, img.data(), img.size(), lab.data(), lab.size(), d, &info)
+                  .ok());
       bool fg = false;
       for (uint8_t v : lab) fg = fg || (v > 0 && v != 255);
       if (forced) {

@@ -36,8 +36,8 @@ struct FixtureOptions {
   bool variable = false;     // add field "var": u16 [-1, 3], index % 5 + 1 rows
   uint64_t val_samples = 0;  // the last ones go to split "val"
   uint64_t shard_bytes = 4096;
-  int classes = 4;    // label = index % classes (skewed: see `skew`)
-  bool skew = false;  // label 0 for 3 samples in 4
+  int classes = 4;             // label = index % classes (skewed: see `skew`)
+  bool skew = false;           // label 0 for 3 samples in 4
   Codec codec = Codec::kZstd;  // how the writer stores blobs
 };
 

@@ -1,12 +1,12 @@
 // reader/source_grid.h: reading a sample's preprocessing record and mapping its arrays back.
-#include <catch2/catch.hpp>
+#include "reader/source_grid.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 
 #include "format/elements.h"
 #include "format/writer.h"
-#include "reader/source_grid.h"
 #include "tests/common/temp_dir.h"
 
 using namespace shardify;
@@ -35,8 +35,10 @@ void WriteRecord(const std::string& dir, const std::vector<int64_t>& start, cons
   dtype.kind = FieldKind::kString;
   WriterOptions o;
   o.fsync = false;
-  auto w = DatasetWriter::Create(dir, {Array("image", DType::kU16, {1, -1, -1, -1}), Array("source.shape", DType::kI64, {3}),
-                                       Array("source.crop_box", DType::kI64, {2, 3}), dtype}, o);
+  auto w = DatasetWriter::Create(dir,
+                                 {Array("image", DType::kU16, {1, -1, -1, -1}), Array("source.shape", DType::kI64, {3}),
+                                  Array("source.crop_box", DType::kI64, {2, 3}), dtype},
+                                 o);
   REQUIRE(w.ok());
   std::vector<int64_t> box = start;
   box.insert(box.end(), size.begin(), size.end());

@@ -76,8 +76,8 @@ TEST_CASE("tools: --io pread reads as mmap does, a shard truncated under bench e
     const std::string dir = tmp / io, log = tmp / (io + ".log"), rc = tmp / (io + ".rc");
     WriteRawPages(dir);
     // Runs until the shard shrinks under it (if it has not opened it yet, opening fails).
-    const std::string script = std::string(SHARDTOOL_PATH) + " bench " + dir + " --epochs 100000000 --io " + io +
-                               " >" + log + " 2>&1 & pid=$!; sleep 0.3; truncate -s 4096 " + dir +
+    const std::string script = std::string(SHARDTOOL_PATH) + " bench " + dir + " --epochs 100000000 --io " + io + " >" +
+                               log + " 2>&1 & pid=$!; sleep 0.3; truncate -s 4096 " + dir +
                                "/shard-00000.sfs; wait $pid; echo $? >" + rc;
     REQUIRE(std::system(("sh -c '" + script + "'").c_str()) == 0);
     std::ifstream code(rc), text(log);

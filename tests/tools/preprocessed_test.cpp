@@ -1,7 +1,6 @@
 // shardtool export of preprocessed data: source headers retyped for another dtype, headers
 // that no longer fit, half floats, source dtypes and the source grid.
 #include <catch2/catch.hpp>
-
 #include <cstring>
 #include <sstream>
 
@@ -52,8 +51,9 @@ TEST_CASE("tools: a mask on the source grid gets the source image's header, rety
   TempDir tmp;
   std::vector<uint8_t> mask(62 * 128 * 128);
   for (size_t k = 0; k < mask.size(); ++k) mask[k] = static_cast<uint8_t>(k % 3);
-  Write(tmp / "pred", {Spec("mask", FieldKind::kNdarray, DType::kU8, {1, -1, -1, -1}, "mask"),
-                       Spec("mask.nifti_header", FieldKind::kBytes, DType::kU8, {}, "nifti_header")},
+  Write(tmp / "pred",
+        {Spec("mask", FieldKind::kNdarray, DType::kU8, {1, -1, -1, -1}, "mask"),
+         Spec("mask.nifti_header", FieldKind::kBytes, DType::kU8, {}, "nifti_header")},
         {FieldValue::Array(mask, src.shape), FieldValue::Bytes(src.header)});
   REQUIRE(Export(tmp / "pred", tmp / "m.nii", "mask").ok());
   const std::vector<uint8_t> file = test::ReadFile(tmp / "m.nii");
@@ -99,8 +99,9 @@ TEST_CASE("tools: export writes a promoted field in its source dtype, half float
          Spec("image.nifti_header", FieldKind::kBytes, DType::kU8, {}, "nifti_header"), dtype,
          Spec("source.shape", FieldKind::kNdarray, DType::kI64, {3}, "source_grid"),
          Spec("source.crop_box", FieldKind::kNdarray, DType::kI64, {2, 3}, "source_grid")},
-        {FieldValue::Array(bytes, {1, size[0], size[1], size[2]}), FieldValue::Bytes(src.header), FieldValue::String("i16"),
-         FieldValue::Array(I64({62, 128, 128}), {3}), FieldValue::Array(I64({10, 20, 30, 40, 60, 50}), {2, 3})});
+        {FieldValue::Array(bytes, {1, size[0], size[1], size[2]}), FieldValue::Bytes(src.header),
+         FieldValue::String("i16"), FieldValue::Array(I64({62, 128, 128}), {3}),
+         FieldValue::Array(I64({10, 20, 30, 40, 60, 50}), {2, 3})});
   REQUIRE(Export(tmp / "ds", tmp / "back.nii", "", true).ok());
   const std::vector<uint8_t> back = test::ReadFile(tmp / "back.nii");
   REQUIRE(back.size() == src.file.size());
@@ -112,8 +113,10 @@ TEST_CASE("tools: export writes a promoted field in its source dtype, half float
       for (int64_t x = 0; x < 128; ++x) {
         const int64_t k = (z * 128 + y) * 128 + x;
         const bool in = z >= 10 && z < 50 && y >= 20 && y < 80 && x >= 30 && x < 80;
-        if (in) inside += got[k] == voxels[k];
-        else outside_zero += got[k] == 0;
+        if (in)
+          inside += got[k] == voxels[k];
+        else
+          outside_zero += got[k] == 0;
       }
   CHECK(inside == 40 * 60 * 50);
   CHECK(outside_zero == 62 * 128 * 128 - 40 * 60 * 50);

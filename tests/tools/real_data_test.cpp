@@ -1,6 +1,6 @@
 // shardtool on real images: the first test images of Debian's Fashion-MNIST.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <sstream>

@@ -1,13 +1,13 @@
 // nnU-Net's augmentation on the device: the table and options, image/mask alignment under
 // rotation, scaling and mirroring, thread-count independence, identity at probability 0,
 // and the observed rates of each transform.
-#include "catch_torch.h"
+#include "trainer/augment.h"
 
 #include <cmath>
 #include <string>
 #include <vector>
 
-#include "trainer/augment.h"
+#include "catch_torch.h"
 
 namespace st = shardify::trainer;
 using shardify::StatusCode;
@@ -157,8 +157,8 @@ TEST_CASE("augment: probability 0 is the identity, each transform alone changes 
     for (uint64_t step = 0; step < 4 && !changed; ++step) {
       const st::ImageMask out = aug(in, 0, step);
       changed = !torch::equal(out.image, in.image);
-      const bool geometric = std::string(t.name) == "rotate" || std::string(t.name) == "scale" ||
-                             std::string(t.name) == "mirror";
+      const bool geometric =
+          std::string(t.name) == "rotate" || std::string(t.name) == "scale" || std::string(t.name) == "mirror";
       if (!geometric) CHECK(torch::equal(out.mask, in.mask));  // intensities leave the mask alone
     }
     CHECK(changed);

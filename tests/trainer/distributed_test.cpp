@@ -1,7 +1,5 @@
 // Distributed shardtrain: several local processes over loopback (c10d, Gloo), launched by
 // tools/launch.py or started here with the launcher's environment.
-#include "catch_torch.h"
-
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -23,6 +21,7 @@
 #include <vector>
 
 #include "../common/temp_dir.h"
+#include "catch_torch.h"
 #include "fixtures.h"
 #include "trainer/distributed_internal.h"
 #include "trainer/models.h"
@@ -212,10 +211,10 @@ std::vector<std::string> RankArgv(const std::string& args) {
 
 std::vector<std::string> RankEnvironment(int rank, int world, int port) {
   std::vector<std::string> env = Environment();
-  for (const std::string& v : {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank),
-                               "WORLD_SIZE=" + std::to_string(world), "LOCAL_WORLD_SIZE=" + std::to_string(world),
-                               std::string("MASTER_ADDR=127.0.0.1"), "MASTER_PORT=" + std::to_string(port),
-                               std::string("OMP_NUM_THREADS=1")}) {
+  for (const std::string& v :
+       {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank), "WORLD_SIZE=" + std::to_string(world),
+        "LOCAL_WORLD_SIZE=" + std::to_string(world), std::string("MASTER_ADDR=127.0.0.1"),
+        "MASTER_PORT=" + std::to_string(port), std::string("OMP_NUM_THREADS=1")}) {
     env.push_back(v);
   }
   return env;
@@ -239,8 +238,8 @@ bool WaitForText(const std::string& path, const std::string& text, double second
 }
 
 std::string TrainArgs(const std::string& data, const std::string& out, int batch, int epochs) {
-  return "train " + data + " --model mlp --optimizer adam --lr 0.003 --batch " + std::to_string(batch) +
-         " --epochs " + std::to_string(epochs) + " --seed 3 --threads 1 --test-split test --out " + out;
+  return "train " + data + " --model mlp --optimizer adam --lr 0.003 --batch " + std::to_string(batch) + " --epochs " +
+         std::to_string(epochs) + " --seed 3 --threads 1 --test-split test --out " + out;
 }
 
 }  // namespace
@@ -269,7 +268,6 @@ TEST_CASE("distributed: ranks of batch 32 or 16 x 2 end with the weights and met
   CHECK(Slurp(dir / "two.log").find("epoch 2: train_loss") != std::string::npos);
   CHECK(Slurp(dir / "two.log").find("epoch 2: train_loss", Slurp(dir / "two.log").find("epoch 2: train_loss") + 1) ==
         std::string::npos);  // rank 0 alone reports progress
-
 
   // 2 ranks accumulating 2 batches of 16 per step see the same 64 samples per step.
   REQUIRE(Launch(2, TrainArgs(dir / "data", dir / "acc", 16, 2) + " --accumulate 2", dir / "acc.log") == 0);
@@ -300,7 +298,8 @@ std::pair<Json, Json> OneThenResumed(const std::string& dir, const std::string& 
 TEST_CASE("distributed: Dice counts summed over 3 ranks equal the single process's Dice") {
   testing::TempDir dir;
   REQUIRE(testing::WriteSegFixture(dir / "data").ok());
-  const std::string args = "train " + dir / "data" + " --model unet --base-channels 4 --aug none --batch 16 "
+  const std::string args = "train " + dir / "data" +
+                           " --model unet --base-channels 4 --aug none --batch 16 "
                            "--epochs 1 --threads 1 --test-split val --out ";
   const auto [s1, s3] = OneThenResumed(dir.path(), args, 3);
   INFO(Slurp(dir / "many.log"));
@@ -312,7 +311,8 @@ TEST_CASE("distributed: Dice counts summed over 3 ranks equal the single process
 TEST_CASE("distributed: a multi-label unet's Dice per organ over 2 ranks equals 1 rank's") {
   testing::TempDir dir;
   REQUIRE(testing::WriteOrganFixture(dir / "data", 16, 9).ok());  // val: 5 samples on rank 0, 4 on rank 1
-  const std::string args = "train " + dir / "data" + " --model unet --base-channels 4 --aug none --batch 8 "
+  const std::string args = "train " + dir / "data" +
+                           " --model unet --base-channels 4 --aug none --batch 8 "
                            "--resize 32 32 --epochs 1 --threads 1 --test-split val --out ";
   const auto [s1, s2] = OneThenResumed(dir.path(), args, 2);
   INFO(Slurp(dir / "many.log"));
@@ -327,7 +327,8 @@ TEST_CASE("distributed: a multi-label unet's Dice per organ over 2 ranks equals 
 TEST_CASE("distributed: --max-steps within an epoch validates on every rank, and rank 0 writes the outputs") {
   testing::TempDir dir;
   REQUIRE(testing::WriteOrganFixture(dir / "data", 32, 8).ok());  // 4 steps of 4 samples per rank and epoch
-  const std::string args = "train " + dir / "data" + " --model unet --base-channels 4 --aug none --batch 4 "
+  const std::string args = "train " + dir / "data" +
+                           " --model unet --base-channels 4 --aug none --batch 4 "
                            "--resize 32 32 --epochs 2 --max-steps 3 --threads 1 --progress-seconds 0.01 --json --out " +
                            (dir / "out");
   REQUIRE(Launch(2, args, dir / "log") == 0);
@@ -364,8 +365,8 @@ TEST_CASE("distributed: --max-steps within an epoch validates on every rank, and
 TEST_CASE("distributed: a stop asked on one rank, or at the launcher's terminal, stops every rank after one step") {
   testing::TempDir dir;
   REQUIRE(testing::WriteClassFixture(dir / "data", false, 64).ok());
-  const std::string args = TrainArgs(dir / "data", dir / "out", 16, 100000) +
-                           " --json --progress-seconds 0.05 --dist-timeout 60";
+  const std::string args =
+      TrainArgs(dir / "data", dir / "out", 16, 100000) + " --json --progress-seconds 0.05 --dist-timeout 60";
   const std::string log = dir / "rank0.log";
   SECTION("SIGTERM to rank 1 alone") {
     PortLease lease;
@@ -439,10 +440,15 @@ TEST_CASE("distributed: a rank that fails tells the others why") {
 }
 
 TEST_CASE("distributed: the launcher's environment and bad values") {
-  std::map<std::string, std::string> env = {{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"},
-                                            {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "node0"},
-                                            {"MASTER_PORT", "29501"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"},
-                                            {"TORCHELASTIC_RESTART_COUNT", "2"}, {"GLOO_SOCKET_IFNAME", "eth1"}};
+  std::map<std::string, std::string> env = {{"RANK", "1"},
+                                            {"WORLD_SIZE", "4"},
+                                            {"LOCAL_RANK", "1"},
+                                            {"LOCAL_WORLD_SIZE", "2"},
+                                            {"MASTER_ADDR", "node0"},
+                                            {"MASTER_PORT", "29501"},
+                                            {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                                            {"TORCHELASTIC_RESTART_COUNT", "2"},
+                                            {"GLOO_SOCKET_IFNAME", "eth1"}};
   auto lookup = [&env](const char* name) -> const char* {
     auto it = env.find(name);
     return it == env.end() ? nullptr : it->second.c_str();

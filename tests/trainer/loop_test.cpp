@@ -1,8 +1,5 @@
 // End-to-end tests of Train and Predict on tiny datasets written with DatasetWriter.
-#include "catch_torch.h"
-
 #include <sys/wait.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +14,7 @@
 #include "../common/claims.h"
 #include "../common/temp_dir.h"
 #include "../common/watchdog.h"
+#include "catch_torch.h"
 #include "fixtures.h"
 #include "format/dataset.h"
 #include "format/writer.h"
@@ -60,7 +58,10 @@ TEST_CASE("trainer: a short classification run lowers the loss and writes its re
   o.test_split = "test";
   uint64_t steps_seen = 0;
   o.progress_every = 4;
-  o.on_step = [&](const st::StepInfo& s) { steps_seen += 1; CHECK(s.data_wait_fraction <= 1.0); };
+  o.on_step = [&](const st::StepInfo& s) {
+    steps_seen += 1;
+    CHECK(s.data_wait_fraction <= 1.0);
+  };
   auto r = st::Train(o);
   REQUIRE(r.ok());
   REQUIRE(r->history.size() == 3);
@@ -86,7 +87,9 @@ TEST_CASE("trainer: resume gives the same next steps as an uninterrupted run") {
   testing::TempDir dir;
   REQUIRE(WriteClassFixture(dir / "data", false, 96).ok());
   auto record = [](std::vector<double>& into) {
-    return [&into](const st::StepInfo& s) { if (s.epoch == 1) into.push_back(s.last_step_loss); };
+    return [&into](const st::StepInfo& s) {
+      if (s.epoch == 1) into.push_back(s.last_step_loss);
+    };
   };
   std::vector<double> straight, resumed;
   st::TrainOptions a = SmallRun(dir / "data", dir / "a", "cnn");
@@ -228,9 +231,12 @@ std::vector<std::string> CsvRecord(std::istream& in) {
   for (int c; (c = in.get()) != EOF;) {
     any = true;
     if (quoted) {
-      if (c == '"' && in.peek() == '"') field += char(in.get());
-      else if (c == '"') quoted = false;
-      else field += char(c);
+      if (c == '"' && in.peek() == '"')
+        field += char(in.get());
+      else if (c == '"')
+        quoted = false;
+      else
+        field += char(c);
     } else if (c == '"') {
       quoted = true;
     } else if (c == ',') {
@@ -248,7 +254,8 @@ std::vector<std::string> CsvRecord(std::istream& in) {
 
 // Runs shardtrain with `args`; its stderr goes to *err when given.
 int Shardtrain(const std::string& args, std::string* err = nullptr) {
-  const std::string log = std::filesystem::temp_directory_path() / ("shardtrain-" + std::to_string(::getpid()) + ".err");
+  const std::string log =
+      std::filesystem::temp_directory_path() / ("shardtrain-" + std::to_string(::getpid()) + ".err");
   const int st = std::system((std::string(SHARDTRAIN_BIN) + " " + args + " >/dev/null 2>" + log).c_str());
   if (err != nullptr) {
     std::ifstream in(log);
@@ -378,8 +385,9 @@ TEST_CASE("trainer: shardtrain exits 2 on usage errors, 1 on failed runs") {
   // A truncated checkpoint: one line naming it, no C++ backtrace, for --resume and predict.
   std::filesystem::copy_file(dir / "out/last.pt", dir / "cut.pt");
   std::filesystem::resize_file(dir / "cut.pt", std::filesystem::file_size(dir / "cut.pt") / 2);
-  for (const std::string& args : {"train " + dir / "data" + " -q -o " + dir / "out" + " -e 2 --resume " + dir / "cut.pt",
-                                  "predict " + dir / "cut.pt" + " " + dir / "data" + " -o " + dir / "q.csv"}) {
+  for (const std::string& args :
+       {"train " + dir / "data" + " -q -o " + dir / "out" + " -e 2 --resume " + dir / "cut.pt",
+        "predict " + dir / "cut.pt" + " " + dir / "data" + " -o " + dir / "q.csv"}) {
     std::string err;
     CHECK(Shardtrain(args, &err) == 1);
     INFO(err);

@@ -17,9 +17,9 @@
 
 #include "../common/temp_dir.h"
 #include "catch_torch.h"
+#include "fixtures.h"
 #include "format/dataset.h"
 #include "format/writer.h"
-#include "fixtures.h"
 #include "trainer/loop_internal.h"
 #include "trainer/metrics.h"
 #include "trainer/train.h"

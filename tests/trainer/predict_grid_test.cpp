@@ -1,15 +1,15 @@
 // Predicted volumes mapped back onto their source grid (trainer/predict_grid.h).
-#include "catch_torch.h"
+#include "trainer/predict_grid.h"
 
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "../common/temp_dir.h"
+#include "catch_torch.h"
 #include "format/dataset.h"
 #include "format/elements.h"
 #include "format/writer.h"
-#include "trainer/predict_grid.h"
 #include "trainer/train.h"
 
 namespace st = shardify::trainer;
@@ -22,7 +22,8 @@ std::vector<uint8_t> Bytes(const void* p, size_t n) {
   return std::vector<uint8_t>(b, b + n);
 }
 
-FieldSpec Spec(const std::string& name, FieldKind kind, DType t, Shape shape, const std::string& role, Shape chunk = {}) {
+FieldSpec Spec(const std::string& name, FieldKind kind, DType t, Shape shape, const std::string& role,
+               Shape chunk = {}) {
   FieldSpec f;
   f.name = name;
   f.kind = kind;

@@ -1,7 +1,5 @@
 // Unit tests of trainer/ pieces that need no dataset: bridge, transforms, metrics,
 // models, schedules, checkpoints, reports.
-#include "catch_torch.h"
-
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -12,6 +10,7 @@
 
 #include "../common/temp_dir.h"
 #include "../common/watchdog.h"
+#include "catch_torch.h"
 #include "trainer/metrics.h"
 #include "trainer/models.h"
 #include "trainer/optim.h"
@@ -99,7 +98,8 @@ st::ImageMask BlockPair(int64_t b, int64_t h, int64_t w) {
   torch::Tensor mask = torch::zeros({b, h, w}, torch::kLong);
   mask.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, h / 2), torch::indexing::Slice(w / 3, w)}, 1);
   mask.index_put_({torch::indexing::Slice(), torch::indexing::Slice(h / 2, h), torch::indexing::Slice(0, w / 4)}, 2);
-  mask.index_put_({torch::indexing::Slice(), torch::indexing::Slice(h * 3 / 4, h), torch::indexing::Slice(w / 2, w)}, 3);
+  mask.index_put_({torch::indexing::Slice(), torch::indexing::Slice(h * 3 / 4, h), torch::indexing::Slice(w / 2, w)},
+                  3);
   return {(mask * 10).to(torch::kFloat).unsqueeze(1), mask};
 }
 
@@ -167,8 +167,8 @@ TEST_CASE("trainer: AUC matches hand-computed values") {
   CHECK(std::isnan(st::BinaryAuc({0.1, 0.2}, {true, true})));
   // Three classes; class 2 never appears, so the macro mean covers classes 0 and 1.
   st::ClassMetrics m(3);
-  torch::Tensor logits = torch::tensor({{2.0f, 0.0f, 0.0f}, {0.0f, 1.0f, 0.0f},
-                                        {1.0f, 0.5f, 0.0f}, {0.0f, 3.0f, 0.0f}});
+  torch::Tensor logits =
+      torch::tensor({{2.0f, 0.0f, 0.0f}, {0.0f, 1.0f, 0.0f}, {1.0f, 0.5f, 0.0f}, {0.0f, 3.0f, 0.0f}});
   m.Add(logits, torch::tensor({0, 0, 1, 1}, torch::kLong));
   CHECK(m.count() == 4);
   CHECK(m.Accuracy() == Approx(0.5));
@@ -236,8 +236,10 @@ TEST_CASE("trainer: every model maps images to logits of the right shape") {
       continue;
     }
     torch::Tensor y = (*model)->forward(torch::randn({2, 1, 32, 32}));
-    if (st::IsSegmentationModel(name)) CHECK(y.sizes().vec() == std::vector<int64_t>{2, 3, 32, 32});
-    else CHECK(y.sizes().vec() == std::vector<int64_t>{2, 3});
+    if (st::IsSegmentationModel(name))
+      CHECK(y.sizes().vec() == std::vector<int64_t>{2, 3, 32, 32});
+    else
+      CHECK(y.sizes().vec() == std::vector<int64_t>{2, 3});
   }
   st::ModelSpec bad;
   bad.name = "vgg";
@@ -349,7 +351,8 @@ TEST_CASE("trainer: a checkpoint carries a checksum, a flipped byte anywhere is 
     WriteAllBytes(dir / "bad.pt", bad);
     const shardify::Status load = st::LoadCheckpoint(dir / "bad.pt", model, opt);
     CHECK(load.code() == shardify::StatusCode::kCorruption);
-    CHECK_THAT(load.message(), Catch::Contains("bad.pt") && (Catch::Contains("checksum") || Catch::Contains("trailer")));
+    CHECK_THAT(load.message(),
+               Catch::Contains("bad.pt") && (Catch::Contains("checksum") || Catch::Contains("trailer")));
     CHECK(st::ReadCheckpointMeta(dir / "bad.pt").status().code() == shardify::StatusCode::kCorruption);
   }
   // A checkpoint written before the trailer existed (a bare archive) still loads.

@@ -1,7 +1,5 @@
 // Volumes: UNet-3D on patches, the 3D loss and metrics, sliding-window inference, and
 // end-to-end training and prediction on a tiny chunked volume dataset.
-#include "catch_torch.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -11,9 +9,10 @@
 #include <vector>
 
 #include "../common/temp_dir.h"
-#include "mix.h"
+#include "catch_torch.h"
 #include "format/dataset.h"
 #include "format/writer.h"
+#include "mix.h"
 #include "trainer/metrics.h"
 #include "trainer/models.h"
 #include "trainer/sliding_window.h"
@@ -288,7 +287,9 @@ TEST_CASE("volumes: nnU-Net's augmentation is on by default for unet3d, and a re
   testing::TempDir dir;
   REQUIRE(WriteVolumeFixture(dir / "data", 4, 1).ok());
   auto record = [](std::vector<double>& into, uint64_t epoch) {
-    return [&into, epoch](const st::StepInfo& s) { if (s.epoch == epoch) into.push_back(s.last_step_loss); };
+    return [&into, epoch](const st::StepInfo& s) {
+      if (s.epoch == epoch) into.push_back(s.last_step_loss);
+    };
   };
   std::vector<double> straight, plain, resumed, first_epoch;
   st::TrainOptions a = VolumeRun(dir / "data", dir / "a");
