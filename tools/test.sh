@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine: installs missing packages, checks
-# formatting (tools/lint.sh), builds, runs every Catch2 test under CTest in a Release build and again under ASan+UBSan, then
-# fuzzes shard opening for a bounded time.
+# formatting (tools/lint.sh), builds, runs every Catch2 test under CTest in a Release build
+# and again under ASan+UBSan, then fuzzes shard opening for a bounded time.
 # Environment: JOBS (default: all cores), FUZZ_SECONDS (default 60).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
