@@ -523,6 +523,7 @@ Status SampleView::DecodeChunk(size_t field, uint64_t k, uint8_t* dst, Decoder& 
 namespace {
 
 void FillPad(uint8_t* dst, uint64_t bytes, const void* pad, size_t elem) {
+  if (bytes == 0) return;  // an empty array: dst may be null
   if (pad == nullptr) {
     std::memset(dst, 0, bytes);
     return;
