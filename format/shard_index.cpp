@@ -90,10 +90,23 @@ std::vector<uint8_t> ShardIndexBuilder::Finish() const {
   return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
 }
 
+namespace {
+
+// `what` (e.g. "x.sfs: index") is a ShardIndex FlatBuffer, read only inside [index, +length).
+Status VerifyIndexBuffer(const uint8_t* index, uint64_t length, const std::string& what) {
+  // The root offset and the file identifier come first; the identifier check reads them.
+  if (index == nullptr || length < sizeof(flatbuffers::uoffset_t) + flatbuffers::kFileIdentifierLength)
+    return Corruption(what + " of " + std::to_string(length) + " bytes is too short for a FlatBuffer");
+  flatbuffers::Verifier verifier(index, length, /*max_depth=*/16, /*max_tables=*/1u << 20);
+  if (!fb::ShardIndexBufferHasIdentifier(index) || !fb::VerifyShardIndexBuffer(verifier))
+    return Corruption(what + " fails the FlatBuffers verifier");
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status SetIndexFirstSample(std::vector<uint8_t>* index, uint64_t first_sample, const std::string& where) {
-  flatbuffers::Verifier verifier(index->data(), index->size(), /*max_depth=*/16, /*max_tables=*/1u << 20);
-  if (!fb::ShardIndexBufferHasIdentifier(index->data()) || !fb::VerifyShardIndexBuffer(verifier))
-    return Corruption(where + ": shard index fails the FlatBuffers verifier");
+  RETURN_IF_ERROR(VerifyIndexBuffer(index->data(), index->size(), where + ": shard index"));
   auto* table = flatbuffers::GetMutableRoot<flatbuffers::Table>(index->data());
   if (!table->SetField<uint64_t>(fb::ShardIndex::VT_FIRST_SAMPLE, first_sample, 0))
     return Internal(where + ": the shard index stores no first_sample to set to " + std::to_string(first_sample));
@@ -259,9 +272,7 @@ Status CheckColumn(const FieldSpec& f, const fb::Column& c, uint64_t first, uint
 Status CheckShardIndex(const uint8_t* index, uint64_t length, const std::vector<FieldSpec>& fields,
                        uint64_t first_sample, uint64_t num_samples, uint64_t blob_end, uint64_t max_sample_bytes,
                        const std::string& where, std::vector<ColumnView>* columns) {
-  flatbuffers::Verifier verifier(index, length, /*max_depth=*/16, /*max_tables=*/1u << 20);
-  if (!fb::ShardIndexBufferHasIdentifier(index) || !fb::VerifyShardIndexBuffer(verifier))
-    return Corruption(where + ": index fails the FlatBuffers verifier");
+  RETURN_IF_ERROR(VerifyIndexBuffer(index, length, where + ": index"));
   const fb::ShardIndex* root = fb::GetShardIndex(index);
   if (root->first_sample() != first_sample || root->num_samples() != num_samples)
     return Corruption(where + ": index holds samples [" + std::to_string(root->first_sample()) + ", +" +

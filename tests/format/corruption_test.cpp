@@ -213,6 +213,10 @@ TEST_CASE("format corruption: index that fails the FlatBuffers verifier") {
   Bytes junk(64, 0xAB);
   fx.ReplaceIndex(junk);
   ExpectError(OpenAndReadAll(fx.dir), StatusCode::kCorruption, "fails the FlatBuffers verifier");
+  for (size_t n : {0, 4, 7}) {  // shorter than a root offset and an identifier: refused before reading them
+    fx.ReplaceIndex(Bytes(n, 0));
+    ExpectError(OpenAndReadAll(fx.dir), StatusCode::kCorruption, "is too short for a FlatBuffer");
+  }
 }
 
 TEST_CASE("format corruption: version too new") {
