@@ -199,7 +199,7 @@ Status ToOptions(const CLI::App& app, const Flags& f, ConvertOptions& o) {
   o.layout = *layout;
   o.threads = f.threads;
   o.codec = f.codec == "raw" ? CodecChoice::kRaw : f.codec == "auto" ? CodecChoice::kAuto : CodecChoice::kZstd;
-  ASSIGN_OR_RETURN(o.zstd_level, ParseLevel(f.level));
+  ASSIGN_OR_RETURN(o.level, ParseLevel(f.level));
   if (o.codec == CodecChoice::kRaw && (app.count("--level") > 0 || f.dict)) {
     return InvalidArgument(std::string(app.count("--level") > 0 ? "--level" : "--dict") +
                            " sets zstd compression, and --codec raw stores arrays uncompressed");

@@ -46,11 +46,11 @@ struct ConvertOptions {
   Layout layout = Layout::kAuto;
   int threads = 0;  // 0: all cores
   CodecChoice codec = CodecChoice::kZstd;
-  int zstd_level = 0;                                 // 1..19; 0: auto (9 for samples up to 64 KiB, else 3)
-  uint64_t shard_bytes = 256ull << 20;                // target shard size
-  int dict = -1;                                      // train a zstd dictionary per image/mask field:
-                                                      // 1 yes, 0 no, -1 auto (yes for samples up to 64 KiB,
-                                                      // when there are at least 1,000 of them)
+  int level = 0;                        // compression level (zstd 1..19); 0: auto (9 for samples up to 64 KiB, else 3)
+  uint64_t shard_bytes = 256ull << 20;  // target shard size
+  int dict = -1;                        // train a zstd dictionary per image/mask field:
+                                        // 1 yes, 0 no, -1 auto (yes for samples up to 64 KiB,
+                                        // when there are at least 1,000 of them)
   std::vector<std::pair<std::string, double>> split;  // e.g. {{"train",.8},{"val",.2}}; empty: none
   uint64_t seed = 0;                                  // seeds the split assignment
   std::string group_by;                               // with `split`: keep each group in one split; "case" /

@@ -84,7 +84,7 @@ void Describe(const Manifest& m, ConvertSummary* sum) {
   for (const SplitInfo& s : m.splits) sum->splits.push_back({s.name, s.num_samples});
   sum->shards = m.shards.size();
   for (const ShardInfo& s : m.shards) sum->bytes_out += s.size_bytes;
-  for (const FieldSpec& f : m.fields) sum->dictionary = sum->dictionary || !f.zstd_dictionary.empty();
+  for (const FieldSpec& f : m.fields) sum->dictionary = sum->dictionary || !f.dictionary.empty();
 }
 
 }  // namespace

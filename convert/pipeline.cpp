@@ -90,7 +90,7 @@ WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan,
   WriterOptions w;
   w.target_shard_bytes = o.shard_bytes;
   w.codec = o.codec == CodecChoice::kRaw ? Codec::kRaw : Codec::kZstd;
-  if (o.zstd_level > 0) w.zstd_level = o.zstd_level;
+  if (o.level > 0) w.level = o.level;
   w.overwrite = o.overwrite;
   w.companions = {detail::kSkippedFile};
   w.fsync = o.fsync;
@@ -101,7 +101,7 @@ WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan,
   std::string split;
   for (const auto& [name, f] : o.split) split += (split.empty() ? "" : ",") + name + "=" + std::to_string(f);
   w.provenance.options = {{"layout", LayoutName(plan.layout)},
-                          {"level", o.codec == CodecChoice::kRaw ? "none" : std::to_string(o.zstd_level)},
+                          {"level", o.codec == CodecChoice::kRaw ? "none" : std::to_string(o.level)},
                           {"shard_size", std::to_string(o.shard_bytes)},
                           {"dict", o.dict ? "true" : "false"},
                           {"split", split},
@@ -123,7 +123,7 @@ WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan,
     if (schema.fg_locations >= 0) w.provenance.options.push_back({"fg_locations", std::to_string(o.fg_locations)});
   }
   for (KeyValue& kv : detail::PreprocessProvenance(preprocess)) w.provenance.options.push_back(std::move(kv));
-  if (auto_level && o.codec != CodecChoice::kRaw && o.zstd_level < kLabelLevel && schema.mask >= 0) {
+  if (auto_level && o.codec != CodecChoice::kRaw && o.level < kLabelLevel && schema.mask >= 0) {
     for (int f : {schema.mask, schema.fg_locations}) {
       if (f >= 0) w.field_levels.push_back({schema.fields[f].name, kLabelLevel});
     }
@@ -292,12 +292,12 @@ ConvertOptions ResolveAuto(ConvertOptions o, const Prepared& p) {
   o.codec = p.codec;
   if (o.codec == CodecChoice::kRaw) {  // no compression: no level, no dictionary
     o.dict = 0;
-    o.zstd_level = 0;
+    o.level = 0;
     return o;
   }
   const bool small = p.max_sample_bytes <= kSmallSampleBytes;
   const size_t samples = p.order.size();
-  if (o.zstd_level == 0) o.zstd_level = small ? 9 : 3;
+  if (o.level == 0) o.level = small ? 9 : 3;
   if (o.dict < 0) o.dict = small && samples >= kDictionaryMinSamples ? 1 : 0;
   return o;
 }
@@ -360,7 +360,7 @@ Result<ConvertSummary> ConvertImpl(const ConvertOptions& options, ProgressSink* 
   ASSIGN_OR_RETURN(const size_t window, WindowFor(o, threads, p.max_sample_bytes, p.largest));
   // Every part computes the same statistics over the whole training split, so parts agree.
   if (!o.dry_run && p.preprocess.needs_ct_statistics()) RETURN_IF_ERROR(RunCtPass(o, threads, progress, &p, &sum));
-  WriterOptions wo = MakeWriterOptions(o, p.plan, p.schema, p.preprocess, options.zstd_level == 0);
+  WriterOptions wo = MakeWriterOptions(o, p.plan, p.schema, p.preprocess, options.level == 0);
   std::vector<size_t> order = p.order;  // what this run writes: every sample, or one part's slice
   std::string dest = o.dest;
   if (o.parts > 0) {

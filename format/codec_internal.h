@@ -1,4 +1,5 @@
-// zstd compression and bounded decompression of blobs; dictionary training.
+// The codec table (compression and bounded decompression of blobs), dictionary training,
+// and the byte filters applied before compression.
 #pragma once
 
 #include <cstddef>
@@ -12,45 +13,79 @@
 
 namespace shardify::detail {
 
-// Shared, immutable compression / decompression dictionaries of one field.
-class ZstdDictionary {
+// Per-thread state of the codecs (zstd's compression and decompression contexts), each
+// made when first needed. One that cannot be made gives ResourceExhausted, and the next
+// call tries again.
+class CodecContext {
  public:
-  static Result<std::shared_ptr<const ZstdDictionary>> Create(const std::vector<uint8_t>& bytes, int level);
-  ~ZstdDictionary();
-  ZstdDictionary(const ZstdDictionary&) = delete;
-  ZstdDictionary& operator=(const ZstdDictionary&) = delete;
+  CodecContext() = default;
+  ~CodecContext();
+  CodecContext(const CodecContext&) = delete;
+  CodecContext& operator=(const CodecContext&) = delete;
+  Result<void*> zstd_compression();
+  Result<void*> zstd_decompression();
+
+ private:
+  void* cctx_ = nullptr;
+  void* dctx_ = nullptr;
+};
+
+// A field's trained dictionary (FieldSpec::dictionary), loaded for the codec that uses it
+// (Codec::kZstdDict); shared and immutable.
+class Dictionary {
+ public:
+  // `level` is the compression level the dictionary is prepared for (1..19).
+  static Result<std::shared_ptr<const Dictionary>> Create(const std::vector<uint8_t>& bytes, int level);
+  ~Dictionary();
+  Dictionary(const Dictionary&) = delete;
+  Dictionary& operator=(const Dictionary&) = delete;
   const void* cdict() const { return cdict_; }
   const void* ddict() const { return ddict_; }
 
  private:
-  ZstdDictionary() = default;
+  Dictionary() = default;
   void* cdict_ = nullptr;
   void* ddict_ = nullptr;
 };
 
-// Per-thread compressor.
-class Compressor {
- public:
-  explicit Compressor(int level);
-  ~Compressor();
-  Compressor(const Compressor&) = delete;
-  Compressor& operator=(const Compressor&) = delete;
-  // Compresses src into *out (replacing its contents) and returns the codec used: zstd
-  // (with `dict` when given) when stored <= size * min_ratio, otherwise raw (a copy).
-  // `level` (1..19) overrides the compressor's level; a dictionary has its own.
-  Result<Codec> Compress(const uint8_t* src, size_t size, const ZstdDictionary* dict, double min_ratio,
-                         std::vector<uint8_t>* out, int level = 0);
-
- private:
-  void* cctx_;
-  int level_;
+// One row per Codec value: the one place that says what a codec is and how it codes.
+struct CodecSpec {
+  Codec codec;
+  const char* name;  // as shardtool shows it
+  // The stored bytes are the array: the blob starts at a multiple of kBlobAlignment, its
+  // stored size equals its raw size, and readers may copy or use it in place.
+  bool in_place;
+  bool uses_dictionary;      // decoding needs the field's dictionary
+  Codec with_dictionary;     // what the writer stores instead when the field has a dictionary
+  int min_level, max_level;  // levels the writer accepts (0, 0: the codec has none)
+  // Replaces *out with the encoding of size bytes at src. `dict` is the field's dictionary
+  // (uses_dictionary only), `level` within [min_level, max_level].
+  Status (*encode)(CodecContext& ctx, const uint8_t* src, size_t size, const Dictionary* dict, int level,
+                   std::vector<uint8_t>* out);
+  // Decodes `stored` into exactly raw_size bytes at dst; never writes past dst + raw_size.
+  Status (*decode)(CodecContext& ctx, const uint8_t* stored, uint64_t stored_size, uint64_t raw_size, void* dst,
+                   const Dictionary* dict);
 };
 
-// Decodes `stored` into dst (exactly raw_size bytes). Never writes past dst + raw_size and
-// checks that the frame declares and produces exactly raw_size bytes. Allocates nothing
-// unless it fails; callers add where the blob is to the error.
-Status DecodeBlob(Codec codec, const uint8_t* stored, uint64_t stored_size, uint64_t raw_size, void* dst, void* dctx,
-                  const ZstdDictionary* dict);
+// The row of codec number `id` as stored on disk; nullptr when this version has none.
+const CodecSpec* FindCodec(uint8_t id);
+inline const CodecSpec* FindCodec(Codec c) { return FindCodec(static_cast<uint8_t>(c)); }
+
+// Whether blobs of codec `c` are stored as the array itself (CodecSpec::in_place).
+bool StoredInPlace(Codec c);
+
+// Encodes size bytes at src with `codec` (its dictionary variant when `dict` is given) into
+// *out, and returns the codec used: a blob that does not shrink to size * min_ratio or
+// below is stored raw (a copy).
+Result<Codec> EncodeBlob(Codec codec, CodecContext& ctx, const uint8_t* src, size_t size, const Dictionary* dict,
+                         int level, double min_ratio, std::vector<uint8_t>* out);
+
+// Decodes `stored` into dst (exactly raw_size bytes) with the codec's row. Never writes past
+// dst + raw_size and checks that the blob declares and produces exactly raw_size bytes.
+// Allocates nothing unless it fails (or makes ctx's context); a null ctx gives
+// ResourceExhausted. Callers add where the blob is to the error.
+Status DecodeBlob(Codec codec, const uint8_t* stored, uint64_t stored_size, uint64_t raw_size, void* dst,
+                  CodecContext* ctx, const Dictionary* dict);
 
 // Byte shuffle of `n` elements of `elem` bytes (Filter::kByteShuffle): dst[k * n + i] =
 // src[i * elem + k], and its inverse. src and dst hold n * elem bytes and do not overlap.
@@ -64,6 +99,7 @@ void ByteUnshuffle(const uint8_t* src, uint8_t* dst, size_t n, size_t elem);
 void DeltaColumns(const uint8_t* src, uint8_t* dst, size_t rows, size_t cols, size_t elem);
 void UndoDeltaColumns(const uint8_t* src, uint8_t* dst, size_t rows, size_t cols, size_t elem);
 
-Result<std::vector<uint8_t>> TrainZstdDictionary(const std::vector<std::vector<uint8_t>>& samples, size_t dict_bytes);
+// Trains a dictionary (for Codec::kZstdDict) of at most dict_bytes bytes from samples.
+Result<std::vector<uint8_t>> TrainDictionary(const std::vector<std::vector<uint8_t>>& samples, size_t dict_bytes);
 
 }  // namespace shardify::detail

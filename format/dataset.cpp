@@ -1,7 +1,5 @@
 #include "format/dataset.h"
 
-#include <zstd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -25,10 +23,8 @@ std::optional<IoMode> ParseIoMode(std::string_view name) {
   return std::nullopt;
 }
 
-// A context that could not be made stays null: DecodeBlob then fails with
-// ResourceExhausted instead of dereferencing it.
-Decoder::Decoder() : dctx_(ZSTD_createDCtx()) {}
-Decoder::~Decoder() { ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(dctx_)); }
+Decoder::Decoder() : codecs_(std::make_unique<detail::CodecContext>()) {}
+Decoder::~Decoder() = default;
 
 namespace detail {
 
@@ -117,7 +113,7 @@ class MappedShard {
 
 struct Dataset::Impl {
   std::vector<uint64_t> shard_starts;  // first sample of each shard
-  std::vector<std::shared_ptr<const detail::ZstdDictionary>> dicts;
+  std::vector<std::shared_ptr<const detail::Dictionary>> dicts;
   mutable std::mutex mu;
   mutable std::vector<std::shared_ptr<const detail::MappedShard>> open;  // by shard number
   mutable std::list<size_t> lru;                                         // front = most recent
@@ -173,9 +169,9 @@ Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& dir, const Rea
   impl.open.resize(ds->manifest_.shards.size());
   impl.lru_pos.resize(ds->manifest_.shards.size());
   for (const auto& f : ds->manifest_.fields) {
-    std::shared_ptr<const detail::ZstdDictionary> d;
-    if (!f.zstd_dictionary.empty()) {
-      auto made = detail::ZstdDictionary::Create(f.zstd_dictionary, 1);
+    std::shared_ptr<const detail::Dictionary> d;
+    if (!f.dictionary.empty()) {
+      auto made = detail::Dictionary::Create(f.dictionary, 1);
       if (!made.ok()) return Corruption(path + ": field '" + f.name + "': " + made.status().message());
       d = std::move(made).value();
     }
@@ -467,7 +463,7 @@ Status SampleView::DecodeBatch(const SampleView* views, size_t n, size_t field, 
 Status SampleView::ReadStored(size_t field, const BlobInfo& b, const char* what, void* dst, Decoder& decoder) const {
   const FieldSpec& f = dataset_->manifest_.fields[field];
   const bool verify = dataset_->options_.verify_checksums;
-  if (b.codec == Codec::kRaw && f.filter == Filter::kNone) {  // straight into dst, then checked there
+  if (detail::StoredInPlace(b.codec) && f.filter == Filter::kNone) {  // straight into dst, then checked there
     if (b.stored_size != b.raw_size)
       return Corruption("raw blob of " + std::to_string(b.stored_size) + " bytes, expected " +
                         std::to_string(b.raw_size));
@@ -479,9 +475,9 @@ Status SampleView::ReadStored(size_t field, const BlobInfo& b, const char* what,
   RETURN_IF_ERROR(shard_->Read(b.offset, b.stored_size, decoder.stored_.data()));
   const uint64_t sum = verify ? Checksum64(decoder.stored_.data(), b.stored_size) : b.checksum;
   if (sum != b.checksum) return ChecksumMismatch(what, b.checksum, sum);
-  const detail::ZstdDictionary* dict = dataset_->impl_->dicts[field].get();
+  const detail::Dictionary* dict = dataset_->impl_->dicts[field].get();
   if (f.filter == Filter::kNone) {
-    return detail::DecodeBlob(b.codec, decoder.stored_.data(), b.stored_size, b.raw_size, dst, decoder.zstd_context(),
+    return detail::DecodeBlob(b.codec, decoder.stored_.data(), b.stored_size, b.raw_size, dst, decoder.codecs_.get(),
                               dict);
   }
   const size_t elem = DTypeSize(f.dtype);
@@ -491,10 +487,10 @@ Status SampleView::ReadStored(size_t field, const BlobInfo& b, const char* what,
     return Corruption("blob of " + std::to_string(b.raw_size) + " bytes is not a whole number of " +
                       std::to_string(unit) + (table ? "-byte rows" : "-byte elements"));
   const uint8_t* shuffled = decoder.stored_.data();
-  if (b.codec != Codec::kRaw) {
+  if (!detail::StoredInPlace(b.codec)) {
     decoder.shuffled_.resize(b.raw_size);
     RETURN_IF_ERROR(detail::DecodeBlob(b.codec, decoder.stored_.data(), b.stored_size, b.raw_size,
-                                       decoder.shuffled_.data(), decoder.zstd_context(), dict));
+                                       decoder.shuffled_.data(), decoder.codecs_.get(), dict));
     shuffled = decoder.shuffled_.data();
   } else if (b.stored_size != b.raw_size) {
     return Corruption("raw blob of " + std::to_string(b.stored_size) + " bytes, expected " +

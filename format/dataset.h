@@ -48,9 +48,14 @@ struct ReadOptions {
   uint64_t max_sample_bytes = 4ull << 30;
 };
 
-// Per-thread decompression state (a zstd context and scratch buffers for stored bytes and
+namespace detail {
+class CodecContext;
+class MappedShard;
+}  // namespace detail
+
+// Per-thread decoding state (the codecs' contexts and scratch buffers for stored bytes and
 // chunks). Reuse it: once its scratch has grown to the largest blob, decoding allocates
-// nothing. When its zstd context cannot be allocated, decoding a compressed blob with it
+// nothing. When a codec's context cannot be allocated, decoding a blob of that codec
 // fails with ResourceExhausted.
 class Decoder {
  public:
@@ -58,22 +63,17 @@ class Decoder {
   ~Decoder();
   Decoder(const Decoder&) = delete;
   Decoder& operator=(const Decoder&) = delete;
-  void* zstd_context() const { return dctx_; }
   // Chunks decompressed by this decoder so far (chunked fields only).
   uint64_t chunks_decoded() const { return chunks_decoded_; }
 
  private:
   friend class SampleView;
-  void* dctx_;
+  std::unique_ptr<detail::CodecContext> codecs_;
   std::vector<uint8_t> stored_;  // a compressed or filtered blob as read from the file
   std::vector<uint8_t> scratch_;
   std::vector<uint8_t> shuffled_;  // a filtered blob before its inverse filter
   uint64_t chunks_decoded_ = 0;
 };
-
-namespace detail {
-class MappedShard;
-}
 
 // The stored form of one ndarray blob.
 struct BlobInfo {

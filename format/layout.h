@@ -54,6 +54,9 @@ enum class Codec : uint8_t {
   kZstd = 1,      // one zstd frame
   kZstdDict = 2,  // one zstd frame compressed with the field's dictionary
 };
+// "raw", "zstd", "zstd+dict"; "?" for a value that is not a codec. What each codec is and
+// how it codes is its row in the codec table (format/codec.cpp).
+const char* CodecName(Codec c);
 
 // Bytes [0, 16) of a shard and of a manifest file.
 struct FileHeader {

@@ -11,8 +11,8 @@
 namespace shardify {
 
 bool FieldSpec::operator==(const FieldSpec& o) const {
-  return name == o.name && kind == o.kind && dtype == o.dtype && shape == o.shape &&
-         zstd_dictionary == o.zstd_dictionary && meta == o.meta && chunk_shape == o.chunk_shape && filter == o.filter;
+  return name == o.name && kind == o.kind && dtype == o.dtype && shape == o.shape && dictionary == o.dictionary &&
+         meta == o.meta && chunk_shape == o.chunk_shape && filter == o.filter;
 }
 bool FieldSpec::variable_shape() const {
   for (int64_t d : shape)
@@ -70,7 +70,7 @@ Status ValidateField(const FieldSpec& f, size_t i) {
   if (!IsValidFieldKind(static_cast<uint8_t>(f.kind)))
     return InvalidArgument(where + ": unknown kind " + std::to_string(static_cast<int>(f.kind)));
   if (f.kind != FieldKind::kNdarray) {
-    if (!f.shape.empty() || !f.zstd_dictionary.empty() || f.chunked() || f.filter != Filter::kNone)
+    if (!f.shape.empty() || !f.dictionary.empty() || f.chunked() || f.filter != Filter::kNone)
       return InvalidArgument(where + ": a scalar field has no shape, dictionary, chunks or filter");
     return Status::Ok();
   }
@@ -186,7 +186,7 @@ Offset<fb::Manifest> BuildManifest(FlatBufferBuilder& b, const Manifest& m) {
     auto meta = BuildKeyValues(b, f.meta);
     // Created in the order earlier writers created them (the bytes depend on it).
     auto chunk_shape = b.CreateVector(f.chunk_shape);
-    auto dict = b.CreateVector(f.zstd_dictionary);
+    auto dict = b.CreateVector(f.dictionary);
     auto shape = b.CreateVector(f.shape);
     auto name = b.CreateString(f.name);
     // The order of fb::CreateField; `filter` only when set, so that manifests without
@@ -194,7 +194,7 @@ Offset<fb::Manifest> BuildManifest(FlatBufferBuilder& b, const Manifest& m) {
     fb::FieldBuilder fb_field(b);
     fb_field.add_chunk_shape(chunk_shape);
     fb_field.add_meta(meta);
-    fb_field.add_zstd_dictionary(dict);
+    fb_field.add_dictionary(dict);
     fb_field.add_shape(shape);
     fb_field.add_name(name);
     if (f.filter != Filter::kNone) fb_field.add_filter(static_cast<uint8_t>(f.filter));
@@ -246,7 +246,7 @@ Manifest ReadManifest(const fb::Manifest& in) {
     spec.kind = static_cast<FieldKind>(f.kind());
     spec.dtype = static_cast<DType>(f.dtype());
     if (f.shape()) spec.shape.assign(f.shape()->begin(), f.shape()->end());
-    if (f.zstd_dictionary()) spec.zstd_dictionary.assign(f.zstd_dictionary()->begin(), f.zstd_dictionary()->end());
+    if (f.dictionary()) spec.dictionary.assign(f.dictionary()->begin(), f.dictionary()->end());
     spec.meta = ReadKeyValues(f.meta());
     if (f.chunk_shape()) spec.chunk_shape.assign(f.chunk_shape()->begin(), f.chunk_shape()->end());
     spec.filter = static_cast<Filter>(f.filter());

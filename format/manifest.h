@@ -41,10 +41,10 @@ const char* FilterName(Filter f);
 struct FieldSpec {
   std::string name;  // unique within the dataset, non-empty
   FieldKind kind = FieldKind::kNdarray;
-  DType dtype = DType::kU8;              // ndarray only
-  Shape shape;                           // ndarray only; -1 = varies per sample
-  std::vector<uint8_t> zstd_dictionary;  // ndarray only; empty = no dictionary
-  std::vector<KeyValue> meta;            // free-form annotations (roles, units, ...)
+  DType dtype = DType::kU8;         // ndarray only
+  Shape shape;                      // ndarray only; -1 = varies per sample
+  std::vector<uint8_t> dictionary;  // ndarray only; empty = no dictionary
+  std::vector<KeyValue> meta;       // free-form annotations (roles, units, ...)
   // ndarray only; empty = each sample is one blob. Otherwise (format version 2) each sample
   // is stored as independently compressed chunks of this shape (edge chunks clipped), so a
   // region can be read by decoding only the chunks it touches.

@@ -209,7 +209,7 @@ std::string FieldDifference(const FieldSpec& a, const FieldSpec& b, bool diction
   const std::string f = "field '" + a.name + "': ";
   if (a.kind != b.kind || a.dtype != b.dtype) return f + "kind or dtype";
   if (a.shape != b.shape) return f + "shape " + ShapeToString(b.shape) + ", the first has " + ShapeToString(a.shape);
-  if (dictionaries && a.zstd_dictionary != b.zstd_dictionary) return f + "zstd dictionary";
+  if (dictionaries && a.dictionary != b.dictionary) return f + "dictionary";
   if (a.chunk_shape != b.chunk_shape || a.filter != b.filter) return f + "chunk shape or filter";
   if (!(a.meta == b.meta)) return f + "meta";
   return "";

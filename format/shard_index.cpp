@@ -1,4 +1,5 @@
 #include "format/chunks_internal.h"
+#include "format/codec_internal.h"
 #include "format/shard_index_internal.h"
 #include "schemas/shard_index_generated.h"
 
@@ -130,13 +131,13 @@ uint64_t Len(const V* v) {
 // Where the blob lies and how it is coded: inside the data region, aligned when raw.
 Status CheckPlacement(const FieldSpec& f, const fb::BlobRef& ref, uint64_t blob_end, const std::string& where) {
   const uint64_t off = ref.offset(), stored = ref.stored_size();
-  const bool raw = ref.codec() == static_cast<uint8_t>(Codec::kRaw);
-  if (off < kShardHeaderSize || (raw && off % kBlobAlignment != 0) || off > blob_end || stored > blob_end - off)
+  const detail::CodecSpec* codec = detail::FindCodec(ref.codec());
+  const bool in_place = codec != nullptr && codec->in_place;
+  if (off < kShardHeaderSize || (in_place && off % kBlobAlignment != 0) || off > blob_end || stored > blob_end - off)
     return Corruption(where + ": blob [" + std::to_string(off) + ", +" + std::to_string(stored) +
                       ") lies outside the data region [16, " + std::to_string(blob_end) + ") or is misaligned");
-  if (ref.codec() > static_cast<uint8_t>(Codec::kZstdDict))
-    return Corruption(where + ": unknown codec " + std::to_string(ref.codec()));
-  if (ref.codec() == static_cast<uint8_t>(Codec::kZstdDict) && f.zstd_dictionary.empty())
+  if (codec == nullptr) return Corruption(where + ": unknown codec " + std::to_string(ref.codec()));
+  if (codec->uses_dictionary && f.dictionary.empty())
     return Corruption(where + ": blob uses a dictionary but the field has none");
   return Status::Ok();
 }
@@ -152,7 +153,7 @@ Status CheckRawSize(const FieldSpec& f, const fb::BlobRef& ref, const Shape& sha
   if (*bytes > max_bytes)
     return Corruption(where + ": raw size " + std::to_string(*bytes) + " exceeds the limit of " +
                       std::to_string(max_bytes));
-  if (ref.codec() == static_cast<uint8_t>(Codec::kRaw) && ref.stored_size() != *bytes)
+  if (detail::StoredInPlace(static_cast<Codec>(ref.codec())) && ref.stored_size() != *bytes)
     return Corruption(where + ": raw blob stores " + std::to_string(ref.stored_size()) + " bytes, expected " +
                       std::to_string(*bytes));
   return Status::Ok();

@@ -143,19 +143,19 @@ Moments ComputeMoments(DType t, const uint8_t* bytes, uint64_t size) {
   return Moments{};
 }
 
-// The zstd level of `field`: its entry in options.field_levels, else zstd_level.
+// The compression level of `field`: its entry in options.field_levels, else level.
 int LevelOf(const WriterOptions& options, const std::string& field) {
   for (const auto& [name, level] : options.field_levels) {
     if (name == field) return level;
   }
-  return options.zstd_level;
+  return options.level;
 }
 
 class EncoderImpl final : public Encoder {
  public:
-  EncoderImpl(const std::vector<FieldSpec>* fields,
-              const std::vector<std::shared_ptr<const detail::ZstdDictionary>>* dicts, const WriterOptions* options)
-      : fields_(fields), dicts_(dicts), options_(options), compressor_(options->zstd_level) {
+  EncoderImpl(const std::vector<FieldSpec>* fields, const std::vector<std::shared_ptr<const detail::Dictionary>>* dicts,
+              const WriterOptions* options)
+      : fields_(fields), dicts_(dicts), options_(options) {
     for (const FieldSpec& f : *fields) levels_.push_back(LevelOf(*options, f.name));
   }
 
@@ -205,8 +205,8 @@ class EncoderImpl final : public Encoder {
     out->raw_size = bytes;
     if (options_->compute_stats) out->moments = ComputeMoments(spec.dtype, v.bytes.data(), bytes);
     if (spec.chunked()) return EncodeChunks(f, v.bytes, out);
-    if (options_->codec == Codec::kRaw && spec.filter == Filter::kNone) {
-      out->codec = Codec::kRaw;
+    if (detail::StoredInPlace(options_->codec) && spec.filter == Filter::kNone) {
+      out->codec = options_->codec;  // the array itself, without a copy
       out->stored = std::move(v.bytes);
     } else {
       ASSIGN_OR_RETURN(out->codec, Compress(f, v.bytes.data(), v.bytes.size(), &out->stored));
@@ -215,14 +215,11 @@ class EncoderImpl final : public Encoder {
     return Status::Ok();
   }
 
-  // Applies the field's filter, then compresses (or copies, with codec kRaw).
+  // Applies the field's filter, then encodes with the writer's codec.
   Result<Codec> Compress(size_t f, const uint8_t* data, size_t size, std::vector<uint8_t>* stored) {
     data = Filtered((*fields_)[f], data, size, &shuffled_);
-    if (options_->codec == Codec::kRaw) {
-      stored->assign(data, data + size);
-      return Codec::kRaw;
-    }
-    return compressor_.Compress(data, size, (*dicts_)[f].get(), options_->min_ratio, stored, levels_[f]);
+    return detail::EncodeBlob(options_->codec, codecs_, data, size, (*dicts_)[f].get(), levels_[f], options_->min_ratio,
+                              stored);
   }
 
   // Cuts the array into the field's chunks (grid order, edges clipped) and compresses each.
@@ -247,9 +244,9 @@ class EncoderImpl final : public Encoder {
   }
 
   const std::vector<FieldSpec>* fields_;
-  const std::vector<std::shared_ptr<const detail::ZstdDictionary>>* dicts_;
+  const std::vector<std::shared_ptr<const detail::Dictionary>>* dicts_;
   const WriterOptions* options_;
-  detail::Compressor compressor_;
+  detail::CodecContext codecs_;
   std::vector<int> levels_;  // per field
   std::vector<uint8_t> scratch_;
   std::vector<uint8_t> shuffled_;
@@ -283,8 +280,10 @@ class WriterImpl final : public DatasetWriter {
       return InvalidArgument("no ndarray field named '" + field + "' to train a dictionary for");
     if (encoders_made_ || manifest_.num_samples > 0)
       return InvalidArgument("dictionaries must be trained before encoding starts");
-    if (options_.codec != Codec::kZstd)
-      return InvalidArgument("a zstd dictionary needs codec zstd, the writer stores raw");
+    const detail::CodecSpec* codec = detail::FindCodec(options_.codec);
+    if (codec->with_dictionary == codec->codec)
+      return InvalidArgument(std::string("a dictionary needs a codec that uses one; the writer's codec is ") +
+                             codec->name);
     std::vector<std::vector<uint8_t>> filtered;  // a dictionary learns from what is compressed
     if (manifest_.fields[f].filter != Filter::kNone) {
       for (const auto& s : samples) {
@@ -293,9 +292,9 @@ class WriterImpl final : public DatasetWriter {
       }
     }
     ASSIGN_OR_RETURN(std::vector<uint8_t> dict,
-                     detail::TrainZstdDictionary(filtered.empty() ? samples : filtered, dict_bytes));
-    ASSIGN_OR_RETURN(dicts_[f], detail::ZstdDictionary::Create(dict, LevelOf(options_, field)));
-    manifest_.fields[f].zstd_dictionary = std::move(dict);
+                     detail::TrainDictionary(filtered.empty() ? samples : filtered, dict_bytes));
+    ASSIGN_OR_RETURN(dicts_[f], detail::Dictionary::Create(dict, LevelOf(options_, field)));
+    manifest_.fields[f].dictionary = std::move(dict);
     return Status::Ok();
   }
 
@@ -408,7 +407,7 @@ class WriterImpl final : public DatasetWriter {
   // Appends one blob and returns its offset. Raw blobs are aligned so they can be used in
   // place; compressed ones are packed.
   Result<uint64_t> WriteBlob(Codec codec, const std::vector<uint8_t>& stored) {
-    if (codec == Codec::kRaw) {
+    if (detail::StoredInPlace(codec)) {
       const uint64_t pad = (kBlobAlignment - shard_->size() % kBlobAlignment) % kBlobAlignment;
       RETURN_IF_ERROR(shard_->AppendZeros(pad));
     }
@@ -470,7 +469,7 @@ class WriterImpl final : public DatasetWriter {
   std::string dir_;                            // where files are written (see Destination)
   WriterOptions options_;
   Manifest manifest_;
-  std::vector<std::shared_ptr<const detail::ZstdDictionary>> dicts_;
+  std::vector<std::shared_ptr<const detail::Dictionary>> dicts_;
   detail::ShardIndexBuilder builder_;
   std::vector<Moments> moments_;
   std::unique_ptr<WritableFile> shard_;
@@ -485,31 +484,37 @@ class WriterImpl final : public DatasetWriter {
   Status status_;
 };
 
+// A codec with levels accepts only its own; one without ignores the level.
+Status CheckLevel(const detail::CodecSpec& codec, int level, const std::string& of) {
+  if (codec.max_level == 0 || (level >= codec.min_level && level <= codec.max_level)) return Status::Ok();
+  return InvalidArgument(std::string(codec.name) + " level " + std::to_string(level) + of + " is outside " +
+                         std::to_string(codec.min_level) + ".." + std::to_string(codec.max_level));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& dir, std::vector<FieldSpec> fields,
                                                              const WriterOptions& options) {
   if (dir.empty()) return InvalidArgument("empty destination directory");
-  if (options.codec != Codec::kZstd && options.codec != Codec::kRaw)
+  const detail::CodecSpec* codec = detail::FindCodec(options.codec);
+  if (codec == nullptr || codec->uses_dictionary)
     return InvalidArgument("the writer's codec is zstd or raw (a dictionary is set with TrainDictionary)");
-  if (options.zstd_level < 1 || options.zstd_level > 19)
-    return InvalidArgument("zstd level " + std::to_string(options.zstd_level) + " is outside 1..19");
+  RETURN_IF_ERROR(CheckLevel(*codec, options.level, ""));
   if (options.target_shard_bytes == 0) return InvalidArgument("target shard size must be positive");
   if (options.part.count > 0) RETURN_IF_ERROR(ValidatePart(options.part));
   for (const auto& [field_name, level] : options.field_levels) {
     const std::string& name = field_name;
     const auto f = std::find_if(fields.begin(), fields.end(), [&](const FieldSpec& s) { return s.name == name; });
     if (f == fields.end() || f->kind != FieldKind::kNdarray)
-      return InvalidArgument("zstd level for '" + name + "', which is not an ndarray field");
-    if (level < 1 || level > 19)
-      return InvalidArgument("zstd level " + std::to_string(level) + " of field '" + name + "' is outside 1..19");
+      return InvalidArgument("compression level for '" + name + "', which is not an ndarray field");
+    RETURN_IF_ERROR(CheckLevel(*codec, level, " of field '" + name + "'"));
   }
   Manifest probe;
   probe.format_version = kFormatVersion;
   probe.fields = fields;
   RETURN_IF_ERROR(ValidateManifest(probe));
   for (const auto& f : fields)
-    if (!f.zstd_dictionary.empty())
+    if (!f.dictionary.empty())
       return InvalidArgument("field '" + f.name + "': dictionaries are set with TrainDictionary");
   ASSIGN_OR_RETURN(std::unique_ptr<detail::Destination> dest,
                    detail::Destination::Acquire(dir, options.overwrite, options.companions, options.fsync));

@@ -61,11 +61,11 @@ struct WriterOptions {
   // blob is stored raw (64-byte aligned): larger, and read by a copy, without
   // decompression. kZstdDict is not a choice here: TrainDictionary gives a field one.
   Codec codec = Codec::kZstd;
-  int zstd_level = 3;  // 1..19 (kZstd)
-  // Levels (1..19) of single ndarray fields instead of zstd_level, e.g. {{"mask", 9}}:
-  // label maps compress much better at higher levels, at little cost (kZstd).
+  int level = 3;  // compression level of the codec (zstd: 1..19); a codec without levels ignores it
+  // Levels of single ndarray fields instead of `level`, e.g. {{"mask", 9}}: label maps
+  // compress much better at higher levels, at little cost.
   std::vector<std::pair<std::string, int>> field_levels;
-  double min_ratio = 0.95;    // kZstd
+  double min_ratio = 0.95;    // a compressing codec keeps a blob that shrinks to this or below
   bool compute_stats = true;  // per-field min/max/mean/std into the manifest
   bool overwrite = false;     // replace an existing dataset at the destination
   // Names of further files that belong to a dataset at the destination (e.g.

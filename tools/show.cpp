@@ -16,18 +16,6 @@ using nlohmann::json;
 
 constexpr uint64_t kMaxShownValues = 16;
 
-const char* CodecName(Codec c) {
-  switch (c) {
-    case Codec::kRaw:
-      return "raw";
-    case Codec::kZstd:
-      return "zstd";
-    case Codec::kZstdDict:
-      return "zstd+dict";
-  }
-  return "?";
-}
-
 std::string Hex(const uint8_t* p, size_t n) {
   static const char* kDigits = "0123456789abcdef";
   std::string s;

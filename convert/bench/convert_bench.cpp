@@ -96,7 +96,7 @@ Result<ConvertSummary> Run(const std::string& src, const std::string& dst, int t
   o.source = src;
   o.dest = dst;
   o.threads = threads;
-  o.zstd_level = level;
+  o.level = level;
   o.dict = dict;
   o.overwrite = true;
   o.fsync = false;

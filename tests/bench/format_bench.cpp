@@ -151,8 +151,9 @@ std::pair<DecodeResult, DecodeResult> DecodeBare(const std::string& dir, int rou
   const auto perm = Permutation((*ds)->num_samples(), 42);
   std::vector<SampleView> views;
   for (uint64_t i = 0; i < (*ds)->num_samples(); ++i) views.push_back(*(*ds)->Sample(i));
-  Decoder d;
-  auto* dctx = static_cast<ZSTD_DCtx*>(d.zstd_context());
+  std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> context(ZSTD_createDCtx(), ZSTD_freeDCtx);
+  if (!context) Die(ResourceExhausted("cannot create a zstd context"));
+  ZSTD_DCtx* dctx = context.get();
   const BlobInfo first = *views[0].blob(0);
   Bytes buf(first.raw_size);
   uint64_t bytes = 0;

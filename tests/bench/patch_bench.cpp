@@ -109,7 +109,7 @@ void Bench(const char* name, DType t, int16_t nifti_type, const std::string& dir
   if (config.shuffle) f.filter = Filter::kByteShuffle;
   WriterOptions o;
   o.fsync = false;
-  o.zstd_level = config.level;
+  o.level = config.level;
   auto wr = DatasetWriter::Create(dir + "/shards", {f}, o);
   if (!wr.ok()) Die(wr.status());
   SampleInput s;

@@ -93,7 +93,7 @@ TEST_CASE("parts: 3 parts + merge hold what one run writes, with a random split 
   ConvertOptions o;
   o.split = {{"train", 0.6}, {"val", 0.2}, {"test", 0.2}};
   o.seed = 5;
-  o.zstd_level = 3;
+  o.level = 3;
   o.dict = 0;
   o.shard_bytes = 512;  // several shards per part
   REQUIRE(RunConvert(src, dir / "one", o).ok());
@@ -114,13 +114,13 @@ TEST_CASE("parts: every part trains the same dictionary, and the merged dataset 
   const std::string src = ManyPngs(dir, 90, 24);
   ConvertOptions o;
   o.dict = 1;
-  o.zstd_level = 3;
+  o.level = 3;
   auto one = RunConvert(src, dir / "one", o);
   REQUIRE(one.ok());
   REQUIRE(one->dictionary);
   ConvertInParts(src, dir / "merged", 2, o);
   ExpectSameDataset(dir / "one", dir / "merged");  // fields compare their dictionary bytes
-  CHECK_FALSE(Open(dir / "merged").ds->manifest().fields[0].zstd_dictionary.empty());
+  CHECK_FALSE(Open(dir / "merged").ds->manifest().fields[0].dictionary.empty());
 }
 
 TEST_CASE("parts: skipped inputs shift the later parts, whose shards merge renumbers") {
@@ -168,7 +168,7 @@ TEST_CASE("parts: merge refuses missing, incomplete, duplicate and mismatched pa
   CHECK_THAT(st.message(), Catch::Contains("part 2/3") && Catch::Contains("missing"));
 
   ConvertOptions other = o;
-  other.zstd_level = 7;
+  other.level = 7;
   REQUIRE(convert(2, other).ok());
   st = merge_error();
   CHECK(st.code() == StatusCode::kInvalidArgument);

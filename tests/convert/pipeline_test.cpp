@@ -25,7 +25,7 @@ TEST_CASE("convert: output is byte-identical for 1, 2 and 4 threads and any wind
   std::string src = ManyPngs(dir, 60);
   ConvertOptions o;
   o.shard_bytes = 2048;
-  o.zstd_level = 3;  // small shards, so that there are several
+  o.level = 3;  // small shards, so that there are several
   o.split = {{"train", 0.7}, {"val", 0.3}};
   o.threads = 1;
   auto r1 = RunConvert(src, dir / "t1", o);
@@ -117,7 +117,7 @@ TEST_CASE("convert: --dict trains a dictionary stored with the image field") {
   REQUIRE(r.ok());
   auto rb = Open(dir / "out");
   if (r->dictionary) {
-    CHECK_FALSE(rb.ds->manifest().fields[rb.Field("image")].zstd_dictionary.empty());
+    CHECK_FALSE(rb.ds->manifest().fields[rb.Field("image")].dictionary.empty());
   } else {
     REQUIRE_FALSE(r->warnings.empty());  // training may refuse tiny inputs; it must say so
     CHECK(r->warnings.back().find("dictionary") != std::string::npos);

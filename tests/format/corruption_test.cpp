@@ -313,26 +313,23 @@ TEST_CASE("format corruption: decompression bomb") {
   ExpectError(OpenAndReadAll(fx.dir, ro), StatusCode::kCorruption, "exceeds the limit of 32");
   // A frame that expands past its declared raw size is stopped at the destination's end.
   Bytes big(1 << 20, 7);
-  detail::Compressor c(3);
+  detail::CodecContext ctx;
   Bytes frame;
-  REQUIRE(c.Compress(big.data(), big.size(), nullptr, 0.95, &frame).ok());
+  REQUIRE(detail::EncodeBlob(Codec::kZstd, ctx, big.data(), big.size(), nullptr, 3, 0.95, &frame).ok());
   Bytes dst(64);
-  Decoder d;
-  ExpectError(detail::DecodeBlob(Codec::kZstd, frame.data(), frame.size(), 64, dst.data(), d.zstd_context(), nullptr),
+  ExpectError(detail::DecodeBlob(Codec::kZstd, frame.data(), frame.size(), 64, dst.data(), &ctx, nullptr),
               StatusCode::kCorruption, "frame declares 1048576 bytes, expected 64");
 }
 
-TEST_CASE("format: a decoder without a zstd context fails with ResourceExhausted, not a crash") {
+TEST_CASE("format: a decoder without a codec context fails with ResourceExhausted, not a crash") {
   Bytes raw(4096, 3);
-  detail::Compressor c(3);
+  detail::CodecContext ctx;
   Bytes frame;
-  REQUIRE(c.Compress(raw.data(), raw.size(), nullptr, 0.95, &frame).ok());
+  REQUIRE(detail::EncodeBlob(Codec::kZstd, ctx, raw.data(), raw.size(), nullptr, 3, 0.95, &frame).ok());
   Bytes dst(raw.size());
   ExpectError(detail::DecodeBlob(Codec::kZstd, frame.data(), frame.size(), raw.size(), dst.data(), nullptr, nullptr),
-              StatusCode::kResourceExhausted, "no zstd decompression context");
-  Decoder d;  // the usual case: a context
-  REQUIRE(
-      detail::DecodeBlob(Codec::kZstd, frame.data(), frame.size(), raw.size(), dst.data(), d.zstd_context(), nullptr)
-          .ok());
+              StatusCode::kResourceExhausted, "no codec context");
+  // the usual case: a context
+  REQUIRE(detail::DecodeBlob(Codec::kZstd, frame.data(), frame.size(), raw.size(), dst.data(), &ctx, nullptr).ok());
   CHECK(dst == raw);
 }

@@ -174,7 +174,7 @@ TEST_CASE("format: a trained dictionary is used and round trips") {
   REQUIRE((*w)->Finish().ok());
   auto ds = Dataset::Open(tmp.path());
   REQUIRE(ds.ok());
-  CHECK_FALSE((*ds)->manifest().fields[0].zstd_dictionary.empty());
+  CHECK_FALSE((*ds)->manifest().fields[0].dictionary.empty());
   Decoder d;
   for (int i = 0; i < 50; ++i) {
     auto v = (*ds)->Sample(i);

@@ -95,7 +95,7 @@ TEST_CASE("format: a split must be one contiguous run") {
 TEST_CASE("format: bad writer options and schemas are refused") {
   TempDir tmp;
   WriterOptions o;
-  o.zstd_level = 0;
+  o.level = 0;
   CHECK(DatasetWriter::Create(tmp.path(), ImageLabelFields(), o).status().code() == StatusCode::kInvalidArgument);
   auto fields = ImageLabelFields();
   fields[1].name = "image";

@@ -92,7 +92,7 @@ Result<LoaderBenchResult> RunBareZstd(const std::string& dir, const std::string&
   size_t field = 0;
   uint64_t raw_size = 0;
   ASSIGN_OR_RETURN(std::vector<Stored> blobs, CollectBlobs(*ds, split, &field, &raw_size, &views));
-  const std::vector<uint8_t>& dict = ds->manifest().fields[field].zstd_dictionary;
+  const std::vector<uint8_t>& dict = ds->manifest().fields[field].dictionary;
   std::unique_ptr<ZSTD_DDict, size_t (*)(ZSTD_DDict*)> ddict(
       dict.empty() ? nullptr : ZSTD_createDDict(dict.data(), dict.size()), ZSTD_freeDDict);
   if (!dict.empty() && !ddict) return shardify::Corruption("the zstd dictionary cannot be loaded");

@@ -89,7 +89,7 @@ inline Status WriteFixture(const std::string& dir, const FixtureOptions& o) {
   WriterOptions w;
   w.target_shard_bytes = o.shard_bytes;
   w.fsync = false;
-  w.zstd_level = 1;
+  w.level = 1;
   w.codec = o.codec;
   w.compute_stats = false;
   for (int c = 0; c < o.classes; ++c) w.classes.push_back("c" + std::to_string(c));
