@@ -19,20 +19,12 @@
 #include "convert/decode_internal.h"
 #include "convert/image_io.h"
 #include "convert/nifti_internal.h"
+#include "format/strings.h"
 
 namespace shardify::convert {
 namespace {
 
 using IOComponent = itk::IOComponentEnum;
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  if (s.size() < suffix.size()) return false;
-  for (size_t i = 0; i < suffix.size(); ++i) {
-    char c = static_cast<char>(std::tolower(static_cast<unsigned char>(s[s.size() - suffix.size() + i])));
-    if (c != suffix[i]) return false;
-  }
-  return true;
-}
 
 // Runs `fn`, turning any exception into an error that names `path`.
 Status Guard(const std::string& path, const char* what, const std::function<void()>& fn) {
@@ -114,9 +106,9 @@ Result<ImageInfo> NiftiInfo(const std::string& path, const detail::NiftiVolume& 
 }  // namespace
 
 ImageKind KindFromName(const std::string& path) {
-  if (EndsWith(path, ".png")) return ImageKind::kPng;
-  if (EndsWith(path, ".jpg") || EndsWith(path, ".jpeg")) return ImageKind::kJpeg;
-  if (EndsWith(path, ".nii") || EndsWith(path, ".nii.gz")) return ImageKind::kNifti;
+  if (EndsWithNoCase(path, ".png")) return ImageKind::kPng;
+  if (EndsWithNoCase(path, ".jpg") || EndsWithNoCase(path, ".jpeg")) return ImageKind::kJpeg;
+  if (EndsWithNoCase(path, ".nii") || EndsWithNoCase(path, ".nii.gz")) return ImageKind::kNifti;
   return ImageKind::kUnknown;
 }
 

@@ -2,12 +2,14 @@
 // detection and PlanSource.
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "convert/idx.h"
 #include "convert/image_io.h"
 #include "convert/source.h"
 #include "convert/source_internal.h"
+#include "format/strings.h"
 
 namespace fs = std::filesystem;
 
@@ -50,10 +52,6 @@ std::string Join(const std::vector<std::string>& items, const std::string& last)
     s += (i == 0 ? "" : i + 1 == items.size() ? " " + last + " " : ", ") + items[i];
   }
   return s;
-}
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
@@ -127,7 +125,8 @@ Result<Layout> DetectLayout(const std::string& src, const std::string& excluded)
   std::vector<const LayoutSpec*> by_rank;
   for (const LayoutSpec& l : kLayouts) {
     if (l.file_suffix != nullptr) {
-      if (fs::is_regular_file(st) && detail::EndsWith(src, l.file_suffix)) return l.layout;
+      if (fs::is_regular_file(st) && src.size() > std::strlen(l.file_suffix) && EndsWith(src, l.file_suffix))
+        return l.layout;
       suffixes.push_back(std::string("a ") + l.file_suffix);
     } else {
       by_rank.push_back(&l);

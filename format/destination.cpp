@@ -9,13 +9,10 @@
 
 #include "format/destination_internal.h"
 #include "format/layout.h"
+#include "format/strings.h"
 
 namespace shardify::detail {
 namespace {
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 Result<std::string> RealPath(const std::string& path) {
   char buf[PATH_MAX];

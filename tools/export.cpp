@@ -7,6 +7,7 @@
 
 #include "format/dataset.h"
 #include "format/elements.h"
+#include "format/strings.h"
 #include "media/nifti.h"
 #include "media/png.h"
 #include "tools/nifti.h"
@@ -18,10 +19,6 @@
 
 namespace shardify::tools {
 namespace {
-
-bool EndsWith(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
 
 // The array to export, with its sample.
 struct Array {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 
+#include "format/strings.h"
 #include "media/nifti.h"
 
 namespace shardify::tools {
@@ -47,10 +48,6 @@ namespace {
 struct FileCloser {
   void operator()(std::FILE* f) const { std::fclose(f); }
 };
-
-bool EndsWith(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
 
 Result<std::vector<uint8_t>> Gzip(const std::vector<uint8_t>& in) {
   z_stream z{};
