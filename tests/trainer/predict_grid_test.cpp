@@ -51,7 +51,8 @@ Status WritePreprocessed(const std::string& dir, int train, int val) {
       Spec("source.crop_box", FieldKind::kNdarray, DType::kI64, {2, 3}, "source_grid"),
       Spec("source.spacing", FieldKind::kNdarray, DType::kF64, {3}, "source_grid"),
       Spec("source.origin", FieldKind::kNdarray, DType::kF64, {3}, "source_grid"),
-      Spec("source.direction", FieldKind::kNdarray, DType::kF64, {9}, "source_grid")};
+      Spec("source.direction", FieldKind::kNdarray, DType::kF64, {9}, "source_grid"),
+      Spec("path", FieldKind::kString, DType::kU8, {}, "path")};
   fields[1].meta.push_back({"labels", "{\"background\": 0, \"blob\": 1}"});
   WriterOptions o;
   o.fsync = false;
@@ -84,7 +85,8 @@ Status WritePreprocessed(const std::string& dir, int train, int val) {
                 FieldValue::Array(Bytes(box.data(), 48), {2, 3}),
                 FieldValue::Array(Bytes(kSourceSpacing.data(), 24), {3}),
                 FieldValue::Array(Bytes(kSourceOrigin.data(), 24), {3}),
-                FieldValue::Array(Bytes(kDirection.data(), 72), {9})};
+                FieldValue::Array(Bytes(kDirection.data(), 72), {9}),
+                FieldValue::String("case_" + std::to_string(i) + ".nii.gz")};
     RETURN_IF_ERROR(w->Append(std::move(s)));
   }
   return w->Finish();
@@ -111,15 +113,16 @@ TEST_CASE("predict grid: probabilities go back onto the crop box, then into the 
   REQUIRE(ds.ok());
   std::vector<FieldSpec> fields;
   const st::detail::VolumeLayout layout = st::detail::PlanVolumes(**ds, true, &fields);
-  REQUIRE(fields.size() == 4);  // mask.spacing, .origin, .direction, mask.nifti_header
-  CHECK(fields[0].name == "mask.spacing");
-  CHECK(fields[3].name == "mask.nifti_header");
+  REQUIRE(fields.size() == 5);  // path, mask.spacing, .origin, .direction, mask.nifti_header
+  CHECK(fields[0].name == "path");
+  CHECK(fields[1].name == "mask.spacing");
+  CHECK(fields[4].name == "mask.nifti_header");
   // Class 1 where stored y >= 10; the crop box's y c samples stored y (c + 0.5) * 2 - 0.5.
   torch::Tensor one = (torch::arange(18) >= 10).to(torch::kFloat).view({1, 1, 18, 1}).expand({1, 6, 18, 8});
   torch::Tensor probs = torch::cat({1 - one, one}, 0);
   auto s = st::detail::VolumeSample(**ds, layout, 0, "val", probs);
   REQUIRE(s.ok());
-  REQUIRE(s->values.size() == 6);
+  REQUIRE(s->values.size() == 7);
   const FieldValue& mask = s->values[1];
   REQUIRE(mask.shape == Shape{1, 12, 14, 10});
   for (int64_t z = 0; z < 12; ++z)
@@ -130,13 +133,14 @@ TEST_CASE("predict grid: probabilities go back onto the crop box, then into the 
         CHECK(int(mask.bytes[size_t((z * 14 + y) * 10 + x)]) == int(want));
       }
   std::vector<double> spacing(3);
-  std::memcpy(spacing.data(), s->values[2].bytes.data(), 24);
+  CHECK(std::string(s->values[2].bytes.begin(), s->values[2].bytes.end()) == "case_0.nii.gz");
+  std::memcpy(spacing.data(), s->values[3].bytes.data(), 24);
   CHECK(spacing == kSourceSpacing);  // the source's grid, not the stored one
-  CHECK(s->values[5].bytes.size() == 348);
+  CHECK(s->values[6].bytes.size() == 348);
   fields.clear();
   const auto stored = st::detail::PlanVolumes(**ds, false, &fields);
   CHECK(stored.geometry == "image");
-  CHECK(fields.size() == 8);  // the stored grid's geometry and the five source.* fields
+  CHECK(fields.size() == 9);  // path, the stored grid's geometry and the five source.* fields
 }
 
 TEST_CASE("predict grid: shardtrain predict --source-grid writes masks with the source's shape, geometry and header") {
@@ -178,11 +182,16 @@ TEST_CASE("predict grid: shardtrain predict --source-grid writes masks with the 
   CHECK(Doubles(*pm, **masks, "mask.direction") == Doubles(*src, **data, "source.direction"));
   CHECK(*pm->bytes_value(static_cast<size_t>((*masks)->manifest().FindField("mask.nifti_header"))) ==
         *src->bytes_value(static_cast<size_t>((*data)->manifest().FindField("image.nifti_header"))));
+  const int path = (*masks)->manifest().FindField("path");
+  REQUIRE(path >= 0);  // each prediction names its case
+  CHECK(*pm->bytes_value(static_cast<size_t>(path)) == "case_2.nii.gz");
   p.source_grid = false;
   p.out = dir / "pred2";
   REQUIRE(st::Predict(p).ok());  // on the stored grid, the record travels along
   auto stored = Dataset::Open(dir / "pred2");
   REQUIRE(stored.ok());
   CHECK((*stored)->manifest().FindField("source.crop_box") >= 0);
+  CHECK(*(*stored)->Sample(0)->bytes_value(static_cast<size_t>((*stored)->manifest().FindField("path"))) ==
+        "case_2.nii.gz");
   CHECK(*(*stored)->Sample(0)->shape(1) == Shape{1, 6, 18, 8});
 }
