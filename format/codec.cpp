@@ -87,27 +87,16 @@ Status DecodeZstd(CodecContext& ctx, const uint8_t* stored, uint64_t stored_size
   return Status::Ok();
 }
 
-// In the order of the Codec values (FORMAT.md 3.2). A new codec is a value of Codec, a row
-// here with its encode and decode, and a round trip and corruption case in tests/format.
-constexpr CodecSpec kCodecs[] = {
+}  // namespace
+
+// Row k is codec number k (FORMAT.md 3.2). A new codec is a value of Codec, a row here with
+// its encode and decode, and a round trip and corruption case in tests/format.
+const CodecSpec kCodecs[] = {
     {Codec::kRaw, "raw", true, false, Codec::kRaw, 0, 0, &EncodeRaw, &DecodeRaw},
     {Codec::kZstd, "zstd", false, false, Codec::kZstdDict, 1, 19, &EncodeZstd, &DecodeZstd},
     {Codec::kZstdDict, "zstd+dict", false, true, Codec::kZstdDict, 1, 19, &EncodeZstd, &DecodeZstd},
 };
-
-}  // namespace
-
-const CodecSpec* FindCodec(uint8_t id) {
-  for (const CodecSpec& c : kCodecs) {
-    if (static_cast<uint8_t>(c.codec) == id) return &c;
-  }
-  return nullptr;
-}
-
-bool StoredInPlace(Codec c) {
-  const CodecSpec* spec = FindCodec(c);
-  return spec != nullptr && spec->in_place;
-}
+const size_t kCodecCount = sizeof kCodecs / sizeof kCodecs[0];
 
 Result<Codec> EncodeBlob(Codec codec, CodecContext& ctx, const uint8_t* src, size_t size, const Dictionary* dict,
                          int level, double min_ratio, std::vector<uint8_t>* out) {

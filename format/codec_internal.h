@@ -67,12 +67,20 @@ struct CodecSpec {
                    const Dictionary* dict);
 };
 
+// The table, row k for codec number k (format/codec.cpp).
+extern const CodecSpec kCodecs[];
+extern const size_t kCodecCount;
+
 // The row of codec number `id` as stored on disk; nullptr when this version has none.
-const CodecSpec* FindCodec(uint8_t id);
+inline const CodecSpec* FindCodec(uint8_t id) { return id < kCodecCount ? &kCodecs[id] : nullptr; }
 inline const CodecSpec* FindCodec(Codec c) { return FindCodec(static_cast<uint8_t>(c)); }
 
-// Whether blobs of codec `c` are stored as the array itself (CodecSpec::in_place).
-bool StoredInPlace(Codec c);
+// Whether blobs of codec `c` are stored as the array itself (CodecSpec::in_place). Called
+// once per blob read: one load.
+inline bool StoredInPlace(Codec c) {
+  const CodecSpec* spec = FindCodec(c);
+  return spec != nullptr && spec->in_place;
+}
 
 // Encodes size bytes at src with `codec` (its dictionary variant when `dict` is given) into
 // *out, and returns the codec used: a blob that does not shrink to size * min_ratio or

@@ -45,6 +45,8 @@ TEST_CASE("codec table: one row per Codec value, with a distinct name") {
     REQUIRE(with != nullptr);
     CHECK((with->uses_dictionary || with == spec));
   }
+  for (size_t k = 0; k < detail::kCodecCount; ++k) CHECK(static_cast<size_t>(detail::kCodecs[k].codec) == k);
+  CHECK(detail::kCodecCount == 3);
   CHECK(detail::FindCodec(uint8_t{3}) == nullptr);
   CHECK(detail::FindCodec(uint8_t{255}) == nullptr);
   CHECK(std::string(CodecName(static_cast<Codec>(9))) == "?");
