@@ -67,55 +67,67 @@ Status StackInfo(const std::vector<ImageInfo>& ch, const CaseInput& in, ImageInf
   return Status::Ok();
 }
 
-Result<ImageInfo> IdxInfo(const SourcePlan& plan, const CaseInput& in) {
-  const IdxArray& a = plan.idx[static_cast<size_t>(in.idx_set)]->images;
-  ImageInfo info;
-  info.dtype = a.dtype;
-  info.shape = a.shape.size() == 4 ? Shape{a.shape[3], a.shape[1], a.shape[2]} : Shape{1, a.shape[1], a.shape[2]};
-  return info;
-}
-
-Result<std::vector<uint8_t>> IdxPixels(const SourcePlan& plan, const CaseInput& in, const ImageInfo& info) {
-  const IdxArray& a = plan.idx[static_cast<size_t>(in.idx_set)]->images;
-  const size_t es = DTypeSize(a.dtype);
-  ASSIGN_OR_RETURN(uint64_t n, ByteSize(info.shape, info.dtype));
-  const uint8_t* src = a.data.data() + static_cast<size_t>(in.idx_item) * n;
-  if (a.shape.size() == 3) return std::vector<uint8_t>(src, src + n);
-  std::vector<uint8_t> out(n);  // [H, W, C] -> [C, H, W]
-  const int64_t c = info.shape[0], hw = info.shape[1] * info.shape[2];
-  for (int64_t p = 0; p < hw; ++p) {
-    for (int64_t k = 0; k < c; ++k) std::memcpy(&out[(k * hw + p) * es], src + (p * c + k) * es, es);
+// The image from the case's files: their headers, channels stacked.
+Status InspectFiles(const CaseInput& in, uint64_t max_bytes, CaseInfo* out) {
+  std::vector<ImageInfo> ch;
+  const bool single = in.images.size() == 1 && in.mask.empty();
+  for (const auto& p : in.images) {
+    ASSIGN_OR_RETURN(ImageInfo i, ReadImageInfo(p, single ? &out->small_file : nullptr, max_bytes));
+    ch.push_back(std::move(i));
   }
-  return out;
+  if (ch.empty()) return Internal(in.name + ": case has no image files");
+  return StackInfo(ch, in, &out->image);
 }
 
-void AddRleGeometry(const CaseInput& in, ImageInfo* info) {
-  info->geometry.spacing = in.spacing;
-  info->geometry.origin = {0.0, 0.0};
-  info->geometry.direction = {1.0, 0.0, 0.0, 1.0};
+// The image from the case's files: decoded, channels converted to one dtype and stacked.
+Status DecodeFiles(const CaseInput& in, const std::vector<uint8_t>* small_file, uint64_t max_bytes, DecodedImage* out) {
+  std::vector<ImageInfo> infos;
+  std::vector<DecodedImage> channels;
+  for (size_t k = 0; k < in.images.size(); ++k) {
+    ASSIGN_OR_RETURN(DecodedImage d, ReadImage(in.images[k], in.images.size() == 1 ? small_file : nullptr, max_bytes));
+    infos.push_back(d.info);
+    channels.push_back(std::move(d));
+  }
+  if (infos.empty()) return Internal(in.name + ": case has no image files");
+  ImageInfo stacked;
+  RETURN_IF_ERROR(StackInfo(infos, in, &stacked));
+  for (size_t k = 0; k < channels.size(); ++k) {
+    DecodedImage& d = channels[k];
+    if (d.info.dtype != stacked.dtype) d.pixels = ConvertArray(d.pixels, d.info.dtype, stacked.dtype);
+    if (k == 0) {
+      *out = std::move(d);
+    } else {
+      out->pixels.insert(out->pixels.end(), d.pixels.begin(), d.pixels.end());
+      std::vector<uint8_t>().swap(d.pixels);
+    }
+  }
+  out->info = stacked;
+  return Status::Ok();
 }
 
 }  // namespace
 
-Result<CaseInfo> InspectCase(const SourcePlan& plan, const CaseInput& in, uint64_t max_bytes) {
+// CaseSource (source.h) by default supplies nothing; asking it is a programming error.
+Result<ImageInfo> CaseSource::InspectImage() const { return Internal("this case source supplies no image"); }
+Result<DecodedImage> CaseSource::DecodeImage() const { return Internal("this case source supplies no image"); }
+Result<ImageInfo> CaseSource::InspectMask(ImageInfo*) const { return Internal("this case source supplies no mask"); }
+Result<DecodedImage> CaseSource::DecodeMask(ImageInfo*, const std::string&) const {
+  return Internal("this case source supplies no mask");
+}
+
+bool HasMask(const CaseInput& c) { return !c.mask.empty() || (c.source != nullptr && c.source->supplies_mask()); }
+
+Result<CaseInfo> InspectCase(const CaseInput& in, uint64_t max_bytes) {
   CaseInfo out;
-  if (in.idx_set >= 0) {
-    ASSIGN_OR_RETURN(out.image, IdxInfo(plan, in));
-    return out;
+  const CaseSource* source = in.source.get();
+  if (source != nullptr && source->supplies_image()) {
+    ASSIGN_OR_RETURN(out.image, source->InspectImage());
+  } else {
+    RETURN_IF_ERROR(InspectFiles(in, max_bytes, &out));
   }
-  std::vector<ImageInfo> ch;
-  const bool single = in.images.size() == 1 && in.mask.empty();
-  for (const auto& p : in.images) {
-    ASSIGN_OR_RETURN(ImageInfo i, ReadImageInfo(p, single ? &out.small_file : nullptr, max_bytes));
-    ch.push_back(std::move(i));
-  }
-  if (ch.empty()) return Internal(in.name + ": case has no image files");
-  RETURN_IF_ERROR(StackInfo(ch, in, &out.image));
-  if (!in.rle.empty()) {
-    AddRleGeometry(in, &out.image);
+  if (source != nullptr && source->supplies_mask()) {
     out.has_mask = true;
-    out.mask.dtype = DType::kU8;
-    out.mask.shape = {static_cast<int64_t>(in.rle.size()), out.image.shape[1], out.image.shape[2]};
+    ASSIGN_OR_RETURN(out.mask, source->InspectMask(&out.image));
   } else if (!in.mask.empty()) {
     out.has_mask = true;
     ASSIGN_OR_RETURN(out.mask, ReadImageInfo(in.mask, nullptr, max_bytes));
@@ -161,46 +173,17 @@ std::string EncodeRle(const uint8_t* mask, uint64_t n) {
   return out;
 }
 
-Result<CaseData> DecodeCase(const SourcePlan& plan, const CaseInput& in, const std::vector<uint8_t>* small_file,
-                            uint64_t max_bytes) {
+Result<CaseData> DecodeCase(const CaseInput& in, const std::vector<uint8_t>* small_file, uint64_t max_bytes) {
   CaseData out;
-  if (in.idx_set >= 0) {
-    ASSIGN_OR_RETURN(out.image.info, IdxInfo(plan, in));
-    ASSIGN_OR_RETURN(out.image.pixels, IdxPixels(plan, in, out.image.info));
-    return out;
+  const CaseSource* source = in.source.get();
+  if (source != nullptr && source->supplies_image()) {
+    ASSIGN_OR_RETURN(out.image, source->DecodeImage());
+  } else {
+    RETURN_IF_ERROR(DecodeFiles(in, small_file, max_bytes, &out.image));
   }
-  std::vector<ImageInfo> infos;
-  std::vector<DecodedImage> channels;
-  for (size_t k = 0; k < in.images.size(); ++k) {
-    ASSIGN_OR_RETURN(DecodedImage d, ReadImage(in.images[k], in.images.size() == 1 ? small_file : nullptr, max_bytes));
-    infos.push_back(d.info);
-    channels.push_back(std::move(d));
-  }
-  if (infos.empty()) return Internal(in.name + ": case has no image files");
-  ImageInfo stacked;
-  RETURN_IF_ERROR(StackInfo(infos, in, &stacked));
-  for (size_t k = 0; k < channels.size(); ++k) {
-    DecodedImage& d = channels[k];
-    if (d.info.dtype != stacked.dtype) d.pixels = ConvertArray(d.pixels, d.info.dtype, stacked.dtype);
-    if (k == 0) {
-      out.image = std::move(d);
-    } else {
-      out.image.pixels.insert(out.image.pixels.end(), d.pixels.begin(), d.pixels.end());
-      std::vector<uint8_t>().swap(d.pixels);
-    }
-  }
-  out.image.info = stacked;
-  if (!in.rle.empty()) {
-    AddRleGeometry(in, &out.image.info);
+  if (source != nullptr && source->supplies_mask()) {
     out.has_mask = true;
-    const int64_t hw = out.image.info.shape[1] * out.image.info.shape[2];
-    out.mask.info.dtype = DType::kU8;
-    out.mask.info.shape = {static_cast<int64_t>(in.rle.size()), out.image.info.shape[1], out.image.info.shape[2]};
-    out.mask.pixels.assign(in.rle.size() * static_cast<size_t>(hw), 0);
-    for (size_t c = 0; c < in.rle.size(); ++c) {
-      RETURN_IF_ERROR(DecodeRle(in.rle[c], &out.mask.pixels[c * hw], static_cast<uint64_t>(hw),
-                                in.name + " (mask channel " + std::to_string(c) + ")"));
-    }
+    ASSIGN_OR_RETURN(out.mask, source->DecodeMask(&out.image.info, in.name));
   } else if (!in.mask.empty()) {
     out.has_mask = true;
     ASSIGN_OR_RETURN(out.mask, ReadImage(in.mask, nullptr, max_bytes));

@@ -1,6 +1,8 @@
 // Reading one case of a SourcePlan: header inspection (for the schema) and decoding.
-// A case's channel files, and its mask, must share spatial shape and geometry; errors
-// name the case and the file, and say what differs. Thread-safe (the plan is read only).
+// The image and the mask come from the case's files, or from its CaseSource where that
+// supplies them (source.h). A case's channel files, and its mask file, must share spatial
+// shape and geometry; errors name the case and the file, and say what differs.
+// Thread-safe (the case is read only).
 #pragma once
 
 #include "convert/image_io.h"
@@ -22,12 +24,11 @@ struct CaseData {
 };
 
 // Reads headers only. `max_bytes` bounds what each file decodes to (see ReadImageInfo).
-Result<CaseInfo> InspectCase(const SourcePlan& plan, const CaseInput& in, uint64_t max_bytes = kDefaultMaxImageBytes);
+Result<CaseInfo> InspectCase(const CaseInput& in, uint64_t max_bytes = kDefaultMaxImageBytes);
 // Reads headers and pixels; each file is checked against `max_bytes` before its pixels
 // are allocated. `small_file`, when non-null and non-empty, is CaseInfo::small_file from
 // InspectCase and saves reading the file again.
-Result<CaseData> DecodeCase(const SourcePlan& plan, const CaseInput& in,
-                            const std::vector<uint8_t>* small_file = nullptr,
+Result<CaseData> DecodeCase(const CaseInput& in, const std::vector<uint8_t>* small_file = nullptr,
                             uint64_t max_bytes = kDefaultMaxImageBytes);
 
 // Decodes run-length `rle` ("start length ..." with 1-based starts over `n` pixels) by

@@ -77,7 +77,7 @@ Result<std::vector<ChannelNorm>> CtStatistics(const CtPass& pass) {
     // A case that fails to decode fails (or is skipped) again when it is converted; it
     // adds nothing here.
     NoThrow(in.name, [&] {
-      Result<CaseData> d = DecodeCase(*pass.plan, in, nullptr, pass.max_sample_bytes);
+      Result<CaseData> d = DecodeCase(in, nullptr, pass.max_sample_bytes);
       if (!d.ok() || !d->has_mask) return Status::Ok();
       Shape start, size;
       if (pass.preprocess->options.crop_nonzero) RETURN_IF_ERROR(CropToNonzero(&*d, &start, &size));

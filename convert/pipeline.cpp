@@ -56,7 +56,7 @@ Status InspectAll(const SourcePlan& plan, const ConvertOptions& o, int threads, 
   std::atomic<uint64_t> cached{0};
   RETURN_IF_ERROR(detail::ParallelFor(n, threads, o.cancel, "inspect", progress, [&](size_t i) {
     Result<CaseInfo> r =
-        detail::NoThrow(plan.cases[i].name, [&] { return InspectCase(plan, plan.cases[i], o.max_sample_bytes); });
+        detail::NoThrow(plan.cases[i].name, [&] { return InspectCase(plan.cases[i], o.max_sample_bytes); });
     if (r.ok()) {
       (*infos)[i] = std::move(r).value();
       // Small files read whole are kept for decoding, within a fixed memory budget.
@@ -323,7 +323,7 @@ Status RunCtPass(const ConvertOptions& o, int threads, ProgressSink* progress, P
   detail::CtPass pass{&p->plan, {}, &p->preprocess, threads, o.max_sample_bytes, o.cancel, progress};
   for (size_t i : p->order) {
     const CaseInput& c = p->plan.cases[i];
-    if (c.split == "train" && (!c.mask.empty() || !c.rle.empty())) pass.cases.push_back(i);
+    if (c.split == "train" && HasMask(c)) pass.cases.push_back(i);
   }
   ASSIGN_OR_RETURN(p->preprocess.ct, detail::CtStatistics(pass));
   for (size_t c = 0; c < p->preprocess.ct.size(); ++c) {
@@ -389,8 +389,7 @@ Result<ConvertSummary> ConvertImpl(const ConvertOptions& options, ProgressSink* 
   if (written.empty() && o.parts == 0) return InvalidArgument(o.source + ": every input failed; nothing to write");
   RETURN_IF_ERROR(WriteSkipped(*writer, sum.skipped));
   RETURN_IF_ERROR(writer->Finish());
-  for (const auto& set : p.plan.idx)
-    sum.bytes_in += detail::PathBytes(set->images_path) + detail::PathBytes(set->labels_path);
+  for (const std::string& path : p.plan.shared_files) sum.bytes_in += detail::PathBytes(path);
   CountSplits(p, written, &sum);
   sum.shards = writer->manifest().shards.size();
   for (const auto& s : writer->manifest().shards) sum.bytes_out += s.size_bytes;

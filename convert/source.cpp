@@ -1,4 +1,5 @@
-// Listing helpers and the folder, pairs, nifti and idx planners.
+// Listing helpers, the folder, pairs, nifti and idx planners, and the idx layout's
+// CaseSource (items of an idx array).
 #include "convert/source.h"
 
 #include <sys/stat.h>
@@ -10,9 +11,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 
+#include "convert/idx.h"
 #include "convert/image_io.h"
 #include "convert/source_internal.h"
 #include "format/file.h"
@@ -311,32 +314,69 @@ std::string SplitForIdxPrefix(const std::string& prefix) {
   return prefix;
 }
 
+// One item of an idx images array, [N, H, W] or [N, H, W, C]: its image, [C, H, W]. The
+// cases of one file share the array, which lives as long as the last of them.
+class IdxItem final : public CaseSource {
+ public:
+  IdxItem(std::shared_ptr<const IdxArray> images, int64_t item) : images_(std::move(images)), item_(item) {}
+
+  bool supplies_image() const override { return true; }
+
+  Result<ImageInfo> InspectImage() const override {
+    const IdxArray& a = *images_;
+    ImageInfo info;
+    info.dtype = a.dtype;
+    info.shape = a.shape.size() == 4 ? Shape{a.shape[3], a.shape[1], a.shape[2]} : Shape{1, a.shape[1], a.shape[2]};
+    return info;
+  }
+
+  Result<DecodedImage> DecodeImage() const override {
+    const IdxArray& a = *images_;
+    DecodedImage out;
+    ASSIGN_OR_RETURN(out.info, InspectImage());
+    const size_t es = DTypeSize(a.dtype);
+    ASSIGN_OR_RETURN(uint64_t n, ByteSize(out.info.shape, out.info.dtype));
+    const uint8_t* src = a.data.data() + static_cast<size_t>(item_) * n;
+    if (a.shape.size() == 3) {
+      out.pixels.assign(src, src + n);
+      return out;
+    }
+    out.pixels.resize(n);  // [H, W, C] -> [C, H, W]
+    const int64_t c = out.info.shape[0], hw = out.info.shape[1] * out.info.shape[2];
+    for (int64_t p = 0; p < hw; ++p) {
+      for (int64_t k = 0; k < c; ++k) std::memcpy(&out.pixels[(k * hw + p) * es], src + (p * c + k) * es, es);
+    }
+    return out;
+  }
+
+ private:
+  std::shared_ptr<const IdxArray> images_;
+  int64_t item_;
+};
+
 Status LoadIdxSet(const std::string& images, const std::string& labels, const std::string& split, SourcePlan* plan) {
-  auto set = std::make_shared<IdxSet>();
-  set->images_path = images;
-  set->labels_path = labels;
-  ASSIGN_OR_RETURN(set->images, ReadIdx(images));
-  ASSIGN_OR_RETURN(set->labels, ReadIdx(labels));
-  const Shape& s = set->images.shape;
+  auto array = std::make_shared<IdxArray>();
+  ASSIGN_OR_RETURN(*array, ReadIdx(images));
+  ASSIGN_OR_RETURN(const IdxArray label_array, ReadIdx(labels));
+  const Shape& s = array->shape;
   if (s.size() != 3 && s.size() != 4)
     return Unsupported(images + ": expected [N, H, W] or [N, H, W, C] images, got " + ShapeToString(s));
-  if (set->labels.shape.size() != 1 || set->labels.shape[0] != s[0]) {
-    return Corruption(labels + ": " + ShapeToString(set->labels.shape) + " labels do not match " +
+  if (label_array.shape.size() != 1 || label_array.shape[0] != s[0]) {
+    return Corruption(labels + ": " + ShapeToString(label_array.shape) + " labels do not match " +
                       std::to_string(s[0]) + " images in " + images);
   }
-  if (set->labels.dtype != DType::kU8) return Unsupported(labels + ": labels must be unsigned bytes");
-  const int set_index = static_cast<int>(plan->idx.size());
+  if (label_array.dtype != DType::kU8) return Unsupported(labels + ": labels must be unsigned bytes");
   const std::string base = fs::path(images).filename().string();
   for (int64_t i = 0; i < s[0]; ++i) {
     CaseInput in;
     in.name = base + "#" + std::to_string(i);
-    in.idx_set = set_index;
-    in.idx_item = i;
-    in.label = set->labels.data[static_cast<size_t>(i)];
+    in.source = std::make_shared<IdxItem>(array, i);
+    in.label = label_array.data[static_cast<size_t>(i)];
     in.split = split;
     plan->cases.push_back(std::move(in));
   }
-  plan->idx.push_back(std::move(set));
+  plan->shared_files.push_back(images);
+  plan->shared_files.push_back(labels);
   return Status::Ok();
 }
 
@@ -362,7 +402,7 @@ Status PlanIdx(const std::string& src, const std::vector<std::string>& class_nam
     if (it == labels.end()) return NotFound(f.abs + ": no matching " + prefix + "-labels-idx1-ubyte file");
     RETURN_IF_ERROR(LoadIdxSet(f.abs, it->second, SplitForIdxPrefix(prefix), plan));
   }
-  if (plan->idx.empty()) return NotFound(src + ": no *-images-idx3-ubyte files found");
+  if (plan->shared_files.empty()) return NotFound(src + ": no *-images-idx3-ubyte files found");
   if (class_names.empty()) return Status::Ok();
   for (const auto& c : plan->cases) {
     if (c.label >= static_cast<int64_t>(class_names.size())) {

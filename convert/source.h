@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "convert/idx.h"
+#include "convert/image_io.h"
 #include "format/status.h"
 
 namespace shardify::convert {
@@ -28,24 +28,44 @@ std::optional<Layout> ParseLayout(const std::string& name);
 std::string LayoutNames();  // "auto, folder, csv, ... or idx": the values of --layout
 std::string LayoutHelp();   // one line per layout, "  folder  SRC/<class>/<image>: ...\n"
 
+// Pixels that a layout supplies itself instead of through a case's files: an item of an
+// idx array, masks decoded from run-length strings. Each layout's implementation lives
+// beside its planner, which attaches one to each case (CaseInput::source); InspectCase and
+// DecodeCase (case.h) ask it. Immutable once built and shared by copies of the case, so
+// every method may be called from any number of threads at once. Errors are returned.
+class CaseSource {
+ public:
+  virtual ~CaseSource() = default;
+
+  // Whether it supplies the image (the case then has no image files) and the mask (the
+  // case then has no mask file). What it does not supply comes from the case's files.
+  virtual bool supplies_image() const { return false; }
+  virtual bool supplies_mask() const { return false; }
+
+  // When supplies_image(): the image's header, and its header and pixels.
+  virtual Result<ImageInfo> InspectImage() const;
+  virtual Result<DecodedImage> DecodeImage() const;
+
+  // When supplies_mask(): the mask's header, and its header and pixels, over `image` (the
+  // case's image, already read), whose geometry it may complete (an rle file name gives
+  // the pixel spacing). `where` names the case in errors.
+  virtual Result<ImageInfo> InspectMask(ImageInfo* image) const;
+  virtual Result<DecodedImage> DecodeMask(ImageInfo* image, const std::string& where) const;
+};
+
 // One sample to produce.
 struct CaseInput {
   std::string name;                 // path relative to the root, or case id (for messages)
   std::vector<std::string> images;  // image files (several = channels, stacked in order)
   std::string mask;                 // mask file; empty when none
   int64_t label = -1;
-  std::string split;                 // empty: assigned from --split (or "train")
-  std::vector<std::string> scalars;  // csv: values of SourcePlan::scalar_columns
-  int idx_set = -1;                  // idx: index into SourcePlan::idx
-  int64_t idx_item = -1;             // idx: position in that set
-  std::vector<std::string> rle;      // rle: one run-length string per mask channel
-  std::vector<double> spacing;       // rle: pixel spacing from the file name (x, y)
+  std::string split;                         // empty: assigned from --split (or "train")
+  std::vector<std::string> scalars;          // csv: values of SourcePlan::scalar_columns
+  std::shared_ptr<const CaseSource> source;  // pixels of the layout's own; null: files only
 };
 
-struct IdxSet {
-  std::string images_path, labels_path;
-  IdxArray images, labels;
-};
+// Whether the case has a mask: a mask file, or one its source supplies.
+bool HasMask(const CaseInput& c);
 
 struct BadEntry {
   std::string path;
@@ -58,14 +78,14 @@ struct SourcePlan {
   std::vector<CaseInput> cases;
   std::vector<std::string> classes;         // label i is classes[i]
   std::vector<std::string> scalar_columns;  // csv extra columns
-  bool has_mask = false;                    // every case has a mask (or rle strings)
+  bool has_mask = false;                    // every case has a mask (HasMask)
   bool unlabeled_masks = false;             // some cases (nnU-Net imagesTs) have no mask
   std::string mask_labels_json;             // mask meta "labels"
   bool multi_label_mask = false;            // mask meta "multi_label": one channel per class
   std::string channel_names_json;           // image meta "channel_names"
-  std::vector<std::shared_ptr<const IdxSet>> idx;
-  std::vector<BadEntry> bad;          // entries that could not become cases
-  std::vector<std::string> warnings;  // e.g. empty class folders
+  std::vector<std::string> shared_files;    // files many cases read (idx arrays): counted once in bytes_in
+  std::vector<BadEntry> bad;                // entries that could not become cases
+  std::vector<std::string> warnings;        // e.g. empty class folders
   uint64_t ignored_files = 0;
   std::string excluded;  // a directory never read as input ("" none)
 };

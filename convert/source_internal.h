@@ -66,7 +66,7 @@ class SourceDir {
 };
 
 // One source layout. Adding a layout is a Layout value, a row of kLayouts, its planner
-// and its test.
+// (with a CaseSource beside it where the layout supplies pixels itself) and its test.
 struct LayoutSpec {
   Layout layout;
   const char* name;         // --layout value, the provenance's "layout"

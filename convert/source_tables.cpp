@@ -1,9 +1,12 @@
-// The csv, nnunet and rle planners: layouts described by a table or a JSON file.
+// The csv, nnunet and rle planners (layouts described by a table or a JSON file), and the
+// rle layout's CaseSource (masks decoded from run-length strings).
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "convert/case.h"
 #include "convert/image_io.h"
 #include "convert/source.h"
 #include "convert/source_internal.h"
@@ -226,6 +229,43 @@ bool ParseSliceName(const std::string& n, std::string* slice, std::vector<double
   return true;
 }
 
+// The mask of one rle slice: a channel per class, decoded from its run-length string
+// ("" for none) over the H x W pixels of the slice's image, whose geometry is the pixel
+// spacing of its file name.
+class RleMask final : public CaseSource {
+ public:
+  RleMask(std::vector<std::string> channels, std::vector<double> spacing)
+      : channels_(std::move(channels)), spacing_(std::move(spacing)) {}
+
+  bool supplies_mask() const override { return true; }
+
+  Result<ImageInfo> InspectMask(ImageInfo* image) const override {
+    image->geometry.spacing = spacing_;
+    image->geometry.origin = {0.0, 0.0};
+    image->geometry.direction = {1.0, 0.0, 0.0, 1.0};
+    ImageInfo mask;
+    mask.dtype = DType::kU8;
+    mask.shape = {static_cast<int64_t>(channels_.size()), image->shape[1], image->shape[2]};
+    return mask;
+  }
+
+  Result<DecodedImage> DecodeMask(ImageInfo* image, const std::string& where) const override {
+    DecodedImage mask;
+    ASSIGN_OR_RETURN(mask.info, InspectMask(image));
+    const int64_t hw = image->shape[1] * image->shape[2];
+    mask.pixels.assign(channels_.size() * static_cast<size_t>(hw), 0);
+    for (size_t c = 0; c < channels_.size(); ++c) {
+      RETURN_IF_ERROR(DecodeRle(channels_[c], &mask.pixels[c * hw], static_cast<uint64_t>(hw),
+                                where + " (mask channel " + std::to_string(c) + ")"));
+    }
+    return mask;
+  }
+
+ private:
+  std::vector<std::string> channels_;  // run-length strings, one per class
+  std::vector<double> spacing_;        // (x, y)
+};
+
 }  // namespace
 
 Status PlanRle(const std::string& src, const std::vector<std::string>&, SourcePlan* plan) {
@@ -268,13 +308,15 @@ Status PlanRle(const std::string& src, const std::vector<std::string>&, SourcePl
     CaseInput in;
     in.name = rel.parent_path().parent_path().filename().string() + "_slice_" + slice;
     in.images = {f.abs};
-    in.spacing = spacing;
     auto it = rle.find(in.name);
+    std::vector<std::string> channels;
     for (const auto& c : classes) {
       std::string s;
       if (it != rle.end() && it->second.count(c)) s = it->second.at(c);
-      in.rle.push_back(s);
+      channels.push_back(s);
     }
+    // A csv that names no class gives the slices no mask.
+    if (!channels.empty()) in.source = std::make_shared<RleMask>(std::move(channels), std::move(spacing));
     plan->cases.push_back(std::move(in));
   }
   if (plan->cases.empty() && plan->bad.empty()) return NotFound(src + "/train: no scans/slice_*.png files found");

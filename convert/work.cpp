@@ -31,6 +31,7 @@ class ThreadGroup {
   std::vector<std::thread> threads_;
 };
 
+// The sizes of the case's own files (SourcePlan::shared_files count once, after all cases).
 uint64_t CaseBytes(const CaseInput& in) {
   uint64_t n = 0;
   for (const auto& p : in.images) n += PathBytes(p);
@@ -72,13 +73,13 @@ Slot EncodeCase(const EncodeJob& job, size_t case_index, Encoder& encoder) {
   const CaseInput& in = job.plan->cases[case_index];
   Slot s;
   std::vector<uint8_t> cached = std::move((*job.small_files)[case_index]);
-  auto data = DecodeCase(*job.plan, in, &cached, job.max_sample_bytes);
+  auto data = DecodeCase(in, &cached, job.max_sample_bytes);
   if (!data.ok()) {
     s.status = data.status();
     return s;
   }
   const uint64_t known = data->image.info.file_bytes;
-  if (in.idx_set < 0) s.bytes = in.images.size() == 1 && in.mask.empty() && known > 0 ? known : CaseBytes(in);
+  s.bytes = in.images.size() == 1 && in.mask.empty() && known > 0 ? known : CaseBytes(in);
   SourceRecord record;
   if (job.preprocess != nullptr) {
     s.status = PreprocessCase(*job.preprocess, in.name, &*data, &record);
@@ -214,7 +215,7 @@ Status TrainDictionaries(const EncodeJob& job, uint64_t max_sample_bytes, Conver
   Status st = ParallelFor(want, job.threads, nullptr, "dictionary", nullptr, [&](size_t k) {
     const CaseInput& in = plan.cases[order[k * order.size() / want]];
     const Status read = NoThrow(in.name, [&] {
-      auto d = DecodeCase(plan, in, nullptr, job.max_sample_bytes);
+      auto d = DecodeCase(in, nullptr, job.max_sample_bytes);
       if (!d.ok()) return d.status();
       SourceRecord record;
       if (job.preprocess != nullptr) RETURN_IF_ERROR(PreprocessCase(*job.preprocess, in.name, &*d, &record));

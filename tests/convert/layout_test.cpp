@@ -4,8 +4,10 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <set>
 
+#include "convert/case.h"
 #include "tests/convert/convert_fixtures.h"
 
 using namespace shardify;
@@ -342,4 +344,116 @@ TEST_CASE("convert: layout names, --help lines and --classes come from one table
   REQUIRE_FALSE(named.ok());
   CHECK(named.status().code() == StatusCode::kInvalidArgument);
   CHECK_THAT(named.status().message(), Catch::Contains("--classes applies to the csv and idx layouts"));
+}
+
+namespace {
+
+// Pixels of a layout's own: a u16 [1, 2, 3] image, or a mask over the case's image file
+// that sets the image's spacing (or fails, naming the case).
+class TestSource final : public CaseSource {
+ public:
+  enum Supplies { kImage, kMask, kBadMask };
+  explicit TestSource(Supplies s) : s_(s) {}
+  bool supplies_image() const override { return s_ == kImage; }
+  bool supplies_mask() const override { return s_ != kImage; }
+  Result<ImageInfo> InspectImage() const override {
+    ImageInfo i;
+    i.dtype = DType::kU16;
+    i.shape = {1, 2, 3};
+    return i;
+  }
+  Result<DecodedImage> DecodeImage() const override {
+    DecodedImage d;
+    ASSIGN_OR_RETURN(d.info, InspectImage());
+    d.pixels = Pixels(12, 7);
+    return d;
+  }
+  Result<ImageInfo> InspectMask(ImageInfo* image) const override {
+    image->geometry.spacing = {0.5, 0.25};
+    ImageInfo m;
+    m.shape = {1, image->shape[1], image->shape[2]};
+    return m;
+  }
+  Result<DecodedImage> DecodeMask(ImageInfo* image, const std::string& where) const override {
+    if (s_ == kBadMask) return Corruption(where + ": this mask cannot be read");
+    DecodedImage d;
+    ASSIGN_OR_RETURN(d.info, InspectMask(image));
+    d.pixels.assign(static_cast<size_t>(image->shape[1] * image->shape[2]), 1);
+    return d;
+  }
+
+ private:
+  Supplies s_;
+};
+
+}  // namespace
+
+TEST_CASE("convert: a case's source supplies its image or its mask, and its files the rest") {
+  CaseInput item;
+  item.name = "item#3";
+  item.source = std::make_shared<TestSource>(TestSource::kImage);
+  CHECK_FALSE(HasMask(item));
+  auto info = InspectCase(item);
+  REQUIRE(info.ok());
+  CHECK(info->image.shape == Shape{1, 2, 3});
+  CHECK(info->image.dtype == DType::kU16);
+  CHECK_FALSE(info->has_mask);
+  auto data = DecodeCase(item);
+  REQUIRE(data.ok());
+  CHECK(data->image.pixels == Pixels(12, 7));
+
+  TempDir dir;
+  CaseInput slice;
+  slice.name = "slice";
+  slice.images = {dir / "a.png"};
+  const std::vector<uint8_t> pixels = WritePng(slice.images[0], 1, 4, 5, 3);
+  slice.source = std::make_shared<TestSource>(TestSource::kMask);
+  CHECK(HasMask(slice));
+  info = InspectCase(slice);
+  REQUIRE(info.ok());
+  REQUIRE(info->has_mask);
+  CHECK(info->mask.shape == Shape{1, 4, 5});
+  CHECK(info->image.geometry.spacing == std::vector<double>{0.5, 0.25});
+  data = DecodeCase(slice);
+  REQUIRE(data.ok());
+  CHECK(data->image.pixels == pixels);
+  CHECK(data->image.info.geometry.spacing == std::vector<double>{0.5, 0.25});
+  REQUIRE(data->has_mask);
+  CHECK(data->mask.pixels == std::vector<uint8_t>(20, 1));
+
+  slice.source = std::make_shared<TestSource>(TestSource::kBadMask);
+  data = DecodeCase(slice);
+  REQUIRE_FALSE(data.ok());
+  CHECK(data.status().code() == StatusCode::kCorruption);
+  CHECK_THAT(data.status().message(), Catch::Contains("slice: this mask cannot be read"));
+}
+
+TEST_CASE("convert: an idx case decodes after its plan is gone, and rle cases have masks") {
+  TempDir dir;
+  const std::string src = dir / "mnist";
+  MakeDirs(src);
+  const std::vector<uint8_t> train = Pixels(3 * 2 * 2, 4);
+  WriteIdx(src + "/train-images-idx3-ubyte.gz", 3, {3, 2, 2}, train);
+  WriteIdx(src + "/train-labels-idx1-ubyte.gz", 1, {3}, {0, 1, 0});
+  CaseInput kept;
+  {
+    auto plan = PlanSource(src, Layout::kIdx, {});
+    REQUIRE(plan.ok());
+    REQUIRE(plan->cases.size() == 3);
+    CHECK(plan->shared_files.size() == 2);
+    CHECK_FALSE(HasMask(plan->cases[0]));
+    kept = plan->cases[2];  // shares the images array with the plan, which goes
+  }
+  auto data = DecodeCase(kept);
+  REQUIRE(data.ok());
+  CHECK(data->image.info.shape == Shape{1, 2, 2});
+  CHECK(data->image.pixels == std::vector<uint8_t>(train.begin() + 8, train.end()));
+
+  const std::string gi = dir / "gi";
+  WriteRawPng(gi + "/train/case1/case1_day1/scans/slice_0001_3_2_1.50_1.50.png", 3, 2, 0, 8, {1, 2, 3, 4, 5, 6});
+  WriteText(gi + "/train.csv", "id,class,segmentation\ncase1_day1_slice_0001,stomach,2 2\n");
+  auto plan = PlanSource(gi, Layout::kRle, {});
+  REQUIRE(plan.ok());
+  REQUIRE(plan->cases.size() == 1);
+  CHECK(HasMask(plan->cases[0]));
 }
