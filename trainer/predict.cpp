@@ -163,7 +163,8 @@ Status AppendMasks(DatasetWriter& w, const Batch& b, const std::string& split, c
   return Status::Ok();
 }
 
-// Volumes carry what PlanVolumes lays out; 2D masks what FindCarried found.
+// Masks carry what FindCarried found; volumes also what PlanVolumes lays out (their
+// geometry among it), before the carried fields.
 Result<std::unique_ptr<DatasetWriter>> MaskWriter(const PredictOptions& o, Predictor& p, const Carried& c) {
   std::vector<FieldSpec> fields = {{kIndexField, FieldKind::kInt, DType::kI64, {}, {}, {{kMetaRole, kRoleIndex}}}};
   const int64_t channels = p.spec.multi_label ? p.meta.model.num_classes : 1;
@@ -211,7 +212,8 @@ Result<PredictSummary> PredictImpl(const PredictOptions& o) {
       if (!path.empty()) RemoveFile(path).IgnoreError();
     }
   } cleanup;
-  const Carried carried = p.spec.patch.empty() ? FindCarried(p.ds->manifest(), p.spec) : Carried{};
+  Carried carried = FindCarried(p.ds->manifest(), p.spec);
+  if (!p.spec.patch.empty()) carried.geometry.clear();  // a volume's comes from PlanVolumes
   Decoder decoder;
   if (p.spec.segmentation) {
     ASSIGN_OR_RETURN(writer, MaskWriter(o, p, carried));
@@ -242,6 +244,7 @@ Result<PredictSummary> PredictImpl(const PredictOptions& o) {
       const torch::Tensor probs = detail::VolumeProbs(*p.model, in.image[0], p.spec, windows);  // [K, D, H, W]
       if (p.labeled) case_dice.Add(detail::Predictions(probs.unsqueeze(0), p.spec, true), in.target);
       ASSIGN_OR_RETURN(SampleInput s, detail::VolumeSample(*p.ds, p.volumes, b->indices[0], o.split, probs));
+      RETURN_IF_ERROR(AppendCarried(*p.ds, b->indices[0], carried, decoder, &s.values));
       RETURN_IF_ERROR(writer->Append(std::move(s)));
       summary.samples += b->size();
       continue;

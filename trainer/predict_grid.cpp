@@ -61,9 +61,6 @@ VolumeLayout PlanVolumes(const Dataset& ds, bool source_grid, std::vector<FieldS
       if (Has(ds, name)) l.copied.push_back(name);
     }
   }
-  const int path = ds.manifest().FindField(kPathField);
-  l.path = path >= 0 && ds.manifest().fields[path].kind == FieldKind::kString;
-  if (l.path) fields->push_back(Field(kPathField, FieldKind::kString, DType::kU8, {}, kRolePath));
   if (!l.geometry.empty()) {
     const int g = ds.manifest().FindField(l.geometry + kSpacingSuffix);
     const int64_t s = ds.manifest().fields[g].shape.empty() ? 3 : ds.manifest().fields[g].shape[0];
@@ -115,10 +112,6 @@ Result<SampleInput> VolumeSample(const Dataset& ds, const VolumeLayout& l, uint6
     Shape shape = {l.multi_label ? probs.size(0) : 1};
     for (int64_t a = 1; a < probs.dim(); ++a) shape.push_back(probs.size(a));
     out.values.push_back(FieldValue::Array(ClassBytes(probs, l.multi_label), std::move(shape)));
-  }
-  if (l.path) {
-    ASSIGN_OR_RETURN(FieldValue v, Copy(ds, s, kPathField, d));
-    out.values.push_back(std::move(v));
   }
   if (!l.geometry.empty()) {
     for (const char* part : kGeometrySuffixes) {

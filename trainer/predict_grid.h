@@ -32,7 +32,6 @@ struct VolumeLayout {
   bool multi_label = false;         // K 0/1 channels (probabilities > 0.5), else one class map
   bool mapped = false;              // ... and the dataset has a record to map them with
   std::string geometry;             // "source", "image" or "" (none): mask.spacing & co from
-  bool path = false;                // the dataset's `path` string, copied
   bool header = false;              // mask.nifti_header from image.nifti_header
   std::vector<std::string> copied;  // fields of the dataset copied into each sample
 };

@@ -113,16 +113,15 @@ TEST_CASE("predict grid: probabilities go back onto the crop box, then into the 
   REQUIRE(ds.ok());
   std::vector<FieldSpec> fields;
   const st::detail::VolumeLayout layout = st::detail::PlanVolumes(**ds, true, &fields);
-  REQUIRE(fields.size() == 5);  // path, mask.spacing, .origin, .direction, mask.nifti_header
-  CHECK(fields[0].name == "path");
-  CHECK(fields[1].name == "mask.spacing");
-  CHECK(fields[4].name == "mask.nifti_header");
+  REQUIRE(fields.size() == 4);  // mask.spacing, .origin, .direction, mask.nifti_header
+  CHECK(fields[0].name == "mask.spacing");
+  CHECK(fields[3].name == "mask.nifti_header");
   // Class 1 where stored y >= 10; the crop box's y c samples stored y (c + 0.5) * 2 - 0.5.
   torch::Tensor one = (torch::arange(18) >= 10).to(torch::kFloat).view({1, 1, 18, 1}).expand({1, 6, 18, 8});
   torch::Tensor probs = torch::cat({1 - one, one}, 0);
   auto s = st::detail::VolumeSample(**ds, layout, 0, "val", probs);
   REQUIRE(s.ok());
-  REQUIRE(s->values.size() == 7);
+  REQUIRE(s->values.size() == 6);
   const FieldValue& mask = s->values[1];
   REQUIRE(mask.shape == Shape{1, 12, 14, 10});
   for (int64_t z = 0; z < 12; ++z)
@@ -133,14 +132,13 @@ TEST_CASE("predict grid: probabilities go back onto the crop box, then into the 
         CHECK(int(mask.bytes[size_t((z * 14 + y) * 10 + x)]) == int(want));
       }
   std::vector<double> spacing(3);
-  CHECK(std::string(s->values[2].bytes.begin(), s->values[2].bytes.end()) == "case_0.nii.gz");
-  std::memcpy(spacing.data(), s->values[3].bytes.data(), 24);
+  std::memcpy(spacing.data(), s->values[2].bytes.data(), 24);
   CHECK(spacing == kSourceSpacing);  // the source's grid, not the stored one
-  CHECK(s->values[6].bytes.size() == 348);
+  CHECK(s->values[5].bytes.size() == 348);
   fields.clear();
   const auto stored = st::detail::PlanVolumes(**ds, false, &fields);
   CHECK(stored.geometry == "image");
-  CHECK(fields.size() == 9);  // path, the stored grid's geometry and the five source.* fields
+  CHECK(fields.size() == 8);  // the stored grid's geometry and the five source.* fields
 }
 
 TEST_CASE("predict grid: shardtrain predict --source-grid writes masks with the source's shape, geometry and header") {
