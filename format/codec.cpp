@@ -103,13 +103,9 @@ Result<Codec> EncodeBlob(Codec codec, CodecContext& ctx, const uint8_t* src, siz
   const CodecSpec* spec = FindCodec(codec);
   if (spec == nullptr) return InvalidArgument("unknown codec " + std::to_string(static_cast<int>(codec)));
   if (dict != nullptr) spec = FindCodec(spec->with_dictionary);
-  if (spec->in_place) {
-    RETURN_IF_ERROR(spec->encode(ctx, src, size, nullptr, 0, out));
-    return spec->codec;
-  }
   RETURN_IF_ERROR(spec->encode(ctx, src, size, spec->uses_dictionary ? dict : nullptr, level, out));
-  if (static_cast<double>(out->size()) <= static_cast<double>(size) * min_ratio) return spec->codec;
-  const CodecSpec& raw = kCodecs[0];
+  if (spec->in_place || static_cast<double>(out->size()) <= static_cast<double>(size) * min_ratio) return spec->codec;
+  const CodecSpec& raw = *FindCodec(Codec::kRaw);
   RETURN_IF_ERROR(raw.encode(ctx, src, size, nullptr, 0, out));
   return raw.codec;
 }
