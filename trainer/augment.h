@@ -13,6 +13,11 @@
 // mirroring. Image and mask move together: the mask by nearest neighbour. Voxels from
 // outside the input take the patch padding: `image_pad` and `label_pad`.
 //
+// One spec, two implementations: python/shardify/_nnunet.py and _nnunet_apply.py are the
+// Python twin (shardify.transforms.NnUnet); python/tests/test_transforms.py feeds both the
+// same batch and position through tests/trainer/augment_reference.cpp and requires the same
+// draws and outputs. Change both together.
+//
 // Thread-safety: a NnUnetAugment is immutable; Apply may run on several threads.
 // Errors: Create returns InvalidArgument; Apply throws c10::Error on tensors that do not
 // match its contract (the training loop catches it).

@@ -1,0 +1,314 @@
+"""The batched torch ops that apply an nnU-Net augmentation Plan, on the batch's device: the
+twin of trainer/augment_apply.cpp, op for op.
+
+Each transform computes only the samples it picked, then puts them back in place with one
+index_select over [batch; picked] (deterministic on every device, unlike a scatter).
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from . import _nnunet as N
+
+
+def _longs(v, device):
+    return torch.tensor(v, dtype=torch.long, device=device)
+
+
+def _floats(v, device):
+    return torch.tensor(v, dtype=torch.float32, device=device)
+
+
+def _picked(pick):
+    return [i for i, p in enumerate(pick) if p]
+
+
+def _rows(x, idx):
+    return x.index_select(0, _longs(idx, x.device))
+
+
+def _merge(x, idx, y):
+    """x with rows idx[k] replaced by y[k]; idx ascending."""
+    b = x.size(0)
+    if len(idx) == b:
+        return y
+    order = list(range(b))
+    for k, i in enumerate(idx):
+        order[i] = b + k
+    return torch.cat([x, y]).index_select(0, _longs(order, x.device))
+
+
+def _on_picked(x, pick, fn):
+    idx = _picked(pick)
+    if not idx:
+        return x
+    return _merge(x, idx, fn(_rows(x, idx), idx))
+
+
+def _broadcast_shape(x, n, channels):
+    shape = [1] * x.dim()
+    shape[0], shape[1] = n, channels
+    return shape
+
+
+def _channel_values(values, idx, channels, x):
+    out = [values[s * channels + c] for s in idx for c in range(channels)]
+    return _floats(out, x.device).view(_broadcast_shape(x, len(idx), channels))
+
+
+# Reductions over the spatial axes one axis at a time (last first), as the C++ twin does,
+# so results do not depend on the thread count.
+def _spatial_mean(x):
+    s = x
+    for d in range(x.dim() - 1, 1, -1):
+        s = s.sum(d, keepdim=True)
+    return s / float(x[0][0].numel())
+
+
+def _spatial_std(x, mean):
+    s = (x - mean).square()
+    for d in range(x.dim() - 1, 1, -1):
+        s = s.sum(d, keepdim=True)
+    return (s / float(max(x[0][0].numel() - 1, 1))).sqrt()
+
+
+def _spatial_min(x):
+    s = x
+    for d in range(x.dim() - 1, 1, -1):
+        s = s.min(d, keepdim=True)[0]
+    return s
+
+
+def _spatial_max(x):
+    s = x
+    for d in range(x.dim() - 1, 1, -1):
+        s = s.max(d, keepdim=True)[0]
+    return s
+
+
+def _reflect(k, n):
+    if n == 1:
+        return 0
+    period = 2 * (n - 1)
+    k = k % period
+    return k if k < n else period - k
+
+
+def _blur_axis(x, dim, sigma):
+    """Separable Gaussian blur along `dim`, sigma per (row, channel), cut at 3 sigma,
+    borders reflected."""
+    largest = max(sigma)
+    if largest <= 0:
+        return x
+    r = int(math.ceil(3 * largest))
+    taps, length, rows = 2 * r + 1, x.size(dim), len(sigma)
+    w = [0.0] * (taps * rows)
+    for i, s in enumerate(sigma):
+        if s <= 0:
+            w[r * rows + i] = 1.0
+            continue
+        ri = int(math.ceil(3 * s))
+        total = sum(math.exp(-0.5 * float(t * t) / (s * s)) for t in range(-ri, ri + 1))
+        for t in range(-ri, ri + 1):
+            w[(t + r) * rows + i] = math.exp(-0.5 * float(t * t) / (s * s)) / total
+    shape = _broadcast_shape(x, x.size(0), x.size(1))
+    weights = _floats(w, x.device).view(taps, x.size(0) * x.size(1))
+    padded = x.index_select(dim, _longs([_reflect(k, length) for k in range(-r, length + r)], x.device))
+    out = padded.narrow(dim, 0, length) * weights[0].view(shape)
+    for t in range(1, taps):
+        out = out + padded.narrow(dim, t, length) * weights[t].view(shape)
+    return out
+
+
+def _lround(v):
+    r = math.floor(v)
+    return int(r + 1) if v - r >= 0.5 else int(r)
+
+
+def _low_res_axis(x, dim, factor):
+    """Nearest downsampling of each row along `dim` by its factor, then linear upsampling
+    back (align_corners false)."""
+    length, rows = x.size(dim), len(factor)
+    i0, i1, w1 = [0] * (rows * length), [0] * (rows * length), [0.0] * (rows * length)
+    for row, f in enumerate(factor):
+        m = max(1, _lround(float(length) * f))
+        for k in range(length):
+            at = row * length + k
+            if f == 1 or m == length:
+                i0[at] = i1[at] = k
+                continue
+            u = max(0.0, (k + 0.5) * float(m) / float(length) - 0.5)
+            lo = min(int(math.floor(u)), m - 1)
+            hi = min(lo + 1, m - 1)
+            i0[at] = min(int(math.floor((lo + 0.5) * float(length) / float(m))), length - 1)
+            i1[at] = min(int(math.floor((hi + 0.5) * float(length) / float(m))), length - 1)
+            w1[at] = u - float(lo)
+    shape = _broadcast_shape(x, x.size(0), x.size(1))
+    shape[dim] = length
+    a = _longs(i0, x.device).view(shape).expand(x.shape)
+    b = _longs(i1, x.device).view(shape).expand(x.shape)
+    w = _floats(w1, x.device).view(shape)
+    return x.gather(dim, a) * (1 - w) + x.gather(dim, b) * w
+
+
+def _gamma(x, gamma, inverted):
+    if inverted:
+        x = -x
+    mean = _spatial_mean(x)
+    std = _spatial_std(x, mean)
+    lo = _spatial_min(x)
+    span = _spatial_max(x) - lo
+    y = ((x - lo) / span.clamp_min(1e-7)).pow(gamma) * span + lo
+    y_mean = _spatial_mean(y)
+    y = (y - y_mean) * (std / _spatial_std(y, y_mean).clamp_min(1e-7)) + mean
+    return -y if inverted else y
+
+
+def hash_normal(shape, seed, dtype, device):
+    """Standard normal noise from a counter-based hash of (seed, element index) by
+    Box-Muller: the same values for any thread count and on any device."""
+    n = 1
+    for d in shape:
+        n *= d
+    if n >= 1 << 32:
+        raise ValueError(f"augmentation: noise of {n} elements is too large")
+    mask = 0xFFFFFFFF
+
+    def mix(x):  # 32-bit values: products stay below 2^59
+        for _ in range(2):
+            x = (((x >> 16) ^ x) * 0x45D9F3B) & mask
+        return (x >> 16) ^ x
+
+    def key(k):
+        return ((seed >> (16 * k)) & 0xFFFF) * 0x10001
+
+    i = torch.arange(n, dtype=torch.long, device=device)
+
+    def uniform(k):
+        h = mix(mix(i ^ key(k)) ^ (key(k + 1) ^ 0x5BD1E995))
+        return (h.to(dtype) + 0.5) * (1.0 / 4294967296.0)
+
+    u1, u2 = uniform(0), uniform(2)
+    return ((-2 * u1.log()).sqrt() * (u2 * (2 * math.pi)).cos()).view(shape)
+
+
+def _spatial_matrix(angles, scale, rank, in_plane):
+    """Output offset p (voxels from the patch centre, array axis order) samples the input
+    at M p."""
+    m = [[1.0 if r == c else 0.0 for c in range(rank)] for r in range(rank)]
+
+    def rotate(i, j, a):
+        for r in range(rank):
+            u, v = m[r][i], m[r][j]
+            m[r][i] = u * math.cos(a) + v * math.sin(a)
+            m[r][j] = -u * math.sin(a) + v * math.cos(a)
+
+    if rank == 2:
+        rotate(0, 1, angles[0])
+    else:
+        rotate(1, 2, angles[0])
+        if not in_plane:
+            rotate(0, 2, angles[1])
+            rotate(0, 1, angles[2])
+    for r in range(rank):
+        for c in range(rank):
+            m[r][c] *= 1.0 if (in_plane and c == 0) else scale
+    return m
+
+
+def _rotate_scale_crop(image, mask, plan, geometry, image_pad, label_pad):
+    margin, rank = geometry.margin, len(geometry.margin)
+    size_in = [image.size(a + 2) for a in range(rank)]
+    size_out = [size_in[a] - 2 * margin[a] for a in range(rank)]
+    x, m = image, mask
+    for a in range(rank):
+        if size_out[a] < 1:
+            raise ValueError(f"augmentation: input size {size_in[a]} leaves nothing inside a margin of {margin[a]}")
+        x = x.narrow(a + 2, margin[a], size_out[a])
+        if m is not None:
+            m = m.narrow(a + 2, margin[a], size_out[a])
+    pick = [plan.applied[N.ROTATE][s] or plan.applied[N.SCALE][s] for s in range(plan.batch)]
+    idx = _picked(pick)
+    if not idx:
+        return x, m
+    theta = []  # grid axes run x, y(, z): array axes reversed
+    for s in idx:
+        mat = _spatial_matrix(plan.angles[s], plan.scale[s], rank, geometry.in_plane)
+        for g in range(rank):
+            i = rank - 1 - g
+            for h in range(rank):
+                j = rank - 1 - h
+                theta.append(mat[i][j] * float(size_out[j]) / float(size_in[i]))
+            theta.append(0.0)
+    n = len(idx)
+    t = _floats(theta, image.device).view(n, rank, rank + 1)
+    grid = F.affine_grid(t, [n, 1] + size_out, align_corners=False)
+
+    def sample(v, mode):
+        return F.grid_sample(v, grid, mode=mode, padding_mode="zeros", align_corners=False)
+
+    x = _merge(x, idx, sample(_rows(image, idx) - image_pad, "bilinear") + image_pad)
+    if m is not None:
+        pad = label_pad if isinstance(label_pad, int) else _longs(label_pad, mask.device).view(
+            _broadcast_shape(mask, 1, mask.size(1)))
+        mm = sample((_rows(mask, idx) - pad).float(), "nearest").round().long() + pad
+        m = _merge(m, idx, mm)
+    return x, m
+
+
+def apply(image, mask, plan, geometry, image_pad=0.0, label_pad=-1):
+    """image float [B, C, spatial...], mask int64 [B, K, spatial...] or None (each of its
+    K channels moves like a label map; label_pad: one value, or one per channel). Returns
+    both with the margin cropped off."""
+    rank = len(geometry.patch)
+    c = plan.channels
+
+    def per_row(idx, value):
+        return [value(s * c + k) for s in idx for k in range(c)]
+
+    x, m = _rotate_scale_crop(image, mask, plan, geometry, image_pad, label_pad)
+
+    def noise(xi, idx):
+        shape = list(xi.shape)
+        shape[1] = 1
+        sigma = _floats([plan.noise_sigma[s] for s in idx], xi.device).view([len(idx)] + [1] * (xi.dim() - 1))
+        return xi + hash_normal(shape, plan.noise_seed, xi.dtype, xi.device) * sigma
+
+    def blur(xi, idx):
+        for a in range(rank):
+            xi = _blur_axis(xi, a + 2, per_row(idx, lambda k: plan.blur_sigma[k][a]))
+        return xi
+
+    def contrast(xi, idx):
+        f = _channel_values(plan.contrast, idx, c, xi)
+        mean = _spatial_mean(xi)
+        y = torch.maximum(torch.minimum((xi - mean) * f + mean, _spatial_max(xi)), _spatial_min(xi))
+        return torch.where(f != 1, y, xi)
+
+    def low_res(xi, idx):
+        f = per_row(idx, lambda k: plan.low_res[k])
+        for a in range(1 if geometry.in_plane else 0, rank):
+            xi = _low_res_axis(xi, a + 2, f)
+        return xi
+
+    def gamma(values, inverted):
+        def fn(xi, idx):
+            g = _channel_values(values, idx, c, xi)
+            return torch.where(g != 1, _gamma(xi, g, inverted), xi)
+        return fn
+
+    x = _on_picked(x, plan.applied[N.NOISE], noise)
+    x = _on_picked(x, plan.applied[N.BLUR], blur)
+    x = _on_picked(x, plan.applied[N.BRIGHTNESS], lambda xi, idx: xi * _channel_values(plan.brightness, idx, c, xi))
+    x = _on_picked(x, plan.applied[N.CONTRAST], contrast)
+    x = _on_picked(x, plan.applied[N.LOWRES], low_res)
+    x = _on_picked(x, plan.applied[N.GAMMA_INV], gamma(plan.gamma_inverted, True))
+    x = _on_picked(x, plan.applied[N.GAMMA], gamma(plan.gamma, False))
+    for a in range(rank):
+        flip = [plan.mirror[s][a] for s in range(plan.batch)]
+        x = _on_picked(x, flip, lambda xi, idx: xi.flip(a + 2))
+        if m is not None:
+            m = _on_picked(m, flip, lambda mi, idx: mi.flip(a + 2))
+    return x.contiguous(), (m.contiguous() if m is not None else None)

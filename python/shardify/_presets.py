@@ -1,0 +1,86 @@
+"""Named augmentation pipelines (T.preset) and a picture of augmented samples (T.save_grid)."""
+
+from ._transforms_basic import RandFlip, RandRotate, RandZoom, ScaleIntensity
+from .transforms import Compose, NnUnet, _torch
+
+
+def _nnunet(spatial_dims=3, **kw):
+    return NnUnet(spatial_dims=spatial_dims, **kw)
+
+
+def _mednist(spatial_dims=2, seed=0):
+    if spatial_dims not in (2, 3):
+        raise ValueError(f"spatial_dims must be 2 or 3, got {spatial_dims!r}")
+    return Compose([ScaleIntensity(seed=seed), RandRotate(15.0, p=0.5, seed=seed), RandFlip(axes=(0,), p=0.5, seed=seed),
+                    RandZoom(0.9, 1.1, p=0.5, seed=seed)])
+
+
+def _none(spatial_dims=None, seed=0):
+    return Compose([])
+
+
+# name: (builder, what it is). The values and their sources are in the README's table.
+PRESETS = {
+    "nnunet": (_nnunet, "nnU-Net v2's default training augmentation (nnUNetTrainer.get_training_transforms)"),
+    "mednist": (_mednist, "MONAI's MedNIST tutorial: ScaleIntensity, RandRotate(15 deg, p 0.5), "
+                          "RandFlip(axis 0, p 0.5), RandZoom(0.9-1.1, p 0.5)"),
+    "none": (_none, "no augmentation"),
+}
+
+
+def preset(name, spatial_dims=None, **kwargs):
+    """A named pipeline: "nnunet" (spatial_dims 3 by default; keywords as T.NnUnet),
+    "mednist" (2D by default) or "none"."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; presets: {', '.join(PRESETS)}")
+    build = PRESETS[name][0]
+    return build(**kwargs) if spatial_dims is None else build(spatial_dims=spatial_dims, **kwargs)
+
+
+# Mask colours of labels 1, 2, ... (RGB), cycled.
+_COLOURS = ((230, 25, 75), (60, 180, 75), (255, 225, 25), (0, 130, 200), (245, 130, 48), (145, 30, 180),
+            (70, 240, 240), (240, 50, 230))
+
+
+def save_grid(batch, path, image="image", mask="mask", columns=8, max_samples=32, alpha=0.45):
+    """Writes a PNG of the first `max_samples` samples of a batch (a dict of tensors, e.g.
+    augmented by a transform or from a Loader with ``transform=``): the first channel of
+    each image scaled to its own range, the mask's labels (> 0) overlaid in colour, volumes
+    by their middle slice along the first spatial axis. Needs Pillow (python3-pil)."""
+    try:
+        from PIL import Image
+    except ImportError as e:
+        raise ImportError("save_grid needs Pillow (Debian: python3-pil)") from e
+    torch = _torch()
+    x = batch[image].detach().float().cpu()
+    n = min(x.shape[0], max_samples)
+    if n == 0:
+        raise ValueError("save_grid: the batch is empty")
+    x = x[:n, 0]
+    m = batch.get(mask)
+    if m is not None:
+        m = m.detach().cpu()[:n]
+        m = m[:, 0] if m.dim() == batch[image].dim() else m
+        m = m.long()
+    if x.dim() == 4:  # volumes: the middle slice
+        x = x[:, x.shape[1] // 2]
+        m = m[:, m.shape[1] // 2] if m is not None else None
+    flat = x.flatten(1)
+    lo, hi = flat.min(1)[0].view(-1, 1, 1), flat.max(1)[0].view(-1, 1, 1)
+    gray = ((x - lo) / (hi - lo).clamp_min(1e-12) * 255).round().to(torch.uint8)
+    rgb = gray.unsqueeze(-1).repeat(1, 1, 1, 3).float()
+    if m is not None:
+        colours = torch.tensor(_COLOURS, dtype=torch.float32)
+        labelled = m > 0
+        colour = colours[(m.clamp_min(1) - 1) % len(_COLOURS)]
+        rgb = torch.where(labelled.unsqueeze(-1), rgb * (1 - alpha) + colour * alpha, rgb)
+    columns = max(1, min(columns, n))
+    rows = (n + columns - 1) // columns
+    h, w = rgb.shape[1], rgb.shape[2]
+    canvas = torch.zeros(rows * (h + 2), columns * (w + 2), 3, dtype=torch.uint8)
+    for i in range(n):
+        r, c = divmod(i, columns)
+        canvas[r * (h + 2) + 1:r * (h + 2) + 1 + h, c * (w + 2) + 1:c * (w + 2) + 1 + w] = rgb[i].round().to(
+            torch.uint8)
+    Image.fromarray(canvas.numpy(), "RGB").save(path)
+    return path

@@ -1,0 +1,205 @@
+"""The general transforms of shardify.transforms: flips, one affine resampling per sample,
+noise and intensity scaling. Each draws per sample from its own SplitMix64 stream."""
+
+import math
+
+from . import _nnunet_apply as A
+from ._draw import Rng
+from .transforms import Transform, _torch
+
+_MODES = ("bilinear", "bicubic")
+_PADDINGS = ("zeros", "border", "reflection")
+
+
+def _probability(p):
+    p = float(p)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"p must be in [0, 1], got {p}")
+    return p
+
+
+def _per_axis(name, value, rank):
+    values = list(value) if isinstance(value, (tuple, list)) else [value] * rank
+    if len(values) != rank or any(float(v) < 0 for v in values):
+        raise ValueError(f"{name} must be one non-negative number or {rank} of them, got {value!r}")
+    return [float(v) for v in values]
+
+
+class RandFlip(Transform):
+    """Mirrors each spatial axis in `axes` (0: the first spatial axis) of a sample with
+    probability p, independently per axis and sample."""
+
+    def __init__(self, axes=(0,), p=0.5, **kw):
+        super().__init__(**kw)
+        self.axes = tuple(int(a) for a in ((axes,) if isinstance(axes, int) else axes))
+        if any(a < 0 for a in self.axes):
+            raise ValueError(f"axes are spatial axes counted from 0, got {axes!r}")
+        self.p = _probability(p)
+
+    def _apply(self, batch, seed, epoch, step, stream):
+        rng = Rng(seed, epoch, step, stream + 1)
+        for key, x in self._images(batch):
+            rank = x.dim() - 2
+            if any(a >= rank for a in self.axes):
+                raise ValueError(f"RandFlip(axes={self.axes}) on batch[{key!r}] with {rank} spatial axes")
+            flips = [[rng.bernoulli(self.p) for _ in self.axes] for _ in range(x.shape[0])]
+            masks = list(self._masks(batch, x))
+            for k, a in enumerate(self.axes):
+                pick = [f[k] for f in flips]
+                x = A._on_picked(x, pick, lambda v, idx: v.flip(a + 2))
+                masks = [(mk, A._on_picked(m, pick, lambda v, idx: v.flip(a + 2)), ch) for mk, m, ch in masks]
+            _store(batch, key, x, masks)
+            return
+
+
+class RandAffine(Transform):
+    """Rotates, zooms and shifts each picked sample (probability p) with one affine
+    resampling: image by `mode` ("bilinear", or "bicubic" in 2D), masks by nearest.
+
+    rotate: degrees, drawn uniformly in [-r, r] (2D: in-plane; 3D: about each axis, or one
+    value per axis). scale: (lo, hi) zoom drawn uniformly (> 1 enlarges), or None.
+    translate: fraction of the size per axis, drawn in [-t, t]. padding: "zeros" (masks:
+    label_pad), "border" or "reflection".
+    """
+
+    def __init__(self, rotate=0.0, scale=None, translate=0.0, p=1.0, mode="bilinear", padding="zeros", label_pad=0,
+                 **kw):
+        super().__init__(**kw)
+        self.rotate = rotate
+        self.scale = None if scale is None else (float(scale[0]), float(scale[1]))
+        if self.scale is not None and not 0 < self.scale[0] <= self.scale[1]:
+            raise ValueError(f"scale must be (lo, hi) with 0 < lo <= hi, got {scale!r}")
+        self.translate = translate
+        self.p = _probability(p)
+        if mode not in _MODES:
+            raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
+        if padding not in _PADDINGS:
+            raise ValueError(f"padding must be one of {_PADDINGS}, got {padding!r}")
+        self.mode, self.padding, self.label_pad = mode, padding, int(label_pad)
+        _per_axis("rotate", rotate, 3 if isinstance(rotate, (tuple, list)) else 1)
+
+    def _draw(self, rng, rank, size):
+        angles = _per_axis("rotate", self.rotate, 1 if rank == 2 else 3)
+        shifts = _per_axis("translate", self.translate, rank)
+        a = [rng.uniform(-r, r) * math.pi / 180 if r > 0 else 0.0 for r in angles] + [0.0] * (3 - len(angles))
+        zoom = rng.uniform(*self.scale) if self.scale is not None and self.scale[0] != self.scale[1] else (
+            self.scale[0] if self.scale is not None else 1.0)
+        t = [rng.uniform(-s, s) * size[i] if s > 0 else 0.0 for i, s in enumerate(shifts)]
+        m = A._spatial_matrix(a, 1.0, rank, False)
+        return [[v / zoom for v in row] for row in m], t
+
+    def _apply(self, batch, seed, epoch, step, stream):
+        torch = _torch()
+        rng = Rng(seed, epoch, step, stream + 1)
+        for key, x in self._images(batch):
+            rank, size = x.dim() - 2, list(x.shape[2:])
+            if self.mode == "bicubic" and rank != 2:
+                raise ValueError("RandAffine(mode='bicubic') resamples 2D images only (torch's grid_sample)")
+            pick, theta = [], []
+            for _ in range(x.shape[0]):
+                pick.append(rng.bernoulli(self.p))
+                if pick[-1]:
+                    m, t = self._draw(rng, rank, size)
+                    for g in range(rank):  # grid axes run x, y(, z): array axes reversed
+                        i = rank - 1 - g
+                        theta += [m[i][rank - 1 - h] for h in range(rank)] + [2 * t[i] / size[i]]
+            idx = A._picked(pick)
+            masks = list(self._masks(batch, x))
+            if idx:
+                n = len(idx)
+                grid = torch.nn.functional.affine_grid(A._floats(theta, x.device).view(n, rank, rank + 1),
+                                                       [n, 1] + size, align_corners=False)
+
+                def sample(v, mode):
+                    return torch.nn.functional.grid_sample(v, grid.to(v.dtype), mode=mode, padding_mode=self.padding,
+                                                           align_corners=False)
+
+                x = A._merge(x, idx, sample(A._rows(x, idx), self.mode))
+                pad = self.label_pad
+                masks = [(mk, A._merge(m, idx, (sample((A._rows(m, idx).long() - pad).float(), "nearest").round()
+                                                .long() + pad).to(m.dtype)), ch) for mk, m, ch in masks]
+            _store(batch, key, x, masks)
+            return
+
+
+class RandRotate(RandAffine):
+    """Rotation by up to `degrees` with probability p; borders repeat (as MONAI's RandRotate)."""
+
+    def __init__(self, degrees, p=0.5, mode="bilinear", padding="border", **kw):
+        super().__init__(rotate=degrees, p=p, mode=mode, padding=padding, **kw)
+
+
+class RandZoom(RandAffine):
+    """Zoom by a factor in [min_zoom, max_zoom] with probability p (> 1 enlarges); borders
+    repeat (as MONAI's RandZoom with keep_size)."""
+
+    def __init__(self, min_zoom=0.9, max_zoom=1.1, p=0.5, mode="bilinear", padding="border", **kw):
+        super().__init__(scale=(min_zoom, max_zoom), p=p, mode=mode, padding=padding, **kw)
+
+
+class RandGaussianNoise(Transform):
+    """Adds Gaussian noise of a std drawn in [0, std] to each picked sample (probability p),
+    one field for all its channels; the noise is a counter-based hash, the same on any device."""
+
+    def __init__(self, std=0.1, p=0.1, **kw):
+        super().__init__(**kw)
+        self.std, self.p = float(std), _probability(p)
+
+    def _apply(self, batch, seed, epoch, step, stream):
+        rng = Rng(seed, epoch, step, stream + 1)
+        for key, x in self._images(batch):
+            sigma = [rng.uniform(0.0, self.std) if rng.bernoulli(self.p) else 0.0 for _ in range(x.shape[0])]
+            noise_seed = rng.next()
+
+            def noisy(v, idx):
+                shape = [len(idx), 1] + list(v.shape[2:])
+                s = A._floats([sigma[i] for i in idx], v.device).view([len(idx)] + [1] * (v.dim() - 1))
+                return v + A.hash_normal(shape, noise_seed, v.dtype, v.device) * s
+
+            batch[key] = A._on_picked(x, [s > 0 for s in sigma], noisy)
+
+
+class ScaleIntensity(Transform):
+    """Scales each sample linearly to [minv, maxv] (over all its channels, or each channel
+    with channel_wise=True); a constant sample becomes minv."""
+
+    def __init__(self, minv=0.0, maxv=1.0, channel_wise=False, **kw):
+        super().__init__(**kw)
+        self.minv, self.maxv, self.channel_wise = float(minv), float(maxv), bool(channel_wise)
+
+    def _apply(self, batch, seed, epoch, step, stream):
+        for key, x in self._images(batch):
+            flat = x.flatten(2) if self.channel_wise else x.flatten(1).unsqueeze(1)
+            lo, hi = flat.min(-1)[0], flat.max(-1)[0]
+            view = list(lo.shape) + [1] * (x.dim() - lo.dim())
+            lo, span = lo.view(view), (hi - lo).view(view)
+            batch[key] = (x - lo) / span.clamp_min(1e-12) * (self.maxv - self.minv) + self.minv
+
+
+class NormalizeIntensity(Transform):
+    """(x - mean) / std: with the given mean and std (one number, or one per channel, e.g.
+    from ``Dataset.stats`` of the training split), or each sample's own per channel."""
+
+    def __init__(self, mean=None, std=None, **kw):
+        super().__init__(**kw)
+        if (mean is None) != (std is None):
+            raise ValueError("give both mean and std, or neither")
+        self.mean, self.std = mean, std
+
+    def _apply(self, batch, seed, epoch, step, stream):
+        torch = _torch()
+        for key, x in self._images(batch):
+            shape = [1, -1] + [1] * (x.dim() - 2)
+            if self.mean is None:
+                mean = x.flatten(2).mean(-1).view(list(x.shape[:2]) + [1] * (x.dim() - 2))
+                std = x.flatten(2).std(-1).view(mean.shape)
+            else:
+                mean = torch.as_tensor(self.mean, dtype=x.dtype, device=x.device).reshape(shape)
+                std = torch.as_tensor(self.std, dtype=x.dtype, device=x.device).reshape(shape)
+            batch[key] = (x - mean) / torch.where(std > 0, std, torch.ones_like(std))
+
+
+def _store(batch, key, x, masks):
+    batch[key] = x
+    for mkey, m, channel in masks:
+        batch[mkey] = m if channel else m.squeeze(1)

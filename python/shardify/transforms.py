@@ -1,0 +1,240 @@
+"""Batched augmentation on whatever device the batch is on: ``shardify.transforms``.
+
+    import shardify, shardify.transforms as T
+    aug = T.preset("nnunet", spatial_dims=3)      # nnU-Net v2's default training augmentation
+    loader = shardify.Loader(ds, patch=(64, 64, 64), batch_size=2, transform=aug, device="cuda")
+    own = T.Compose([T.RandFlip(axes=(0,), p=0.5), T.RandAffine(rotate=15, scale=(0.9, 1.1), p=0.5),
+                     T.ScaleIntensity()])
+    batch = own({"image": images, "mask": masks})  # also on a plain dict of tensors
+
+A transform takes a dict of tensors ``[B, C, spatial...]`` and returns a new dict (the
+input is not modified). Images (``keys``, default ``("image",)``) become float32 when they
+are integers and are resampled linearly (``mode="bicubic"`` in 2D); masks (``mask_keys``,
+default ``("mask",)``) keep their dtype and move by nearest neighbour, each channel on its
+own (label maps ``[B, 1, ...]`` and multi-label masks ``[B, K, ...]`` alike; ``[B, spatial...]``
+is taken as one channel). Other entries pass through. Keys that are absent are skipped.
+
+Every sample draws its own parameters, on the host, from (seed, epoch, step): inside a
+:class:`shardify.Loader` these are the Loader's seed and the batch's position (with the rank
+folded into the step, as ``shardtrain`` does), so a resumed Loader yields the same augmented
+batches as an uninterrupted one. Called outside a Loader, a transform counts its calls
+(epoch 0, step = calls so far) unless given ``epoch=`` and ``step=``. A transform's own
+``seed`` is added to the one it is called with.
+"""
+
+import copy
+
+from . import _nnunet
+from ._draw import position
+
+__all__ = ["Transform", "Compose", "NnUnet", "RandFlip", "RandAffine", "RandRotate", "RandZoom", "RandGaussianNoise",
+           "ScaleIntensity", "NormalizeIntensity", "preset", "PRESETS", "save_grid"]
+
+_MASK64 = (1 << 64) - 1
+_STREAMS_PER_CHILD = 1000  # Compose: child i draws from streams stream + 1000 * i + ...
+
+
+def _torch():
+    import torch
+    return torch
+
+
+class Transform:
+    """Base of the transforms: seeded, batched, dict in, dict out."""
+
+    wants_position = True  # the Loader passes seed, epoch and step
+    margin = None  # voxels a bound transform needs around a patch (see bind)
+
+    def __init__(self, keys=("image",), mask_keys=("mask",), seed=0):
+        self.keys = _names("keys", keys)
+        self.mask_keys = _names("mask_keys", mask_keys)
+        self.seed = _non_negative("seed", seed)
+        self._calls = 0
+
+    def __call__(self, batch, *, seed=0, epoch=None, step=None):
+        if not isinstance(batch, dict):
+            raise TypeError(f"{type(self).__name__} takes a dict of tensors, got {type(batch).__name__}")
+        if (epoch is None) != (step is None):
+            raise ValueError("give both epoch= and step=, or neither")
+        if epoch is None:
+            epoch, step = 0, self._calls
+            self._calls += 1
+        seed, epoch, step = position(seed, epoch, step)
+        out = dict(batch)
+        self._apply(out, (seed + self.seed) & _MASK64, epoch, step, 0)
+        return out
+
+    def bind(self, patch):
+        """The transform for a Loader reading patches of size `patch` (None: whole
+        samples). Transforms that need context around the patch return a copy whose
+        ``margin`` says how much; the Loader then reads patch + 2 * margin per axis and the
+        transform crops it off."""
+        return self
+
+    def _apply(self, batch, seed, epoch, step, stream):
+        raise NotImplementedError
+
+    def _images(self, batch):
+        """(key, float tensor) of each image present."""
+        torch = _torch()
+        for key in self.keys:
+            if key in batch:
+                x = batch[key]
+                if not torch.is_tensor(x):
+                    raise TypeError(f"batch[{key!r}] is a {type(x).__name__}, not a tensor")
+                if x.dim() < 3:
+                    raise ValueError(f"batch[{key!r}] of shape {list(x.shape)} is not [B, C, spatial...]")
+                yield key, (x if x.is_floating_point() else x.float())
+
+    def _masks(self, batch, image):
+        """(key, tensor [B, K, spatial...], had a channel axis) of each mask present."""
+        for key in self.mask_keys:
+            if key not in batch:
+                continue
+            m = batch[key]
+            if m.dim() == image.dim() - 1:
+                m, channel = m.unsqueeze(1), False
+            else:
+                channel = True
+            if m.shape[0] != image.shape[0] or m.shape[2:] != image.shape[2:]:
+                raise ValueError(f"batch[{key!r}] of shape {list(batch[key].shape)} does not match the image "
+                                 f"{list(image.shape)}")
+            yield key, m, channel
+
+    def __repr__(self):
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"T.{type(self).__name__}({fields})"
+
+
+class Compose(Transform):
+    """Runs transforms in order; each draws from its own streams of the same position."""
+
+    def __init__(self, transforms):
+        super().__init__()
+        self.transforms = list(transforms)
+        for t in self.transforms:
+            if not callable(t):
+                raise TypeError(f"Compose takes callables, got {t!r}")
+        margins = [t for t in self.transforms if getattr(t, "margin", None)]
+        if len(margins) > 1:
+            raise ValueError("Compose: only one transform may read a margin around the patch")
+        self.margin = margins[0].margin if margins else None
+
+    def bind(self, patch):
+        bound = copy.copy(self)
+        bound.transforms = [t.bind(patch) if hasattr(t, "bind") else t for t in self.transforms]
+        Compose.__init__(bound, bound.transforms)
+        return bound
+
+    def _apply(self, batch, seed, epoch, step, stream):
+        for i, t in enumerate(self.transforms):
+            if isinstance(t, Transform):
+                t._apply(batch, (seed + t.seed) & _MASK64, epoch, step, stream + _STREAMS_PER_CHILD * i)
+            else:
+                out = t(batch)
+                if not isinstance(out, dict):
+                    raise TypeError(f"Compose: {t!r} returned a {type(out).__name__}, not a dict")
+                batch.clear()
+                batch.update(out)
+
+    def __repr__(self):
+        return "T.Compose([" + ", ".join(repr(t) for t in self.transforms) + "])"
+
+
+class NnUnet(Transform):
+    """nnU-Net v2's default training augmentation (the table in ``T.NNUNET_TABLE``, the
+    same as ``shardtrain --aug nnunet``): rotation, scaling, Gaussian noise and blur,
+    brightness, contrast, low resolution, gamma (inverted and not), mirroring.
+
+    p: {name: probability} overrides ({"all": 0} turns everything off; names as
+    ``shardtrain --aug-p``). image_pad / label_pad: values outside the input (label_pad is
+    taken in the mask's dtype, as the Loader pads: -1 in uint8 is 255). Inside a Loader
+    with ``patch=``, the Loader reads the margin that rotation and scaling need and this
+    transform crops it off; on whole samples the output has the input's size.
+    """
+
+    def __init__(self, spatial_dims=3, p=None, image_pad=0.0, label_pad=-1, keys=("image",), mask_keys=("mask",),
+                 seed=0):
+        super().__init__(keys, mask_keys, seed)
+        if spatial_dims not in (2, 3):
+            raise ValueError(f"spatial_dims must be 2 or 3, got {spatial_dims!r}")
+        self.spatial_dims = spatial_dims
+        self.p = dict(p or {})
+        self._probability = _nnunet.probabilities(self.p)
+        self.image_pad = float(image_pad)
+        self.label_pad = int(label_pad)
+        self._patch_geometry = None
+
+    def bind(self, patch):
+        if patch is None:
+            return self
+        if len(patch) != self.spatial_dims:
+            raise ValueError(f"NnUnet(spatial_dims={self.spatial_dims}) cannot augment patches of {len(patch)} axes")
+        bound = copy.copy(self)
+        bound._patch_geometry = _nnunet.Geometry(patch, self._probability, margin=True)
+        bound.margin = tuple(bound._patch_geometry.margin)
+        return bound
+
+    def geometry(self, spatial_shape):
+        """The rotation range and margin for inputs of `spatial_shape`."""
+        if self._patch_geometry is not None:
+            g = self._patch_geometry
+            want = [p + 2 * m for p, m in zip(g.patch, g.margin)]
+            if list(spatial_shape) != want:
+                raise ValueError(f"NnUnet bound to patch {tuple(g.patch)} with margin {tuple(g.margin)} needs inputs of "
+                                 f"spatial size {tuple(want)}, got {tuple(spatial_shape)}")
+            return g
+        return _nnunet.Geometry(spatial_shape, self._probability, margin=False)
+
+    def draw(self, batch, channels, spatial_shape, seed, epoch, step):
+        """The parameters of one batch (an object with per-sample lists)."""
+        return _nnunet.draw(self.geometry(spatial_shape), self._probability, batch, channels, seed, epoch, step)
+
+    def _apply(self, batch, seed, epoch, step, stream):
+        from . import _nnunet_apply
+        torch = _torch()
+        images = list(self._images(batch))
+        if not images:
+            return
+        key, x = images[0]  # the first image present; its masks move with it
+        if x.dim() != self.spatial_dims + 2:
+            raise ValueError(f"NnUnet(spatial_dims={self.spatial_dims}) needs batch[{key!r}] as [B, C, "
+                             f"{self.spatial_dims} spatial axes], got {list(x.shape)}")
+        g = self.geometry(x.shape[2:])
+        plan = _nnunet.draw(g, self._probability, x.shape[0], x.shape[1], seed, epoch, step, stream)
+        masks = list(self._masks(batch, x))
+        mask, pads = None, []
+        if masks:
+            mask = torch.cat([m.long() for _, m, _ in masks], 1)
+            for _, m, _ in masks:  # the pad as the mask's dtype holds it, per channel
+                pads += [int(torch.tensor(self.label_pad).to(m.dtype).long())] * m.shape[1]
+        out, out_mask = _nnunet_apply.apply(x, mask, plan, g, self.image_pad, pads or self.label_pad)
+        batch[key] = out
+        at = 0
+        for mkey, m, channel in masks:
+            part = out_mask.narrow(1, at, m.shape[1]).to(m.dtype)
+            at += m.shape[1]
+            batch[mkey] = part if channel else part.squeeze(1)
+
+
+def _names(what, keys):
+    if isinstance(keys, str):
+        keys = (keys,)
+    keys = tuple(keys)
+    if not all(isinstance(k, str) for k in keys):
+        raise TypeError(f"{what} must be field names, got {keys!r}")
+    return keys
+
+
+def _non_negative(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    return value
+
+
+NNUNET_TABLE = _nnunet.TABLE
+
+from ._transforms_basic import (  # noqa: E402  (they build on Transform above)
+    NormalizeIntensity, RandAffine, RandFlip, RandGaussianNoise, RandRotate, RandZoom, ScaleIntensity)
+from ._presets import PRESETS, preset, save_grid  # noqa: E402,F401
+

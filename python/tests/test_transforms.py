@@ -1,0 +1,233 @@
+"""shardify.transforms: batched, seeded augmentation; its nnU-Net preset held to the C++
+trainer's (tests/trainer/augment_reference.cpp) parameter for parameter and voxel for voxel."""
+
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+
+import shardify
+import shardify.transforms as T
+from shardify import _nnunet
+
+REFERENCE = os.environ.get("SHARDIFY_AUGMENT_REFERENCE")
+needs_reference = pytest.mark.skipif(not REFERENCE, reason="built without LibTorch: no C++ augmentation to compare")
+
+
+def phantom(batch, channels, spatial, seed=0):
+    """Smooth images with structure (so blur, gamma and resampling all change them) and a
+    mask of two labels that follows the image."""
+    g = torch.Generator().manual_seed(seed)
+    axes = torch.meshgrid(*[torch.linspace(-1, 1, n) for n in spatial], indexing="ij")
+    r = sum((a - 0.2 * (k + 1)) ** 2 for k, a in enumerate(axes)).sqrt()  # off centre: flips show
+    base = torch.stack([torch.cos(3 * r + k) * 40 + 50 for k in range(channels)])
+    image = base.unsqueeze(0) + torch.rand((batch, channels) + tuple(spatial), generator=g) * 10
+    mask = (r < 0.5).long() + (r < 0.25).long()
+    return image.float(), mask.unsqueeze(0).repeat(batch, *([1] * len(spatial)))
+
+
+def reference(tmp_path, patch, image, mask, seed, epoch, step, margin, p=""):
+    image.numpy().astype(np.float32).tofile(tmp_path / "image.f32")
+    mask_path = "-"
+    if mask is not None:
+        mask.numpy().astype(np.int64).tofile(tmp_path / "mask.i64")
+        mask_path = str(tmp_path / "mask.i64")
+    out = tmp_path / "out"
+    subprocess.run([REFERENCE, "apply", ",".join(map(str, patch)), ",".join(map(str, image.shape)), str(seed),
+                    str(epoch), str(step), "1" if margin else "0", p, str(tmp_path / "image.f32"), mask_path,
+                    str(out)], check=True, timeout=120)
+    plan = json.loads((tmp_path / "out.plan.json").read_text())
+    shape = list(image.shape[:2]) + [s - 2 * m for s, m in zip(image.shape[2:], plan["margin"])]
+    x = torch.from_numpy(np.fromfile(tmp_path / "out.image", dtype=np.float32).reshape(shape))
+    m = None
+    if mask is not None:
+        m = torch.from_numpy(np.fromfile(tmp_path / "out.mask", dtype=np.int64).reshape([shape[0]] + shape[2:]))
+    return plan, x, m
+
+
+@needs_reference
+def test_the_table_is_the_cpp_table():
+    rows = json.loads(subprocess.run([REFERENCE, "table"], check=True, capture_output=True, text=True,
+                                     timeout=60).stdout)
+    assert [r["name"] for r in rows] == [t.name for t in T.NNUNET_TABLE]
+    for r, t in zip(rows, T.NNUNET_TABLE):
+        assert (r["probability"], r["channel_probability"], r["lo"], r["hi"], r["split_at_one"], r["parameter"]) == (
+            t.probability, t.channel_probability, t.lo, t.hi, t.split_at_one, t.parameter), t.name
+
+
+def python_plan(aug, patch, image, seed, epoch, step, margin):
+    geometry = _nnunet.Geometry(patch, aug._probability, margin=margin)
+    return geometry, _nnunet.draw(geometry, aug._probability, image.shape[0], image.shape[1], seed, epoch, step)
+
+
+@needs_reference
+@pytest.mark.parametrize("patch, p, margin", [
+    ((12, 12, 12), "all=1", True),      # every transform on every sample, patch read with a margin
+    ((10, 10, 10), "", False),          # nnU-Net's probabilities, whole inputs
+    ((24, 20), "all=1", False),         # 2D
+    ((4, 16, 16), "all=1,mirror=0.5", True),  # anisotropic: rotation and low resolution in-plane
+])
+def test_python_and_cpp_draw_and_apply_the_same(tmp_path, patch, p, margin):
+    spec = dict(item.split("=") for item in p.split(",")) if p else {}
+    aug = T.NnUnet(spatial_dims=len(patch), p={k: float(v) for k, v in spec.items()})
+    geometry = _nnunet.Geometry(patch, aug._probability, margin=margin)
+    spatial = [s + 2 * m for s, m in zip(patch, geometry.margin)]
+    image, mask = phantom(5, 2, spatial)
+    for seed, epoch, step in ((7, 0, 0), (7, 3, 11), (123456789, 1, 2)):
+        plan, x_cpp, m_cpp = reference(tmp_path, patch, image, mask, seed, epoch, step, margin, p)
+        _, mine = python_plan(aug, patch, image, seed, epoch, step, margin)
+        assert plan["margin"] == geometry.margin
+        for key, value in mine.as_dict().items():
+            assert plan[key] == (value if key != "mirror" else [[bool(v) for v in row] for row in value]), key
+        bound = aug.bind(patch) if margin else aug
+        out = bound({"image": image, "mask": mask.unsqueeze(1)}, seed=seed, epoch=epoch, step=step)
+        assert out["image"].shape == x_cpp.shape
+        torch.testing.assert_close(out["image"], x_cpp, rtol=1e-4, atol=1e-3)
+        assert torch.equal(out["mask"].squeeze(1), m_cpp)
+
+
+def test_a_position_gives_one_batch_and_samples_differ():
+    aug = T.preset("nnunet", spatial_dims=2)
+    image, mask = phantom(8, 1, (32, 32))
+    image = image[:1].repeat(8, 1, 1, 1)  # eight identical samples
+    a = aug({"image": image, "mask": mask}, seed=3, epoch=2, step=5)
+    b = aug({"image": image, "mask": mask}, seed=3, epoch=2, step=5)
+    c = aug({"image": image, "mask": mask}, seed=3, epoch=2, step=6)
+    assert torch.equal(a["image"], b["image"]) and torch.equal(a["mask"], b["mask"])
+    assert not torch.equal(a["image"], c["image"])
+    distinct = {a["image"][i].numpy().tobytes() for i in range(8)}
+    assert len(distinct) >= 6  # per-sample parameters, not one draw per batch
+
+
+def test_calls_without_a_position_count_steps():
+    aug = T.RandFlip(axes=(0, 1), p=0.5)
+    image = torch.arange(2 * 16, dtype=torch.float32).view(2, 1, 4, 4).repeat(8, 1, 1, 1)
+    first, second = aug({"image": image}), aug({"image": image})
+    assert torch.equal(first["image"], aug({"image": image}, epoch=0, step=0)["image"])
+    assert torch.equal(second["image"], aug({"image": image}, epoch=0, step=1)["image"])
+
+
+def test_masks_move_with_their_images():
+    _, mask = phantom(6, 1, (40, 40))
+    image = mask.unsqueeze(1).float() * 100  # the image is the mask: both must move alike
+    for aug in (T.RandFlip(axes=(0, 1), p=0.5), T.RandAffine(rotate=30, scale=(0.8, 1.25), p=1.0),
+                T.NnUnet(spatial_dims=2, p={"all": 0, "rotate": 1, "scale": 1, "mirror": 0.5}, label_pad=0)):
+        out = aug({"image": image, "mask": mask}, seed=1, epoch=0, step=0)
+        assert out["mask"].shape == mask.shape and out["mask"].dtype == mask.dtype
+        assert not torch.equal(out["mask"], mask)
+        agree = ((out["image"].squeeze(1) - out["mask"] * 100).abs() < 50).float().mean()
+        assert agree > 0.98, (aug, float(agree))  # only edges may differ (linear against nearest)
+
+
+def test_multi_label_masks_move_per_channel():
+    _, mask = phantom(4, 1, (32, 32))
+    multi = torch.stack([mask >= 1, mask >= 2, mask == 0], 1).to(torch.uint8)  # overlapping 0/1 channels
+    image = multi[:, :1].float()
+    out = T.RandAffine(rotate=40, p=1.0)({"image": image, "mask": multi}, seed=0, epoch=0, step=0)
+    m = out["mask"]
+    assert m.shape == multi.shape and set(m.unique().tolist()) <= {0, 1}
+    assert torch.equal((m[:, 1] == 1) & (m[:, 0] == 0), torch.zeros_like(m[:, 1], dtype=torch.bool))  # 2 within 1
+
+
+def test_label_pad_is_taken_in_the_mask_dtype():
+    _, mask = phantom(2, 1, (16, 16))
+    aug = T.NnUnet(spatial_dims=2, p={"all": 0, "scale": 1})
+    out = aug({"image": torch.ones(2, 1, 16, 16), "mask": mask.to(torch.uint8).unsqueeze(1)}, seed=0, epoch=0, step=0)
+    scale = aug.draw(2, 1, (16, 16), 0, 0, 0).scale
+    assert out["mask"].dtype == torch.uint8
+    if max(scale) > 1.05:  # zoomed out: the border shows the pad, -1 as uint8
+        assert (out["mask"] == 255).any()
+    assert set(out["mask"].unique().tolist()) <= {0, 1, 2, 255}
+
+
+def test_presets_and_their_parameters():
+    assert set(T.PRESETS) >= {"nnunet", "mednist", "none"}
+    med = T.preset("mednist")
+    kinds = [type(t).__name__ for t in med.transforms]
+    assert kinds == ["ScaleIntensity", "RandRotate", "RandFlip", "RandZoom"]
+    assert med.transforms[1].rotate == 15.0 and med.transforms[1].p == 0.5
+    assert med.transforms[2].axes == (0,) and med.transforms[3].scale == (0.9, 1.1)
+    image = (torch.rand(16, 1, 64, 64) * 255).to(torch.uint8)
+    out = med({"image": image, "label": torch.arange(16)})
+    assert out["image"].dtype == torch.float32 and out["image"].shape == (16, 1, 64, 64)
+    assert torch.equal(out["label"], torch.arange(16))
+    assert 0.0 <= float(out["image"].min()) and float(out["image"].max()) <= 1.0 + 1e-6
+    assert T.preset("nnunet").spatial_dims == 3
+    with pytest.raises(ValueError, match="unknown preset 'nope'"):
+        T.preset("nope")
+
+
+def test_bound_nnunet_reads_a_margin_and_crops_it():
+    aug = T.preset("nnunet", spatial_dims=3)
+    bound = aug.bind((16, 16, 16))
+    assert bound.margin == (5, 5, 5) and aug.margin is None
+    x = torch.rand(2, 1, 26, 26, 26)
+    assert bound({"image": x})["image"].shape == (2, 1, 16, 16, 16)
+    with pytest.raises(ValueError, match=r"needs inputs of spatial size \(26, 26, 26\)"):
+        bound({"image": torch.rand(2, 1, 16, 16, 16)})
+    with pytest.raises(ValueError, match="cannot augment patches of 2 axes"):
+        aug.bind((16, 16))
+
+
+def test_bad_input_names_what_is_wrong():
+    with pytest.raises(TypeError, match="takes a dict"):
+        T.RandFlip()(torch.zeros(1, 1, 4, 4))
+    with pytest.raises(ValueError, match=r"needs batch\['image'\] as \[B, C, 3 spatial axes\]"):
+        T.NnUnet(spatial_dims=3)({"image": torch.zeros(1, 1, 4, 4)})
+    with pytest.raises(ValueError, match="does not match the image"):
+        T.RandFlip()({"image": torch.zeros(2, 1, 4, 4), "mask": torch.zeros(2, 1, 4, 5)})
+    with pytest.raises(ValueError, match="unknown augmentation transform 'twist'"):
+        T.NnUnet(p={"twist": 0.5})
+    with pytest.raises(ValueError, match="bicubic"):
+        T.RandAffine(rotate=5, mode="bicubic")({"image": torch.zeros(1, 1, 4, 4, 4)})
+    with pytest.raises(ValueError, match="give both epoch= and step="):
+        T.RandFlip()({"image": torch.zeros(1, 1, 4, 4)}, epoch=1)
+
+
+def test_normalize_and_scale_intensity():
+    x = torch.arange(2 * 2 * 9, dtype=torch.float32).view(2, 2, 3, 3)
+    z = T.NormalizeIntensity()({"image": x})["image"]
+    assert torch.allclose(z.flatten(2).mean(-1), torch.zeros(2, 2), atol=1e-6)
+    given = T.NormalizeIntensity(mean=[1.0, 2.0], std=[2.0, 4.0])({"image": x})["image"]
+    assert torch.allclose(given[:, 1], (x[:, 1] - 2) / 4)
+    s = T.ScaleIntensity(minv=-1, maxv=1)({"image": x})["image"]
+    assert torch.allclose(s.flatten(1).min(1)[0], -torch.ones(2)) and torch.allclose(s.flatten(1).max(1)[0],
+                                                                                   torch.ones(2))
+
+
+def test_save_grid_draws_images_with_their_masks(tmp_path):
+    from PIL import Image
+    image = torch.zeros(3, 1, 10, 12)
+    image[:, :, :, 6:] = 1.0  # left half black, right half white
+    mask = torch.zeros(3, 10, 12, dtype=torch.long)
+    mask[:, 2:5, 1:4] = 1
+    path = T.save_grid({"image": image, "mask": mask}, tmp_path / "grid.png", columns=2)
+    pixels = np.asarray(Image.open(path))
+    assert pixels.shape == (2 * 12, 2 * 14, 3)
+    tile = pixels[1:11, 1:13]  # the first sample, inside its 1-pixel frame
+    assert (tile[0, 0] == 0).all() and (tile[0, 11] == 255).all()
+    red = tile[3, 2]
+    assert red[0] > red[1] + 50  # label 1 drawn in colour over black
+    assert (pixels[13:, 15:] == 0).all()  # no fourth sample
+
+
+def test_loader_transform_is_deterministic_on_resume(fmnist):
+    aug = T.preset("mednist")
+    kwargs = dict(batch_size=32, seed=4, transform=aug, threads=2)
+    whole = [b["image"].clone() for b in shardify.Loader(fmnist, **kwargs)]
+    first = shardify.Loader(fmnist, **kwargs)
+    it = iter(first)
+    for _ in range(3):
+        next(it)
+    state = first.state_dict()
+    del it
+    resumed = shardify.Loader(fmnist, **kwargs)
+    resumed.load_state_dict(state)
+    rest = [b["image"] for b in resumed]
+    assert len(rest) == len(whole) - 3
+    for a, b in zip(rest, whole[3:]):
+        assert torch.equal(a, b)
+    assert whole[0].dtype == torch.float32 and float(whole[0].max()) <= 1.0 + 1e-6
