@@ -9,7 +9,8 @@
 //   }                           // dropping the last reference recycles the slot
 //
 // Memory: (prefetch + 1) slots x batch bytes + the shard indices and one epoch's order
-// (8 bytes a sample); the slots do not grow with the dataset.
+// (8 bytes a sample); the slots do not grow with the dataset. A slot holds at most the
+// samples of one rank's epoch, so a batch_size beyond that allocates no more.
 // Order: batches come out in sampler order whatever the thread count.
 // Errors: a sample that fails to decode surfaces from Next() on the caller's thread with
 // the sample, its shard file, epoch and step named; every batch before it is delivered

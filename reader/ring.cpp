@@ -41,7 +41,9 @@ Ring::Ring(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
       fields_(std::move(fields)),
       pinned_(pinned),
       patches_(std::move(patches)),
-      total_(sampler_.total_batches()) {
+      total_(sampler_.total_batches()),
+      capacity_(static_cast<size_t>(
+          std::max<uint64_t>(1, std::min<uint64_t>(options_.batch_size, sampler_.samples_per_rank())))) {
   for (size_t f = 0; f < fields_.size() && patches_; ++f) {
     if (!fields_[f].patch) continue;
     if (fields_[f].name == patches_->options().image_field)
@@ -66,15 +68,15 @@ size_t Ring::ClaimSize(size_t threads) const {
   // Enough samples for each thread to share a batch; samples of known small size are
   // claimed in runs of about kClaimBytes, since each claim takes the ring's lock twice.
   constexpr uint64_t kClaimBytes = 64 << 10;
-  const size_t share = std::clamp<size_t>(options_.batch_size / (4 * threads), 1, 32);
+  const size_t share = std::clamp<size_t>(capacity_ / (4 * threads), 1, 32);
   uint64_t bytes = 0;
   for (const FieldPlan& f : fields_) {
     if (f.variable || f.chunked || f.patch) return share;
     bytes += f.fixed_bytes;
   }
   const uint64_t run = kClaimBytes / std::max<uint64_t>(bytes, 1);
-  return std::clamp<size_t>(static_cast<size_t>(std::min<uint64_t>(run, options_.batch_size)), share,
-                            std::max<size_t>(share, options_.batch_size));
+  return std::clamp<size_t>(static_cast<size_t>(std::min<uint64_t>(run, capacity_)), share,
+                            std::max<size_t>(share, capacity_));
 }
 
 Status Ring::Start(size_t threads) {
@@ -92,7 +94,7 @@ Status Ring::Start(size_t threads) {
 }
 
 Result<std::unique_ptr<Slot>> Ring::MakeSlot() {
-  const size_t b = options_.batch_size;
+  const size_t b = capacity_;
   auto slot = std::make_unique<Slot>();
   slot->host.resize(fields_.size());
   slot->device.resize(fields_.size());
@@ -331,7 +333,7 @@ Status Ring::ShapeField(Slot& slot, size_t f, size_t n) {
     Shape one(bf.shape.begin() + 1, bf.shape.end());
     ASSIGN_OR_RETURN(stride, ByteSize(one, plan.dtype));
   }
-  if (stride > slot.host[f].size() / options_.batch_size) RETURN_IF_ERROR(Grow(slot, f, stride));
+  if (stride > slot.host[f].size() / capacity_) RETURN_IF_ERROR(Grow(slot, f, stride));
   slot.stride[f] = stride;
   bf.data = slot.host[f].data();
   bf.bytes = stride * n;
@@ -368,11 +370,11 @@ Status Ring::PadShapes(Slot& slot, size_t f, size_t n) {
 
 Status Ring::Grow(Slot& slot, size_t f, uint64_t stride) {
   const uint64_t limit = dataset_->options().max_sample_bytes;
-  if (stride > limit || stride * options_.batch_size / options_.batch_size != stride) {
+  if (stride > limit || stride * capacity_ / capacity_ != stride) {
     return ResourceExhausted("loader: field '" + fields_[f].name + "' needs " + std::to_string(stride) +
                              " bytes per sample, over the limit " + std::to_string(limit));
   }
-  const size_t bytes = stride * options_.batch_size;
+  const size_t bytes = stride * capacity_;
   const size_t old = slot.host[f].size();
   ASSIGN_OR_RETURN(slot.host[f], HostBuffer::Allocate(bytes, pinned_));
   ring_bytes_ += slot.host[f].size();

@@ -121,6 +121,9 @@ class Ring : public std::enable_shared_from_this<Ring> {
   std::unique_ptr<PatchSampler> patches_;    // patch mode only
   int patch_image_ = -1, patch_label_ = -1;  // their positions in fields_
   const uint64_t total_;
+  // Samples a slot holds: batch_size, or a rank's whole epoch when that is smaller (no
+  // batch can be larger, so a huge batch_size allocates only what an epoch fills).
+  const size_t capacity_;
   size_t chunk_ = 1;
   CudaStream stream_;
   std::atomic<size_t> ring_bytes_{0};

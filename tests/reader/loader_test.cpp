@@ -301,6 +301,26 @@ TEST_CASE("reader: with grow_ring a caller may hold any number of batches, each 
   CHECK(*end == nullptr);
 }
 
+TEST_CASE("reader: a batch_size beyond a rank's epoch allocates for that epoch only") {
+  TempDir tmp;
+  FixtureOptions fx;
+  fx.samples = 100;
+  REQUIRE(testing::WriteFixture(tmp / "ds", fx).ok());
+  LoaderOptions o;
+  o.prefetch = 1;
+  o.sampler.world_size = 2;
+  o.sampler.rank = 1;
+  o.batch_size = 50;  // the rank's whole epoch
+  const size_t fitting = OpenLoader(tmp / "ds", o)->ring_bytes();
+  o.batch_size = size_t{1} << 40;
+  auto loader = OpenLoader(tmp / "ds", o);
+  CHECK(loader->ring_bytes() == fitting);
+  CHECK(loader->batches_per_epoch() == 1);
+  const Run run = Collect(*loader, &fx);
+  REQUIRE(run.indices.size() == 1);
+  CHECK(run.indices[0].size() == 50);
+}
+
 TEST_CASE("reader: WaitForNext reports a batch once it is decoded") {
   TempDir tmp;
   FixtureOptions fx;
