@@ -19,6 +19,9 @@
 // Thread-safety: Next(), State() and the destructor are for one consumer thread.
 // The destructor stops the workers and waits for them; outstanding Batches stay valid
 // until released; a Batch may be released on any thread.
+// fork(): the workers exist only in the process that opened the Loader. A forked child
+// must not use or destroy it (it would wait for threads it does not have); it may drop
+// Batches, which then leave their slots alone.
 #pragma once
 
 #include <chrono>

@@ -1,3 +1,5 @@
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -43,7 +45,8 @@ Ring::Ring(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
       patches_(std::move(patches)),
       total_(sampler_.total_batches()),
       capacity_(static_cast<size_t>(
-          std::max<uint64_t>(1, std::min<uint64_t>(options_.batch_size, sampler_.samples_per_rank())))) {
+          std::max<uint64_t>(1, std::min<uint64_t>(options_.batch_size, sampler_.samples_per_rank())))),
+      pid_(getpid()) {
   for (size_t f = 0; f < fields_.size() && patches_; ++f) {
     if (!fields_[f].patch) continue;
     if (fields_[f].name == patches_->options().image_field)
@@ -187,6 +190,7 @@ SamplerState Ring::State() const {
 }
 
 void Ring::Release(size_t slot) {
+  if (getpid() != pid_) return;  // a forked child: see ring_internal.h
   {
     std::lock_guard<std::mutex> lock(mu_);
     Slot& s = *slots_[slot];

@@ -9,6 +9,8 @@
 // when its last reference drops; the Ring outlives the Loader while any Batch lives.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -87,6 +89,9 @@ class Ring : public std::enable_shared_from_this<Ring> {
   // Samples one worker claims at a time.
   size_t ClaimSize(size_t threads) const;
   void Work();
+  // Returns a handed-out slot to the ring. In a forked child (another pid) it does
+  // nothing: the workers live only in the parent, and the child's copy of mu_ may have
+  // been taken by one of them at the fork, so the child must not lock it.
   void Release(size_t slot);
   Result<std::unique_ptr<Slot>> MakeSlot();
   // With mu_ held: Next() can answer without waiting.
@@ -124,6 +129,7 @@ class Ring : public std::enable_shared_from_this<Ring> {
   // Samples a slot holds: batch_size, or a rank's whole epoch when that is smaller (no
   // batch can be larger, so a huge batch_size allocates only what an epoch fills).
   const size_t capacity_;
+  const pid_t pid_;  // the process that started the workers (see Release)
   size_t chunk_ = 1;
   CudaStream stream_;
   std::atomic<size_t> ring_bytes_{0};

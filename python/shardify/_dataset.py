@@ -18,8 +18,10 @@ class Dataset:
     pread(2) (no page faults: for NFS or FUSE); both give the same values and checks.
 
     It is a map-style dataset: ``torch.utils.data.DataLoader(ds, ...)`` works, worker
-    processes included (a pickled Dataset reopens its path). For training, prefer
-    :class:`shardify.Loader`, which batches with C++ threads and needs no workers.
+    processes included (a pickled Dataset reopens its path; in a forked child it reopens
+    itself on first use, since a Loader of the parent may have been reading it at the
+    fork). For training, prefer :class:`shardify.Loader`, which batches with C++ threads
+    and needs no workers.
 
     Errors: a missing dataset raises ``FileNotFoundError``; bytes that disagree with the
     format or their checksum raise :class:`shardify.CorruptionError` (an ``OSError``)
@@ -35,8 +37,19 @@ class Dataset:
         if io not in _IO_MODES:
             raise ValueError(f"io must be one of {_IO_MODES}, got {io!r}")
         self._options = dict(verify_checksums=bool(verify_checksums), max_open_shards=int(max_open_shards), io=io)
-        self._core = _core.Dataset(path, **self._options)
+        self._opened = _core.Dataset(path, **self._options)
+        self._pid = os.getpid()
         self._path = path
+
+    @property
+    def _core(self):
+        """The C++ dataset, reopened in a forked child: a thread of the parent (a Loader's)
+        may have held its shard cache's lock at the fork, and no thread will release it
+        in the child."""
+        if self._pid != os.getpid():
+            self._opened = _core.Dataset(self._path, **self._options)
+            self._pid = os.getpid()
+        return self._opened
 
     @property
     def path(self):

@@ -17,6 +17,8 @@ _EPOCH_SPAN = 1 << 20
 # Keys of state_dict() that fix the order of batches; a state only loads where they match.
 _ORDER_KEYS = ("split", "split_samples", "batch_size", "order", "seed", "world_size", "drop_last", "repeats",
                "window_shards", "patch", "foreground_fraction")
+_IN_ONE_PROCESS = ("it already decodes with C++ threads: use it directly or in DataLoader(loader, "
+                   "batch_size=None, num_workers=0), and create a Loader in each process that reads")
 
 
 class Loader:
@@ -39,6 +41,12 @@ class Loader:
     and iterating again restarts that epoch, unless ``load_state_dict`` says where to go
     on: ``state_dict()`` taken at any point, loaded into a new Loader (also in a new
     process) gives exactly the batches the first would have produced next.
+
+    Processes: the decode threads belong to the process that created the Loader. It does
+    not pickle, and in a forked child (e.g. a ``DataLoader`` worker, ``num_workers > 0``)
+    iterating it raises RuntimeError: create the Loader in the process that reads, or
+    keep ``num_workers=0``. A forked child may keep or drop batches and exits normally;
+    its copy of the Loader is left alone (never joined or closed).
 
     Arguments (defaults just work):
       dataset: a path or a :class:`shardify.Dataset`.
@@ -106,8 +114,9 @@ class Loader:
         self._split_samples = self._dataset.splits[args.split]
         self._widen = _widened_fields(self._dataset, args) if self._torch is not None else {}
         self._convert = self._torch.utils.dlpack.from_dlpack if self._torch is not None else None
-        self._core = None  # the C++ loader, opened at _core_pos
+        self._core = None  # the C++ loader, opened at _core_pos by process _pid
         self._core_pos = None
+        self._pid = os.getpid()
         self._generation = 0
         self._epoch = 0
         self._resume_step = 0
@@ -121,6 +130,7 @@ class Loader:
         return self._batches
 
     def __iter__(self):
+        self._check_process()
         epoch, step = self._epoch, self._resume_step
         self._resume_step = 0
         self._pos = (epoch, step)
@@ -177,8 +187,10 @@ class Loader:
     def close(self):
         """Stops the decode threads now; batches already handed out stay valid. Iterating
         again reopens them. Also runs at interpreter exit."""
-        if self._core is not None:
+        if self._core is not None and self._pid == os.getpid():
             self._core.close()
+        # In a forked child the C++ loader is only dropped: it then leaks its copy of the
+        # parent's threads' state instead of waiting for threads the child does not have.
         self._core = None
         self._core_pos = None
 
@@ -215,10 +227,15 @@ class Loader:
                 f"order={a.order!r}, rank={a.rank}, world_size={a.world_size}, batches={len(self)})")
 
     def __reduce__(self):
-        raise TypeError("a shardify.Loader cannot be pickled: it already decodes with C++ threads, so use it "
-                        "directly or in DataLoader(loader, batch_size=None, num_workers=0)")
+        raise TypeError("a shardify.Loader cannot be pickled (e.g. for DataLoader workers): " + _IN_ONE_PROCESS)
 
     # -- internals -------------------------------------------------------------------------
+
+    def _check_process(self):
+        if self._pid != os.getpid():
+            raise RuntimeError(f"this shardify.Loader was created by process {self._pid}, and its decode threads "
+                               f"do not exist in this forked child ({os.getpid()}), e.g. a DataLoader worker: "
+                               + _IN_ONE_PROCESS)
 
     def _open_core(self, epoch, step):
         self._core = None  # stops the old workers first
@@ -235,6 +252,7 @@ class Loader:
         while step < n:
             if generation != self._generation:
                 return  # a newer iteration took over
+            self._check_process()
             if self._cuda is not None:
                 stream = self._torch.cuda.current_stream(self._cuda).cuda_stream
             batch = core.next(self._convert, stream, self._torch is not None)
@@ -264,7 +282,8 @@ _open_loaders = weakref.WeakSet()
 @atexit.register
 def _close_open_loaders():
     for loader in list(_open_loaders):
-        loader.close()
+        if loader._pid == os.getpid():  # a forked child has none of its parent's threads
+            loader.close()
 
 
 def _torch_loader_class():

@@ -2,6 +2,7 @@
 #include "reader/loader.h"
 
 #include <pybind11/stl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -54,7 +55,7 @@ struct LoaderArgs {
 
 class PyLoader {
  public:
-  PyLoader(const PyDataset& d, const LoaderArgs& a) : cuda_device_(a.cuda_device) {
+  PyLoader(const PyDataset& d, const LoaderArgs& a) : cuda_device_(a.cuda_device), pid_(getpid()) {
     LoaderOptions o;
     o.split = a.split;
     o.fields = a.fields;
@@ -90,6 +91,9 @@ class PyLoader {
     }
     loader_ = Unwrap(WithoutGil([&] { return Loader::Open(d.dataset, std::move(o)); }));
   }
+  PyLoader(const PyLoader&) = delete;
+  PyLoader& operator=(const PyLoader&) = delete;
+  ~PyLoader() { AbandonInForkedChild(); }
 
   // The next batch as {name: convert(capsule)} (or numpy arrays when `convert` is None),
   // plus "index"; None at the end. `stream`: the cudaStream_t the consumer works on when
@@ -110,6 +114,7 @@ class PyLoader {
 
   // Stops the decode threads now (batches already handed out stay valid).
   void Close() {
+    if (AbandonInForkedChild()) return;
     WithoutGil([&] {
       loader_.reset();
       return 0;
@@ -125,8 +130,22 @@ class PyLoader {
 
  private:
   Loader& Open() const {
+    if (getpid() != pid_) {
+      Throw(Unsupported("the Loader was opened by process " + std::to_string(pid_) +
+                        "; a forked child cannot use it (create one in the child)"));
+    }
     if (!loader_) Throw(InvalidArgument("the Loader is closed"));
     return *loader_;
+  }
+
+  // In a forked child (another pid) the decode threads exist only in the parent, and the
+  // child's copy of the ring's lock may have been taken by one of them at the fork:
+  // stopping them would wait forever or fail. So the child leaks its copy of the loader
+  // on purpose (its memory goes with the process). True when it did.
+  bool AbandonInForkedChild() {
+    if (getpid() == pid_) return false;
+    static_cast<void>(loader_.release());
+    return true;
   }
 
   py::object Array(ArrayRef ref, const py::object& convert) const {
@@ -174,6 +193,7 @@ class PyLoader {
 
   std::unique_ptr<Loader> loader_;
   int cuda_device_ = -1;
+  pid_t pid_;  // the process that opened the loader
 };
 
 }  // namespace

@@ -61,7 +61,7 @@ def test_pickles_and_works_in_a_torch_dataloader_with_workers(fmnist):
     ds = shardify.Dataset(fmnist)
     again = pickle.loads(pickle.dumps(ds))
     assert np.array_equal(again[7]["image"], ds[7]["image"])
-    loader = torch.utils.data.DataLoader(ds, batch_size=50, num_workers=2,
+    loader = torch.utils.data.DataLoader(ds, batch_size=50, num_workers=2, timeout=60,
                                          collate_fn=lambda items: [s["label"] for s in items])
     labels = [label for batch in loader for label in batch]
     assert labels == [ds[i]["label"] for i in range(len(ds))]
