@@ -40,11 +40,19 @@ def _merge(x, idx, y):
     return torch.cat([x, y]).index_select(0, _longs(order, x.device))
 
 
-def _on_picked(x, pick, fn):
+def _on_picked(x, pick, fn, owned=False):
+    """fn applied to the picked rows of x. owned: x is this call's own tensor, so the rows
+    are written back in place (index_copy_ of distinct rows: deterministic), not merged
+    into a new batch."""
     idx = _picked(pick)
     if not idx:
         return x
-    return _merge(x, idx, fn(_rows(x, idx), idx))
+    if len(idx) == x.size(0):
+        return fn(x, idx)
+    y = fn(_rows(x, idx), idx)
+    if owned:
+        return x.index_copy_(0, _longs(idx, x.device), y)
+    return _merge(x, idx, y)
 
 
 def _broadcast_shape(x, n, channels):
@@ -219,6 +227,8 @@ def _spatial_matrix(angles, scale, rank, in_plane):
 
 
 def _rotate_scale_crop(image, mask, plan, geometry, image_pad, label_pad):
+    """The batch cropped to the patch, as new tensors (the input is left alone); samples
+    that rotate or scale are resampled instead, drawing on the margin."""
     margin, rank = geometry.margin, len(geometry.margin)
     size_in = [image.size(a + 2) for a in range(rank)]
     size_out = [size_in[a] - 2 * margin[a] for a in range(rank)]
@@ -229,6 +239,8 @@ def _rotate_scale_crop(image, mask, plan, geometry, image_pad, label_pad):
         x = x.narrow(a + 2, margin[a], size_out[a])
         if m is not None:
             m = m.narrow(a + 2, margin[a], size_out[a])
+    x = x.clone(memory_format=torch.contiguous_format)
+    m = m.clone(memory_format=torch.contiguous_format) if m is not None else None
     pick = [plan.applied[N.ROTATE][s] or plan.applied[N.SCALE][s] for s in range(plan.batch)]
     idx = _picked(pick)
     if not idx:
@@ -245,29 +257,35 @@ def _rotate_scale_crop(image, mask, plan, geometry, image_pad, label_pad):
     n = len(idx)
     t = _floats(theta, image.device).view(n, rank, rank + 1)
     grid = F.affine_grid(t, [n, 1] + size_out, align_corners=False)
+    rows = _longs(idx, image.device)
 
     def sample(v, mode):
         return F.grid_sample(v, grid, mode=mode, padding_mode="zeros", align_corners=False)
 
-    x = _merge(x, idx, sample(_rows(image, idx) - image_pad, "bilinear") + image_pad)
+    # Sampling x - pad with zero padding, then adding pad back, pads with `pad`.
+    picked = image.index_select(0, rows)
+    y = sample(picked - image_pad, "bilinear") + image_pad if image_pad != 0 else sample(picked, "bilinear")
+    x.index_copy_(0, rows, y)
     if m is not None:
         pad = label_pad if isinstance(label_pad, int) else _longs(label_pad, mask.device).view(
             _broadcast_shape(mask, 1, mask.size(1)))
-        mm = sample((_rows(mask, idx) - pad).float(), "nearest").round().long() + pad
-        m = _merge(m, idx, mm)
+        mm = sample((mask.index_select(0, rows).long() - pad).float(), "nearest").round().long() + pad
+        m.index_copy_(0, rows, mm.to(m.dtype))
     return x, m
 
 
 def apply(image, mask, plan, geometry, image_pad=0.0, label_pad=-1):
-    """image float [B, C, spatial...], mask int64 [B, K, spatial...] or None (each of its
-    K channels moves like a label map; label_pad: one value, or one per channel). Returns
-    both with the margin cropped off."""
+    """image float [B, C, spatial...], mask integer [B, K, spatial...] or None (each of its
+    K channels moves like a label map; label_pad: one value, or one per channel, as the
+    mask's values read in int64). Returns new tensors, the margin cropped off."""
     rank = len(geometry.patch)
     c = plan.channels
 
     def per_row(idx, value):
         return [value(s * c + k) for s in idx for k in range(c)]
 
+    # New tensors that the transforms below update in place (the C++ twin merges into new
+    # tensors instead: the same values, more copies).
     x, m = _rotate_scale_crop(image, mask, plan, geometry, image_pad, label_pad)
 
     def noise(xi, idx):
@@ -299,16 +317,17 @@ def apply(image, mask, plan, geometry, image_pad=0.0, label_pad=-1):
             return torch.where(g != 1, _gamma(xi, g, inverted), xi)
         return fn
 
-    x = _on_picked(x, plan.applied[N.NOISE], noise)
-    x = _on_picked(x, plan.applied[N.BLUR], blur)
-    x = _on_picked(x, plan.applied[N.BRIGHTNESS], lambda xi, idx: xi * _channel_values(plan.brightness, idx, c, xi))
-    x = _on_picked(x, plan.applied[N.CONTRAST], contrast)
-    x = _on_picked(x, plan.applied[N.LOWRES], low_res)
-    x = _on_picked(x, plan.applied[N.GAMMA_INV], gamma(plan.gamma_inverted, True))
-    x = _on_picked(x, plan.applied[N.GAMMA], gamma(plan.gamma, False))
+    x = _on_picked(x, plan.applied[N.NOISE], noise, True)
+    x = _on_picked(x, plan.applied[N.BLUR], blur, True)
+    x = _on_picked(x, plan.applied[N.BRIGHTNESS], lambda xi, idx: xi * _channel_values(plan.brightness, idx, c, xi),
+                   True)
+    x = _on_picked(x, plan.applied[N.CONTRAST], contrast, True)
+    x = _on_picked(x, plan.applied[N.LOWRES], low_res, True)
+    x = _on_picked(x, plan.applied[N.GAMMA_INV], gamma(plan.gamma_inverted, True), True)
+    x = _on_picked(x, plan.applied[N.GAMMA], gamma(plan.gamma, False), True)
     for a in range(rank):
         flip = [plan.mirror[s][a] for s in range(plan.batch)]
-        x = _on_picked(x, flip, lambda xi, idx: xi.flip(a + 2))
+        x = _on_picked(x, flip, lambda xi, idx: xi.flip(a + 2), True)
         if m is not None:
-            m = _on_picked(m, flip, lambda mi, idx: mi.flip(a + 2))
+            m = _on_picked(m, flip, lambda mi, idx: mi.flip(a + 2), True)
     return x.contiguous(), (m.contiguous() if m is not None else None)

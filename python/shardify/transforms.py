@@ -205,7 +205,8 @@ class NnUnet(Transform):
         masks = list(self._masks(batch, x))
         mask, pads = None, []
         if masks:
-            mask = torch.cat([m.long() for _, m, _ in masks], 1)
+            dtypes = {m.dtype for _, m, _ in masks}
+            mask = torch.cat([m if len(dtypes) == 1 else m.long() for _, m, _ in masks], 1)
             for _, m, _ in masks:  # the pad as the mask's dtype holds it, per channel
                 pads += [int(torch.tensor(self.label_pad).to(m.dtype).long())] * m.shape[1]
         out, out_mask = _nnunet_apply.apply(x, mask, plan, g, self.image_pad, pads or self.label_pad)

@@ -93,7 +93,9 @@ def test_a_position_gives_one_batch_and_samples_differ():
     aug = T.preset("nnunet", spatial_dims=2)
     image, mask = phantom(8, 1, (32, 32))
     image = image[:1].repeat(8, 1, 1, 1)  # eight identical samples
+    kept = image.clone(), mask.clone()
     a = aug({"image": image, "mask": mask}, seed=3, epoch=2, step=5)
+    assert torch.equal(image, kept[0]) and torch.equal(mask, kept[1])  # the input is left alone
     b = aug({"image": image, "mask": mask}, seed=3, epoch=2, step=5)
     c = aug({"image": image, "mask": mask}, seed=3, epoch=2, step=6)
     assert torch.equal(a["image"], b["image"]) and torch.equal(a["mask"], b["mask"])
