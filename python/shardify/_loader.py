@@ -19,6 +19,9 @@ _ORDER_KEYS = ("split", "split_samples", "batch_size", "order", "seed", "world_s
                "window_shards", "patch", "foreground_fraction")
 _IN_ONE_PROCESS = ("it already decodes with C++ threads: use it directly or in DataLoader(loader, "
                    "batch_size=None, num_workers=0), and create a Loader in each process that reads")
+_STALE = ("this Loader iterator was superseded: a newer iter(loader), set_epoch(), load_state_dict() or close() "
+          "took over. A Loader iterates one epoch at a time; the newer iteration goes on from where this one "
+          "stopped, so use that one")
 
 
 class Loader:
@@ -36,11 +39,16 @@ class Loader:
     tensors share its buffer, which goes back to the ring when the last of them is freed.
     Keeping a batch keeps it valid (the ring grows by the batches you keep).
 
-    Epochs: the first iteration is epoch 0; after a complete epoch the next iteration is
-    the next epoch (a new order); ``set_epoch(e)`` chooses one. Breaking out of an epoch
-    and iterating again restarts that epoch, unless ``load_state_dict`` says where to go
-    on: ``state_dict()`` taken at any point, loaded into a new Loader (also in a new
-    process) gives exactly the batches the first would have produced next.
+    Epochs: the Loader is a cursor over its batches. The first iteration is epoch 0; an
+    iteration goes on from where the Loader stands to the end of that epoch, and after a
+    complete epoch the next iteration is the next epoch (a new order). Breaking out of a
+    loop and iterating again goes on with the batch after the last one handed out, which
+    is what ``state_dict()`` says too (so ``next(iter(loader))`` moves the Loader by one
+    batch). ``set_epoch(e)`` moves to the start of epoch ``e`` (or stays put when already
+    in it); ``load_state_dict`` moves to a saved position. ``state_dict()`` taken at any
+    point, loaded into a new Loader (also in a new process) gives exactly the batches the
+    first would have produced next. One iteration at a time: ``iter(loader)`` takes over
+    from any earlier iterator, which raises RuntimeError if it is advanced again.
 
     Processes: the decode threads belong to the process that created the Loader. It does
     not pickle, and in a forked child (e.g. a ``DataLoader`` worker, ``num_workers > 0``)
@@ -117,10 +125,8 @@ class Loader:
         self._core = None  # the C++ loader, opened at _core_pos by process _pid
         self._core_pos = None
         self._pid = os.getpid()
-        self._generation = 0
-        self._epoch = 0
-        self._resume_step = 0
-        self._pos = (0, 0)
+        self._generation = 0  # of the one iterator that may hand out batches
+        self._pos = (0, 0)  # epoch and step of the next batch handed out (step < batches)
         self._open_core(0, 0)  # checks every option now, and starts decoding epoch 0
 
     # -- what a PyTorch user expects -------------------------------------------------------
@@ -130,36 +136,35 @@ class Loader:
         return self._batches
 
     def __iter__(self):
+        """The rest of the current epoch, from the batch after the last one handed out.
+        Takes over from any earlier iterator of this Loader."""
         self._check_process()
-        epoch, step = self._epoch, self._resume_step
-        self._resume_step = 0
-        self._pos = (epoch, step)
-        if self._core_pos != (epoch, step):
+        epoch, step = self._pos
+        if self._core is None or self._core_pos != (epoch, step):
             self._open_core(epoch, step)
         self._generation += 1
         return self._run(self._generation, epoch, step)
 
     def set_epoch(self, epoch):
-        """Makes the next iteration epoch ``epoch`` (its own seeded order). Keeps a step
-        loaded by ``load_state_dict`` when it belongs to that epoch."""
+        """Makes the next iteration epoch ``epoch`` (its own seeded order), from its first
+        batch; when the Loader is already in that epoch (e.g. resumed there by
+        ``load_state_dict``, or after a ``break``), it stays where it is."""
         epoch = _non_negative("epoch", epoch)
-        if epoch != self._epoch:
-            self._resume_step = 0
-        self._epoch = epoch
-        self._pos = (epoch, self._resume_step)
+        if epoch != self._pos[0]:
+            self._pos = (epoch, 0)
+            self._generation += 1
 
     @property
     def epoch(self):
         """The epoch of the next batch: during an iteration the current epoch, after a
         complete one the next (so after E whole epochs from the start, E)."""
-        return self.state_dict()["epoch"]
+        return self._pos[0]
 
     def state_dict(self):
-        """Where this Loader stands: the epoch and step of the next batch it would hand out,
-        with what fixes the order. A plain dict of numbers and strings (JSON-friendly)."""
+        """Where this Loader stands: the epoch and step of the next batch it would hand out
+        (where the next iteration starts, also after a ``break``), with what fixes the
+        order. A plain dict of numbers and strings (JSON-friendly)."""
         epoch, step = self._pos
-        if step >= self._batches:
-            epoch, step = epoch + 1, 0
         state = {"epoch": epoch, "step": step}
         state.update(self._order_identity())
         state["rank"] = self._args.rank
@@ -182,17 +187,19 @@ class Loader:
             raise ValueError(f"state epoch {epoch} step {step} is out of range ({self._batches} batches per epoch)")
         if step == self._batches:
             epoch, step = epoch + 1, 0
-        self._epoch, self._resume_step, self._pos = epoch, step, (epoch, step)
+        self._pos = (epoch, step)
+        self._generation += 1
 
     def close(self):
         """Stops the decode threads now; batches already handed out stay valid. Iterating
-        again reopens them. Also runs at interpreter exit."""
+        again reopens them (from where the Loader stands). Also runs at interpreter exit."""
         if self._core is not None and self._pid == os.getpid():
             self._core.close()
         # In a forked child the C++ loader is only dropped: it then leaks its copy of the
         # parent's threads' state instead of waiting for threads the child does not have.
         self._core = None
         self._core_pos = None
+        self._generation += 1
 
     def __enter__(self):
         return self
@@ -251,7 +258,7 @@ class Loader:
         stream = 0
         while step < n:
             if generation != self._generation:
-                return  # a newer iteration took over
+                raise RuntimeError(_STALE)
             self._check_process()
             if self._cuda is not None:
                 stream = self._torch.cuda.current_stream(self._cuda).cuda_stream
@@ -259,9 +266,8 @@ class Loader:
             if batch is None:
                 return
             step += 1
-            self._pos = self._core_pos = (epoch, step)
-            if step == n:  # the epoch is complete: the next iteration is the next epoch
-                self._epoch, self._core_pos = epoch + 1, (epoch + 1, 0)
+            # The epoch complete, the next iteration is the next epoch (already decoding).
+            self._pos = self._core_pos = (epoch, step) if step < n else (epoch + 1, 0)
             for name, bits in self._widen.items():
                 if name in batch:
                     batch[name] = _widen(self._torch, batch[name], bits)

@@ -51,15 +51,35 @@ def test_epochs_seeds_and_set_epoch(fmnist):
     assert sum(sequential, []) == list(range(sum(len(b) for b in sequential)))
 
 
-def test_breaking_out_restarts_the_epoch(fmnist):
+def test_breaking_out_and_iterating_again_goes_on_where_state_dict_says(fmnist):
     loader = shardify.Loader(fmnist, batch_size=32, seed=5)
     full = indices(loader)
     loader.set_epoch(0)
     for k, batch in enumerate(loader):
         if k == 3:
             break
-    assert loader.state_dict()["step"] == 4
+    state = loader.state_dict()
+    assert (state["epoch"], state["step"]) == (0, 4)
+    resumed = shardify.Loader(fmnist, batch_size=32, seed=5)
+    resumed.load_state_dict(state)
+    assert indices(loader) == full[4:] == indices(resumed)
+    assert (loader.epoch, loader.state_dict()["step"]) == (1, 0)
+    next(iter(loader))  # one batch handed out: the Loader moved by one
+    loader.set_epoch(1)  # already in epoch 1: stays there
+    assert loader.state_dict()["step"] == 1
+    loader.set_epoch(0)
     assert indices(loader) == full
+
+
+def test_a_new_iteration_takes_over_and_the_old_iterator_raises(fmnist):
+    loader = shardify.Loader(fmnist, batch_size=32, seed=5)
+    full = indices(shardify.Loader(fmnist, batch_size=32, seed=5))
+    first = iter(loader)
+    taken = [next(first)["index"].tolist() for _ in range(2)]
+    second = iter(loader)
+    with pytest.raises(RuntimeError, match="one epoch at a time"):
+        next(first)  # instead of ending the first loop early without a word
+    assert taken + [b["index"].tolist() for b in second] == full
 
 
 def test_ranks_split_each_epoch(fmnist):
@@ -290,8 +310,8 @@ def test_a_truncated_shard_raises_instead_of_crashing(fmnist, tmp_path):
 
 def test_close_stops_the_threads_and_iterating_reopens(fmnist):
     with shardify.Loader(fmnist, batch_size=64, seed=8) as loader:
-        batch = next(iter(loader))
         first = indices(loader)
+        batch = next(iter(loader))
     assert loader.ring_bytes == 0
     assert batch["image"].sum() >= 0  # a batch handed out before close stays valid
     loader.set_epoch(0)
