@@ -1,6 +1,9 @@
 """shardify.Dataset: random access to a shard dataset, as numpy arrays and Python values."""
 
+import math
 import os
+
+import numpy as np
 
 from . import _core
 
@@ -40,6 +43,8 @@ class Dataset:
         self._opened = _core.Dataset(path, **self._options)
         self._pid = os.getpid()
         self._path = path
+        self._field_names = [f["name"] for f in self._opened.fields()]
+        self._split_stats = {}
 
     @property
     def _core(self):
@@ -62,9 +67,14 @@ class Dataset:
         return self.get(index)
 
     def get(self, index, fields=None):
-        """Sample ``index`` as a dict; ``fields`` (names) limits what is decoded."""
+        """Sample ``index`` as a dict; ``fields`` (names) limits what is decoded. An
+        unknown name raises ValueError listing the fields there are."""
         index = self._index(index)
-        return self._core.sample(index, None if fields is None else list(fields))
+        if fields is not None:
+            fields = [fields] if isinstance(fields, str) else list(fields)
+            for name in fields:
+                self._check_field(name)
+        return self._core.sample(index, fields)
 
     def region(self, index, field, start, size):
         """The box ``[start, start + size)`` of ndarray ``field`` of sample ``index``.
@@ -72,6 +82,7 @@ class Dataset:
         Only the chunks the box touches are decompressed (chunked fields, written with
         ``patch_size``); parts outside the array are zero."""
         index = self._index(index)
+        self._check_field(field)
         return self._core.region(index, field, [int(s) for s in start], [int(s) for s in size])
 
     @property
@@ -103,8 +114,24 @@ class Dataset:
 
     @property
     def stats(self):
-        """Per-field statistics recorded by the converter (min, max, mean, std, count)."""
+        """Per-field statistics recorded by the converter (min, max, mean, std, count) over
+        every split. To normalize inputs use ``split_stats("train")``: these include the
+        validation and test samples."""
         return self._core.stats()
+
+    def split_stats(self, split, fields=None):
+        """Statistics of the samples of split ``split`` alone, as ``stats`` gives them: one
+        dict per ndarray field (or per name in ``fields``) with field, count, min, max,
+        mean and std over every element (NaN left out; std is the population's).
+
+        Computed on the first call by decoding the split once with a Loader's C++ threads
+        (memory: a few batches), then kept."""
+        self.split_range(split)  # names the splits there are
+        names = self._ndarray_fields(fields)
+        key = (split, tuple(names))
+        if key not in self._split_stats:
+            self._split_stats[key] = _compute_stats(self, split, names)
+        return [dict(s) for s in self._split_stats[key]]
 
     @property
     def format_version(self):
@@ -119,6 +146,21 @@ class Dataset:
     def __setstate__(self, state):
         self.__init__(state["path"], **state["options"])
 
+    def _check_field(self, name):
+        if name not in self._field_names:
+            raise ValueError(f"{self._path} has no field {name!r}; it has {self._field_names}")
+
+    def _ndarray_fields(self, fields):
+        kinds = {f["name"]: f["kind"] for f in self.fields}
+        if fields is None:
+            return [name for name, kind in kinds.items() if kind == "ndarray"]
+        fields = [fields] if isinstance(fields, str) else list(fields)
+        for name in fields:
+            self._check_field(name)
+            if kinds[name] != "ndarray":
+                raise ValueError(f"field {name!r} is of kind {kinds[name]}; statistics are of ndarray fields")
+        return fields
+
     def _index(self, index):
         if not isinstance(index, int):
             try:
@@ -131,3 +173,65 @@ class Dataset:
         if not 0 <= index < n:
             raise IndexError(f"sample index out of range (dataset has {n} samples)")
         return index
+
+
+# Bytes of samples per batch when computing statistics (the float64 copies are 8x that at most).
+_STATS_BATCH_BYTES = 4 << 20
+
+
+class _Moments:
+    """Count, mean, sum of squared deviations, min and max of a field's elements, merged
+    part by part (Chan, Golub and LeVeque's pairwise update, as the converter's)."""
+
+    def __init__(self):
+        self.n, self.mean, self.m2, self.min, self.max = 0, 0.0, 0.0, math.inf, -math.inf
+
+    def add(self, values):
+        values = values.reshape(-1)
+        if values.dtype.kind == "f":
+            values = values[~np.isnan(values)]
+        if values.size == 0:
+            return
+        x = values.astype(np.float64)
+        n, mean = x.size, float(x.mean())
+        m2 = float(np.square(x - mean).sum())
+        total = self.n + n
+        delta = mean - self.mean
+        self.mean += delta * n / total
+        self.m2 += m2 + delta * delta * self.n * n / total
+        self.n = total
+        self.min, self.max = min(self.min, float(x.min())), max(self.max, float(x.max()))
+
+    def as_dict(self, field):
+        return {"field": field, "count": self.n, "min": self.min, "max": self.max, "mean": self.mean,
+                "std": math.sqrt(self.m2 / self.n)}
+
+
+def _compute_stats(dataset, split, names):
+    from ._loader import Loader  # _loader imports this module
+    by_name = {f["name"]: f for f in dataset.fields}
+    sample_bytes = 0
+    for name in names:
+        f = by_name[name]
+        elements = math.prod(256 if d is None else d for d in f["shape"])  # a guess where sizes vary
+        sample_bytes += elements * np.dtype(_NUMPY_DTYPES.get(f["dtype"], "f8")).itemsize
+    batch_size = max(1, min(1024, _STATS_BATCH_BYTES // max(1, sample_bytes)))
+    moments = {name: _Moments() for name in names}
+    loader = Loader(dataset, split=split, batch_size=batch_size, order="sequential", fields=names, output="numpy",
+                    rank=0, world_size=1, prefetch=2)
+    try:
+        for batch in loader:
+            for name in names:
+                values, shapes = batch[name], batch.get(name + ".shape")
+                if shapes is None:
+                    moments[name].add(values)
+                    continue
+                for k, shape in enumerate(shapes):  # padded to the batch maximum: each sample's own box
+                    moments[name].add(values[k][tuple(slice(0, int(d)) for d in shape)])
+    finally:
+        loader.close()
+    return [moments[name].as_dict(name) for name in names if moments[name].n > 0]
+
+
+_NUMPY_DTYPES = {"u8": "u1", "i8": "i1", "u16": "u2", "i16": "i2", "u32": "u4", "i32": "i4", "i64": "i8",
+                 "f16": "f2", "f32": "f4", "f64": "f8"}

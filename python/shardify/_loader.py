@@ -17,6 +17,8 @@ _EPOCH_SPAN = 1 << 20
 # Keys of state_dict() that fix the order of batches; a state only loads where they match.
 _ORDER_KEYS = ("split", "split_samples", "batch_size", "order", "seed", "world_size", "drop_last", "repeats",
                "window_shards", "patch", "foreground_fraction")
+# Decode threads allowed per core: more only adds contention (and a typo could start millions).
+_THREADS_PER_CORE = 4
 _IN_ONE_PROCESS = ("it already decodes with C++ threads: use it directly or in DataLoader(loader, "
                    "batch_size=None, num_workers=0), and create a Loader in each process that reads")
 _STALE = ("this Loader iterator was superseded: a newer iter(loader), set_epoch(), load_state_dict() or close() "
@@ -64,16 +66,20 @@ class Loader:
       rank, world_size: this process's part of each epoch. Default: torch.distributed's when
         a process group is initialized, else the RANK / WORLD_SIZE environment variables,
         else 0 / 1. Every rank gets the same number of batches.
-      threads: decode threads (0: all cores, divided by LOCAL_WORLD_SIZE when set).
+      batch_size: above the samples of a rank's epoch, one batch holds the whole epoch and
+        only that much is allocated.
+      threads: decode threads (0: all cores, divided by LOCAL_WORLD_SIZE when set); more
+        than 4 per core (``os.cpu_count()``) raises ValueError.
       prefetch: batches decoded ahead. fields: names to load (default: every ndarray,
-        int and float field).
+        int and float field; with ``patch``, the patch fields and every int and float field).
       device: "cpu", or "cuda" / "cuda:N": batches are copied to the GPU through pinned
         buffers on the Loader's own stream, ordered before the work you queue on the
         current torch stream, and the buffer is reused only after that stream has done
         the work queued before the batch was freed.
-      patch: (D, H, W) or (H, W): random training patches of the image (and mask) fields
-        instead of whole samples, the last ``foreground_fraction`` of each batch centred
-        on stored foreground (datasets converted with ``patch_size``).
+      patch: (D, H, W) for fields stored as [C, D, H, W], (H, W) for [C, H, W]: random
+        training patches of the image (and mask) fields instead of whole samples, the last
+        ``foreground_fraction`` of each batch centred on stored foreground (datasets
+        converted with ``patch_size``).
       order: "shuffle", "sequential", "shard_windowed" or "class_balanced" (overrides
         shuffle). repeats: passes over the split per epoch. window_shards: shards mixed
         by "shard_windowed". patch_fields: (image field, label field or None).
@@ -118,6 +124,8 @@ class Loader:
         args.pin_memory = self._cuda is not None if pin_memory is None else bool(pin_memory)
         if patch is not None:
             _set_patch(args, self._dataset, patch, patch_fields, foreground_fraction, label_pad)
+            if fields is None:  # the patches, and the scalars (a case's label) that come with them
+                args.fields = _patch_batch_fields(self._dataset, args)
         self._args = args
         self._split_samples = self._dataset.splits[args.split]
         self._widen = _widened_fields(self._dataset, args) if self._torch is not None else {}
@@ -383,6 +391,10 @@ def _rank_and_world(rank, world_size, torch):
 
 def _threads(threads):
     threads = _non_negative("threads", threads)
+    cores = os.cpu_count() or 1
+    if threads > _THREADS_PER_CORE * cores:
+        raise ValueError(f"threads={threads} is more than {_THREADS_PER_CORE} per core ({cores} cores here); "
+                         "threads=0 uses every core")
     if threads == 0 and "LOCAL_WORLD_SIZE" in os.environ:
         try:
             local = max(1, int(os.environ["LOCAL_WORLD_SIZE"]))
@@ -402,14 +414,33 @@ def _set_patch(args, dataset, patch, patch_fields, foreground_fraction, label_pa
     if not 0.0 <= float(foreground_fraction) <= 1.0:
         raise ValueError(f"foreground_fraction must be in [0, 1], got {foreground_fraction!r}")
     image, label = patch_fields
-    names = {f["name"] for f in dataset.fields}
-    if label is not None and label not in names and tuple(patch_fields) == ("image", "mask"):
+    by_name = {f["name"]: f for f in dataset.fields}
+    if label is not None and label not in by_name and tuple(patch_fields) == ("image", "mask"):
         label = None  # the default pair on a dataset without masks: images only
+    for name in (image, label):
+        _check_patch_rank(by_name.get(name), tuple(size))
     args.patch = size
     args.patch_image = image
     args.patch_label = label or ""
     args.foreground_fraction = float(foreground_fraction)
     args.label_pad = int(label_pad)
+
+
+def _check_patch_rank(field, patch):
+    """A field of shape [C, D, H, W] takes a 3-tuple, [C, H, W] a 2-tuple: one size per
+    axis after the channel axis. (Missing fields are reported by the C++ loader.)"""
+    if field is None or field["kind"] != "ndarray" or len(field["shape"]) == len(patch) + 1:
+        return
+    stored = "[" + ", ".join("?" if d is None else str(d) for d in field["shape"]) + "]"
+    axes = len(field["shape"]) - 1
+    wanted = {2: "a 2-tuple (H, W)", 3: "a 3-tuple (D, H, W)"}.get(axes, "no patch (it has no 2 or 3 spatial axes)")
+    raise ValueError(f"patch={patch} does not fit field {field['name']!r} of stored shape {stored} "
+                     f"(channels, then {axes} spatial axes): it takes {wanted}")
+
+
+def _patch_batch_fields(dataset, args):
+    names = [args.patch_image] + ([args.patch_label] if args.patch_label else [])
+    return names + [f["name"] for f in dataset.fields if f["kind"] in ("int", "float") and f["name"] not in names]
 
 
 def _widened_fields(dataset, args):

@@ -38,8 +38,11 @@ def test_fields_subset_split_range_and_stats(fmnist):
     assert ds.split_range("train") == range(0, train) and ds.split_range("val") == range(train, 600)
     with pytest.raises(ValueError, match="no split 'nope'"):
         ds.split_range("nope")
-    with pytest.raises(ValueError, match="no field 'nope'"):
+    with pytest.raises(ValueError, match=r"no field 'nope'; it has \['image', 'label', 'path'\]"):
         ds.get(0, fields=["nope"])
+    with pytest.raises(ValueError, match="no field 'nope'"):
+        ds.region(0, "nope", (0, 0, 0), (1, 1, 1))
+    assert set(ds.get(3, fields="label")) == {"label"}
     stats = {s["field"]: s for s in ds.stats}
     assert 0 <= stats["image"]["min"] <= stats["image"]["mean"] <= stats["image"]["max"] <= 255
     assert ds.provenance["converter"] == "shardify"
@@ -98,3 +101,37 @@ def test_missing_and_corrupt_datasets_raise(tmp_path, fmnist):
         f.truncate(40)
     with pytest.raises(shardify.CorruptionError, match="manifest"):
         shardify.Dataset(copy)
+
+
+def numpy_stats(field, arrays):
+    values = np.concatenate([a.reshape(-1).astype(np.float64) for a in arrays])
+    return {"field": field, "count": values.size, "min": values.min(), "max": values.max(), "mean": values.mean(),
+            "std": values.std()}
+
+
+def assert_stats_equal(got, expected):
+    assert set(got) == set(expected) and got["count"] == expected["count"]
+    for key in ("min", "max", "mean", "std"):
+        assert got[key] == pytest.approx(expected[key], rel=1e-9, abs=1e-9), key
+
+
+def test_split_stats_cover_one_split(fmnist, volumes):
+    ds = shardify.Dataset(fmnist)
+    per_split = {}
+    for split in ("train", "val"):
+        (got,) = ds.split_stats(split)
+        assert_stats_equal(got, numpy_stats("image", [ds[i]["image"] for i in ds.split_range(split)]))
+        per_split[split] = got
+    (everything,) = ds.stats  # the converter's, over every split
+    train, val = per_split["train"], per_split["val"]
+    assert train["count"] + val["count"] == everything["count"]
+    mean = (train["mean"] * train["count"] + val["mean"] * val["count"]) / everything["count"]
+    assert mean == pytest.approx(everything["mean"]) and train["mean"] != pytest.approx(everything["mean"])
+    with pytest.raises(ValueError, match="no split 'test'"):
+        ds.split_stats("test")
+    with pytest.raises(ValueError, match="kind int"):
+        ds.split_stats("train", fields=["label"])
+    path, arrays = volumes  # depths vary: batches are padded, statistics are not
+    got = {s["field"]: s for s in shardify.Dataset(path).split_stats("train", fields=["image", "mask"])}
+    assert_stats_equal(got["image"], numpy_stats("image", [image for image, _ in arrays]))
+    assert_stats_equal(got["mask"], numpy_stats("mask", [mask for _, mask in arrays]))

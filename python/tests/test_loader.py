@@ -226,7 +226,7 @@ def test_unsigned_16_bit_images_arrive_widened(tmp_path):
 def test_patches_of_volumes(volumes):
     path, arrays = volumes
     loader = shardify.Loader(path, batch_size=6, patch=(16, 16, 16), foreground_fraction=0.5, seed=1)
-    assert set(next(iter(loader))) == {"image", "mask", "index"}
+    assert set(next(iter(loader))) == {"image", "mask", "label", "index"}  # the case's scalars come along
     for batch in loader:
         assert batch["image"].shape == (6, 1, 16, 16, 16) and batch["image"].dtype == torch.int16
         assert batch["mask"].shape == (6, 1, 16, 16, 16)
@@ -236,6 +236,28 @@ def test_patches_of_volumes(volumes):
     loader.set_epoch(0)
     a, b = next(iter(loader)), next(iter(again))
     assert torch.equal(a["image"], b["image"]) and torch.equal(a["mask"], b["mask"])
+
+
+def test_a_patch_of_the_wrong_rank_names_the_field_and_its_stored_shape(fmnist, volumes):
+    with pytest.raises(ValueError, match=r"patch=\(8, 8, 8\).*field 'image' of stored shape \[1, 28, 28\].*2-tuple"):
+        shardify.Loader(fmnist, patch=(8, 8, 8))
+    path, _ = volumes
+    with pytest.raises(ValueError, match=r"field 'image' of stored shape \[1, \?, 24, 28\].*3-tuple"):
+        shardify.Loader(path, patch=(8, 8))
+    ds = shardify.Dataset(fmnist)
+    batch = next(iter(shardify.Loader(ds, patch=(8, 8), batch_size=16, seed=2)))
+    assert set(batch) == {"image", "label", "index"} and batch["image"].shape == (16, 1, 8, 8)
+    assert batch["label"].tolist() == [ds[i]["label"] for i in batch["index"].tolist()]
+
+
+def test_a_batch_size_beyond_the_split_gives_one_batch_and_allocates_only_that(fmnist):
+    train = shardify.Dataset(fmnist).splits["train"]
+    for batch_size in (10**6, 10**9):
+        loader = shardify.Loader(fmnist, batch_size=batch_size, seed=0, prefetch=1)
+        batches = indices(loader)
+        assert len(loader) == 1 and len(batches) == 1 and sorted(batches[0]) == list(range(train))
+        assert loader.ring_bytes <= 2 * (train * (784 + 8) + 2 * 4096)  # two slots of one split each
+        loader.close()
 
 
 def test_bad_arguments_raise_clear_errors(fmnist, tmp_path):
@@ -255,6 +277,8 @@ def test_bad_arguments_raise_clear_errors(fmnist, tmp_path):
         shardify.Loader(fmnist, patch=(0, 4))
     with pytest.raises(ValueError, match="order"):
         shardify.Loader(fmnist, order="random")
+    with pytest.raises(ValueError, match="threads=.* per core"):
+        shardify.Loader(fmnist, threads=4 * os.cpu_count() + 1)
     with pytest.raises(FileNotFoundError):
         shardify.Loader(tmp_path / "missing")
     if not torch.cuda.is_available():
