@@ -2,6 +2,7 @@
 without a copy."""
 
 import atexit
+import operator
 import os
 import re
 import weakref
@@ -16,7 +17,7 @@ _OUTPUTS = ("torch", "numpy")
 _EPOCH_SPAN = 1 << 20
 # Keys of state_dict() that fix the order of batches; a state only loads where they match.
 _ORDER_KEYS = ("split", "split_samples", "batch_size", "order", "seed", "world_size", "drop_last", "repeats",
-               "window_shards", "patch", "foreground_fraction")
+               "window_shards", "patch", "patch_margin", "foreground_fraction")
 # Decode threads allowed per core: more only adds contention (and a typo could start millions).
 _THREADS_PER_CORE = 4
 _IN_ONE_PROCESS = ("it already decodes with C++ threads: use it directly or in DataLoader(loader, "
@@ -87,6 +88,16 @@ class Loader:
         only for device="cuda"; see the README before copying pinned batches yourself).
         output: "torch" or "numpy". verify_checksums: check every blob's XXH3. io: "mmap"
         or "pread", how shards are read (see Dataset; when ``dataset`` is a path).
+      transform: None, or a callable applied to every batch before it is handed out:
+        called on the Loader's device after the copy, dict in, dict out (anything else
+        raises TypeError). An object with ``bind(patch=...)`` is replaced by what that
+        returns, with the patch tuple (or None); if the bound transform has a ``margin``
+        (voxels per patch axis) and ``patch`` is set, patches are read with that margin
+        (patch + 2 * margin per axis) for the transform to crop. A transform with
+        ``wants_position = True`` is called as ``transform(batch, seed=, epoch=, step=)``,
+        ``step`` being the batch's step within the epoch times world_size plus rank.
+        shardify.transforms objects draw their random parameters from (seed, epoch, step,
+        rank) so a resumed Loader yields the same augmented batches.
     """
 
     _torch_class = None
@@ -99,9 +110,11 @@ class Loader:
     def __init__(self, dataset, split="train", batch_size=64, shuffle=True, seed=0, drop_last=False, rank=None,
                  world_size=None, threads=0, prefetch=4, fields=None, device="cpu", patch=None, *, order=None,
                  repeats=1, window_shards=4, patch_fields=("image", "mask"), foreground_fraction=0.33,
-                 label_pad=-1, pin_memory=None, output="torch", verify_checksums=True, io="mmap"):
+                 label_pad=-1, pin_memory=None, output="torch", verify_checksums=True, io="mmap", transform=None):
         if output not in _OUTPUTS:
             raise ValueError(f"output must be one of {_OUTPUTS}, got {output!r}")
+        if transform is not None and not callable(transform):
+            raise TypeError(f"transform must be callable (dict in, dict out), got {type(transform).__name__}")
         self._dataset = dataset if isinstance(dataset, Dataset) else Dataset(dataset, verify_checksums=verify_checksums,
                                                                             io=io)
         self._torch = _import_torch() if output == "torch" else None
@@ -126,6 +139,7 @@ class Loader:
             _set_patch(args, self._dataset, patch, patch_fields, foreground_fraction, label_pad)
             if fields is None:  # the patches, and the scalars (a case's label) that come with them
                 args.fields = _patch_batch_fields(self._dataset, args)
+        self._transform, self._wants_position = _bind_transform(transform, args)
         self._args = args
         self._split_samples = self._dataset.splits[args.split]
         self._widen = _widened_fields(self._dataset, args) if self._torch is not None else {}
@@ -273,19 +287,33 @@ class Loader:
             batch = core.next(self._convert, stream, self._torch is not None)
             if batch is None:
                 return
-            step += 1
+            index, step = step, step + 1
             # The epoch complete, the next iteration is the next epoch (already decoding).
             self._pos = self._core_pos = (epoch, step) if step < n else (epoch + 1, 0)
             for name, bits in self._widen.items():
                 if name in batch:
                     batch[name] = _widen(self._torch, batch[name], bits)
+            if self._transform is not None:
+                batch = self._apply_transform(batch, epoch, index)
             yield batch
+
+    def _apply_transform(self, batch, epoch, index):
+        a = self._args
+        if self._wants_position:
+            out = self._transform(batch, seed=a.seed, epoch=epoch, step=index * a.world_size + a.rank)
+        else:
+            out = self._transform(batch)
+        if not isinstance(out, dict):
+            raise TypeError(f"transform {self._transform!r} returned {type(out).__name__}; it must return a dict "
+                            "of batch fields")
+        return out
 
     def _order_identity(self):
         a = self._args
         return {"split": a.split, "split_samples": self._split_samples, "batch_size": a.batch_size,
                 "order": a.order, "seed": a.seed, "world_size": a.world_size, "drop_last": a.drop_last,
                 "repeats": a.repeats, "window_shards": a.window_shards, "patch": list(a.patch),
+                "patch_margin": list(a.patch_margin) if a.patch_margin else None,
                 "foreground_fraction": a.foreground_fraction if a.patch else None}
 
 
@@ -441,6 +469,29 @@ def _check_patch_rank(field, patch):
 def _patch_batch_fields(dataset, args):
     names = [args.patch_image] + ([args.patch_label] if args.patch_label else [])
     return names + [f["name"] for f in dataset.fields if f["kind"] in ("int", "float") and f["name"] not in names]
+
+
+def _bind_transform(transform, args):
+    """The transform bound to the patch (sets args.patch_margin from its margin), and
+    whether it takes the batch's position."""
+    if transform is None:
+        return None, False
+    patch = tuple(args.patch) if args.patch else None
+    if hasattr(transform, "bind"):
+        transform = transform.bind(patch=patch)
+        if not callable(transform):
+            raise TypeError(f"transform.bind() returned {type(transform).__name__}, which is not callable")
+    margin = getattr(transform, "margin", None)
+    if margin is not None and patch is not None:
+        try:
+            margin = tuple(operator.index(m) for m in margin)
+        except TypeError:
+            margin = ()
+        if len(margin) != len(patch) or min(margin) < 0:
+            raise ValueError(f"transform {transform!r} has margin {getattr(transform, 'margin')!r}: it must be "
+                             f"{len(patch)} non-negative ints, one per patch axis")
+        args.patch_margin = list(margin)
+    return transform, bool(getattr(transform, "wants_position", False))
 
 
 def _widened_fields(dataset, args):

@@ -47,6 +47,7 @@ struct LoaderArgs {
   bool pin_memory = false;
   int cuda_device = -1;  // >= 0: stage batches to this device
   std::vector<int64_t> patch;
+  std::vector<int64_t> patch_margin;  // empty, or voxels read on each side per patch axis
   std::string patch_image = kImageField;
   std::string patch_label = kMaskField;
   double foreground_fraction = 0.33;
@@ -84,6 +85,7 @@ class PyLoader {
       p.image_field = a.patch_image;
       p.label_field = a.patch_label;
       p.patch = a.patch;
+      p.margin = a.patch_margin;
       p.foreground_fraction = a.foreground_fraction;
       p.label_pad = a.label_pad;
       p.seed = a.seed;
@@ -219,6 +221,7 @@ void RegisterLoader(py::module_& m) {
       .def_readwrite("pin_memory", &LoaderArgs::pin_memory)
       .def_readwrite("cuda_device", &LoaderArgs::cuda_device)
       .def_readwrite("patch", &LoaderArgs::patch)
+      .def_readwrite("patch_margin", &LoaderArgs::patch_margin)
       .def_readwrite("patch_image", &LoaderArgs::patch_image)
       .def_readwrite("patch_label", &LoaderArgs::patch_label)
       .def_readwrite("foreground_fraction", &LoaderArgs::foreground_fraction)

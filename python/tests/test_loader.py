@@ -1,4 +1,5 @@
-"""shardify.Loader: batches as torch tensors without copies, epochs, ranks, resume, patches."""
+"""shardify.Loader: batches as torch tensors without copies, epochs, ranks, resume, patches,
+the transform hook."""
 
 import gc
 import json
@@ -379,3 +380,75 @@ def test_a_shard_truncated_while_it_is_read_raises_naming_it(fmnist, tmp_path, i
     with pytest.raises(OSError, match=shard):
         for _batch in batches:
             pass
+
+
+class Recording:
+    """A transform as the Loader sees one: bound to the patch, with a margin to read around
+    it (cropped here), told the position of each batch."""
+    wants_position = True
+
+    def __init__(self, margin=None):
+        self.margin, self.patch, self.calls, self.seen = margin, "unbound", [], []
+
+    def bind(self, patch):
+        self.bound = Recording(self.margin)
+        self.bound.patch = patch
+        return self.bound
+
+    def __call__(self, batch, *, seed, epoch, step):
+        self.calls.append((seed, epoch, step))
+        self.seen.append(tuple(batch["image"].shape))
+        out = dict(batch)
+        if self.margin:
+            for key in ("image", "mask"):
+                inner = tuple(slice(m, n - m) for m, n in zip(self.margin, batch[key].shape[2:]))
+                out[key] = batch[key][(slice(None), slice(None)) + inner]
+        return out
+
+
+def test_a_transform_is_bound_to_the_patch_and_reads_its_margin(volumes):
+    path, _ = volumes
+    options = dict(batch_size=4, patch=(8, 8, 8), seed=3, foreground_fraction=0.5)
+    transform = Recording(margin=(2, 3, 1))
+    loader = shardify.Loader(path, transform=transform, **options)
+    assert transform.bound.patch == (8, 8, 8)
+    plain = shardify.Loader(path, **options)
+    for batch, expected in zip(loader, plain):
+        assert batch["image"].shape[1:] == (1, 8, 8, 8)
+        assert torch.equal(batch["image"], expected["image"]) and torch.equal(batch["mask"], expected["mask"])
+    assert transform.bound.seen == [(4, 1, 12, 14, 10), (2, 1, 12, 14, 10)]  # patch + 2 * margin
+    assert loader.state_dict()["patch_margin"] == [2, 3, 1]
+    with pytest.raises(ValueError, match="patch_margin"):
+        plain.load_state_dict(loader.state_dict())
+    with pytest.raises(ValueError, match="margin"):
+        shardify.Loader(path, transform=Recording(margin=(2, 2)), **options)
+
+
+def test_a_transform_gets_each_batch_position_also_after_a_resume(fmnist):
+    options = dict(batch_size=32, seed=7, rank=1, world_size=2)
+    whole = Recording()
+    loader = shardify.Loader(fmnist, transform=whole, **options)
+    assert whole.bound.patch is None
+    n = len(loader)
+    indices(loader), indices(loader)
+    assert whole.bound.calls == [(7, e, s * 2 + 1) for e in (0, 1) for s in range(n)]
+    first = shardify.Loader(fmnist, transform=Recording(), **options)
+    for k, _batch in enumerate(first):
+        if k == 2:
+            break
+    resumed_transform = Recording()
+    resumed = shardify.Loader(fmnist, transform=resumed_transform, **options)
+    resumed.load_state_dict(first.state_dict())
+    indices(resumed)
+    assert resumed_transform.bound.calls == whole.bound.calls[3:n]
+
+
+def test_a_transform_must_be_callable_and_return_a_dict(fmnist):
+    with pytest.raises(TypeError, match="callable"):
+        shardify.Loader(fmnist, transform="flip")
+    calls = []
+    plain = shardify.Loader(fmnist, batch_size=32, transform=lambda b: calls.append(len(b)) or {"x": b["image"]})
+    assert set(next(iter(plain))) == {"x"} and calls == [3]  # called with the batch alone
+    broken = shardify.Loader(fmnist, batch_size=32, transform=lambda b: list(b))
+    with pytest.raises(TypeError, match="transform <function.*returned list"):
+        next(iter(broken))
