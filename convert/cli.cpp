@@ -5,6 +5,7 @@
 #include <thread>
 #include <tuple>
 
+#include "base/cli.h"
 #include "convert/parts.h"
 
 namespace shardify::convert {
@@ -254,6 +255,7 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
   CLI::App app{kDescription};
   Flags flags;
   Define(app, flags);
+  cli::CheckIntegerOptions(app);
   std::vector<const char*> argv{"shardify"};
   for (const std::string& a : args) argv.push_back(a.c_str());
   CommandLine c;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "base/cli.h"
 #include "convert/idx2png.h"
 
 namespace {
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.threads, "Writer threads (default: all cores)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
+  shardify::cli::CheckIntegerOptions(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

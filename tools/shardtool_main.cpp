@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/cli.h"
 #include "tools/bench.h"
 #include "tools/common.h"
 #include "tools/export.h"
@@ -181,6 +182,7 @@ int main(int argc, char** argv) {
   AddInspect(app, args, commands);
   AddOutputs(app, args, commands);
   AddChecks(app, args, commands);
+  shardify::cli::CheckIntegerOptions(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

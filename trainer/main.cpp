@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "base/cli.h"
 #include "format/types.h"
 #include "trainer/models.h"
 #include "trainer/train.h"
@@ -181,7 +182,7 @@ void AddTrain(CLI::App& app, Cli& c) {
       ->capture_default_str();
   app.add_option("--classes", t.num_classes, "Number of classes (0 = from the manifest)")->capture_default_str();
   app.add_option("-e,--epochs", t.epochs, "Epochs")->capture_default_str();
-  app.add_option("-b,--batch", t.batch_size, "Batch size")->capture_default_str();
+  app.add_option("-b,--batch", t.batch_size, "Batch size per rank, 1..65536")->capture_default_str();
   app.add_option("--repeats", t.repeats,
                  "Passes over the training split per epoch (e.g. many patches from a few volumes)")
       ->capture_default_str();
@@ -244,7 +245,7 @@ void AddPredict(CLI::App& app, Cli& c) {
   app.add_option("dataset", p.data_dir, "Shard dataset directory")->required();
   app.add_option("-o,--out", p.out, "Classes: CSV file; segmentation: output shard dataset directory")->required();
   app.add_option("--split", p.split, "Split to predict")->capture_default_str();
-  app.add_option("-b,--batch", p.batch_size, "Batch size (volumes: sliding windows per pass, at most 8)")
+  app.add_option("-b,--batch", p.batch_size, "Batch size, 1..65536 (volumes: sliding windows per pass, at most 8)")
       ->capture_default_str();
   app.add_option("--device", p.device, "auto | cpu | cuda | cuda:N")->capture_default_str();
   app.add_option("--threads", p.threads, "Decode threads (0 = all cores)")->capture_default_str();
@@ -374,6 +375,7 @@ int main(int argc, char** argv) {
       app.add_subcommand("predict", "Predict a split with a checkpoint (CSV of classes, or mask shards)");
   AddTrain(*train, c);
   AddPredict(*predict, c);
+  shardify::cli::CheckIntegerOptions(app);
   app.footer(
       "Outputs of train: <out>/last.pt (resume with --resume), best.pt, metrics.jsonl, curve.png.\n"
       "Data-wait is the share of step time spent waiting for the next batch.\n"

@@ -5,6 +5,15 @@
 #include "trainer/train.h"
 
 namespace shardify::trainer {
+namespace {
+
+Status CheckBatchSize(size_t batch_size) {
+  if (batch_size <= kMaxBatchSize) return Status::Ok();
+  return InvalidArgument("batch size must be at most " + std::to_string(kMaxBatchSize) + ", got " +
+                         std::to_string(batch_size));
+}
+
+}  // namespace
 
 Status CheckTrainOptions(const TrainOptions& o) {
   if (FindModel(o.model.name) == nullptr) {
@@ -13,6 +22,7 @@ Status CheckTrainOptions(const TrainOptions& o) {
   if (o.batch_size < 1 || o.epochs < 1 || o.accumulate < 1 || o.repeats < 1) {
     return InvalidArgument("batch size, epochs, accumulation and repeats must be >= 1");
   }
+  RETURN_IF_ERROR(CheckBatchSize(o.batch_size));
   RETURN_IF_ERROR(CheckOptimizer(o.optimizer));
   RETURN_IF_ERROR(CheckSchedule(o.schedule));
   RETURN_IF_ERROR(detail::CheckDeviceName(o.device));
@@ -32,6 +42,7 @@ Status CheckTrainOptions(const TrainOptions& o) {
 
 Status CheckPredictOptions(const PredictOptions& o) {
   if (o.batch_size < 1) return InvalidArgument("batch size must be >= 1");
+  RETURN_IF_ERROR(CheckBatchSize(o.batch_size));
   return detail::CheckDeviceName(o.device);
 }
 

@@ -48,6 +48,11 @@ struct StepInfo {
   double last_step_loss = 0;                          // loss of this step's batch (synchronizes the device)
 };
 
+// The largest batch_size of TrainOptions and PredictOptions (per rank): more samples than
+// this in one batch fit no device's memory for any model here, and a typo such as
+// 100000000 should be a usage error, not an allocation of the whole split.
+inline constexpr size_t kMaxBatchSize = 65536;
+
 struct TrainOptions {
   std::string data_dir;
   std::string out_dir;      // created if missing

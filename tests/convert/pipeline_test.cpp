@@ -13,6 +13,7 @@
 #include <map>
 #include <thread>
 
+#include "convert/cli.h"
 #include "tests/convert/convert_fixtures.h"
 
 using namespace shardify;
@@ -140,6 +141,18 @@ TEST_CASE("convert: split and byte-size option parsing") {
   CHECK(*ParseByteSize("1000") == 1000);
   CHECK_FALSE(ParseByteSize("-5").ok());
   CHECK_FALSE(ParseByteSize("12Q").ok());
+}
+
+TEST_CASE("convert: integer options refuse negative values instead of wrapping them") {
+  for (const char* flag : {"--seed", "--fg-locations", "--threads"}) {
+    const Result<CommandLine> c = ParseCommandLine({"src", "-o", "dst", "--patch-size", "8x8", flag, "-1"});
+    REQUIRE_FALSE(c.ok());
+    CHECK(c.status().code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(c.status().message(), Catch::Contains(flag));
+  }
+  CHECK_THAT(ParseCommandLine({"src", "-o", "dst", "--seed", "99999999999999999999"}).status().message(),
+             Catch::Contains("too large"));
+  CHECK(ParseCommandLine({"src", "-o", "dst", "--seed", "18446744073709551615"})->options.seed == UINT64_MAX);
 }
 
 TEST_CASE("convert: the shardify CLI prints a summary, explains --help and refuses bad usage") {

@@ -36,11 +36,14 @@ TEST_CASE("tools: shardtool exits 0 on success, 1 on damage, 2 on misuse", "[too
   CHECK(Run("export " + ds + " 1 -o " + (tmp / "e.png")) == 0);
   CHECK(Run("bench " + ds + " --epochs 1") == 0);
   CHECK(Run("verify " + ds) == 0);
-  CHECK(Run("") == 2);                        // no subcommand
-  CHECK(Run("frobnicate " + ds) == 2);        // unknown subcommand
-  CHECK(Run("show " + ds) == 2);              // missing N
-  CHECK(Run("show " + ds + " 999") == 2);     // out of range
-  CHECK(Run("info " + (tmp / "none")) == 2);  // no dataset
+  CHECK(Run("") == 2);                          // no subcommand
+  CHECK(Run("frobnicate " + ds) == 2);          // unknown subcommand
+  CHECK(Run("show " + ds) == 2);                // missing N
+  CHECK(Run("show " + ds + " 999") == 2);       // out of range
+  CHECK(Run("info " + (tmp / "none")) == 2);    // no dataset
+  CHECK(Run("ls " + ds + " --limit -1") == 2);  // not wrapped to "no limit"
+  CHECK(Run("ls " + ds + " --offset -1") == 2);
+  CHECK(Run("stats " + ds + " --limit -3") == 2);
   const std::string shard = ds + "/" + Dataset::Open(ds).value()->manifest().shards[1].file_name;
   std::filesystem::resize_file(shard, std::filesystem::file_size(shard) - 1);
   CHECK(Run("verify " + ds) == 1);

@@ -373,10 +373,21 @@ TEST_CASE("trainer: shardtrain exits 2 on usage errors, 1 on failed runs") {
   CHECK(Shardtrain(run + "--device gpu7") == 2);
   CHECK(Shardtrain(run + "--model transformer") == 2);
   CHECK(Shardtrain(run + "--lr -1") == 2);
+  for (const char* wrapped : {"--epochs -1 --max-steps 1", "--max-steps -1", "--seed -1", "--rank -1 --world-size 2",
+                              "--resize 8 -8", "--threads -2"}) {
+    std::string err;
+    CHECK(Shardtrain("train " + dir / "data" + " -q -o " + dir / "out " + wrapped, &err) == 2);
+    CHECK_THAT(err, Catch::Contains("must not be negative"));
+  }
+  std::string huge;
+  CHECK(Shardtrain(run + "--batch 100000000", &huge) == 2);
+  CHECK_THAT(huge, Catch::Contains("at most 65536"));
   CHECK(Shardtrain("train " + dir / "missing" + " -q -o " + dir / "out") == 1);
   REQUIRE(Shardtrain(run) == 0);
   const std::string predict = "predict " + dir / "out/last.pt" + " " + dir / "data" + " -o " + dir / "p.csv ";
   CHECK(Shardtrain(predict + "--batch 0") == 2);
+  CHECK(Shardtrain(predict + "--batch -1") == 2);
+  CHECK(Shardtrain(predict + "--batch 65537") == 2);
   CHECK(Shardtrain(predict + "--device gpu7") == 2);
   CHECK(Shardtrain(predict + "--split nowhere") == 1);
   CHECK(Shardtrain(predict + "--io nfs") == 2);

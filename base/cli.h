@@ -1,0 +1,25 @@
+// What every command line (shardify, shardtool, shardtrain) checks the same way.
+//
+//   CLI::App app{"..."};
+//   app.add_option("--epochs", epochs, "Epochs");  // ... every option, every subcommand
+//   shardify::cli::CheckIntegerOptions(app);
+//
+// CLI11 reads "-1" into an unsigned option as 2^64-1 and a number too large for 64 bits as
+// the largest one; a run given `--epochs -1` would then last for ever. The check below makes
+// such values usage errors, so a program can refuse them with its usage exit code (2).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace shardify::cli {
+
+// Makes every option of `app` and of its subcommands that takes integers (a CLI11 type
+// name of INT or UINT: int, size_t, uint64_t, std::optional and std::vector of them)
+// refuse a value that is negative or does not fit in 64 bits; a value that does not fit
+// the option's own type CLI11 refuses already. The error is a CLI::ValidationError
+// naming the option and the value. Call once, after every option has been added; options
+// added later are not checked. Bounds that depend on the meaning of an option (a batch
+// size, a number of threads) are checked where the option is used.
+void CheckIntegerOptions(CLI::App& app);
+
+}  // namespace shardify::cli
