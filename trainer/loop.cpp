@@ -208,7 +208,7 @@ Status Prepare(const TrainOptions& o, Setup& s) {
   s.best_name = !o.best_metric.empty() ? o.best_metric : s.has_val ? main_metric : "train_loss";
   s.curve_metric = HigherIsBetter(s.best_name) ? s.best_name : main_metric;
   if (!o.resume.empty()) {
-    ASSIGN_OR_RETURN(s.resumed, ReadCheckpointMeta(o.resume));
+    ASSIGN_OR_RETURN(s.resumed, ReadCheckpointMeta(o.resume, o.legacy_checkpoint));
     if (!(s.resumed.model.name == s.model.name && s.resumed.model.num_classes == s.model.num_classes &&
           s.resumed.model.in_channels == s.model.in_channels)) {
       return InvalidArgument("checkpoint " + o.resume + " holds model '" + s.resumed.model.name +
@@ -610,7 +610,7 @@ Result<TrainSummary> TrainJoined(const TrainOptions& o, detail::RankGroup* group
   ASSIGN_OR_RETURN(std::shared_ptr<Model> model, MakeModel(s.model));
   model->to(s.device);
   ASSIGN_OR_RETURN(std::unique_ptr<torch::optim::Optimizer> opt, MakeOptimizer(model->parameters(), o.optimizer));
-  if (!o.resume.empty()) RETURN_IF_ERROR(LoadCheckpoint(o.resume, *model, opt.get()));
+  if (!o.resume.empty()) RETURN_IF_ERROR(LoadCheckpoint(o.resume, *model, opt.get(), o.legacy_checkpoint));
   if (group) RETURN_IF_ERROR(detail::BroadcastModel(*group, *model));
   ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, TrainLoader(o, s));
   Trainer trainer(o, s, std::move(model), std::move(opt), std::move(loader), group, start);

@@ -106,6 +106,7 @@ struct Cli {
   std::vector<int64_t> resize, crop;
   std::string patch, aug, aug_p;
   std::string io = "mmap";
+  bool legacy_checkpoint = false;
   std::optional<int> rank, world_size, local_rank, master_port;  // given: override the environment
   std::optional<std::string> master_addr;
 };
@@ -114,6 +115,17 @@ void AddIo(CLI::App& app, Cli& c) {
   app.add_option("--io", c.io, "How shards are read: mmap, or pread (no page faults: NFS, FUSE)")
       ->capture_default_str()
       ->check(CLI::IsMember({"mmap", "pread"}));
+}
+
+// For --resume and predict's checkpoint.
+void AddLegacyCheckpoint(CLI::App& app, Cli& c) {
+  app.add_flag("--legacy-checkpoint", c.legacy_checkpoint,
+               "Accept a checkpoint without the checksum trailer (written before shardtrain had one),\n"
+               "read without a check; otherwise such a file is refused as damaged");
+}
+
+st::LegacyCheckpoint Legacy(const Cli& c) {
+  return c.legacy_checkpoint ? st::LegacyCheckpoint::kAccept : st::LegacyCheckpoint::kRefuse;
 }
 
 // The --model help: one line per entry of the model table.
@@ -210,6 +222,7 @@ void AddTrain(CLI::App& app, Cli& c) {
   app.add_option("--test-split", t.test_split, "Split evaluated once at the end (e.g. test)");
   app.add_option("--best-metric", t.best_metric, "Metric choosing best.pt (default val_accuracy / val_dice)");
   app.add_option("--resume", t.resume, "Continue from this last.pt (same options, more epochs allowed)");
+  AddLegacyCheckpoint(app, c);
   app.add_option("--max-steps", t.max_steps,
                  "Stop after this many batches (0 = no limit); like Ctrl-C, a stop within an epoch\n"
                  "validates the model and writes last.pt, metrics.jsonl and curve.png");
@@ -250,6 +263,7 @@ void AddPredict(CLI::App& app, Cli& c) {
   app.add_option("--device", p.device, "auto | cpu | cuda | cuda:N")->capture_default_str();
   app.add_option("--threads", p.threads, "Decode threads (0 = all cores)")->capture_default_str();
   AddIo(app, c);
+  AddLegacyCheckpoint(app, c);
   app.add_flag("--source-grid", p.source_grid,
                "Volumes: write each predicted mask on its case's source grid (undoing shardify's --crop and\n"
                "--spacing: probabilities resampled linearly, then argmax), with the source header and geometry");
@@ -259,6 +273,7 @@ void AddPredict(CLI::App& app, Cli& c) {
 int RunTrain(Cli& c) {
   st::TrainOptions& t = c.train;
   t.io = *shardify::ParseIoMode(c.io);  // checked by CLI11
+  t.legacy_checkpoint = Legacy(c);
   if (c.order == "sequential")
     t.order = shardify::SampleOrder::kSequential;
   else if (c.order == "windowed")
@@ -339,6 +354,7 @@ int RunTrain(Cli& c) {
 
 int RunPredict(Cli& c) {
   c.predict.io = *shardify::ParseIoMode(c.io);  // checked by CLI11
+  c.predict.legacy_checkpoint = Legacy(c);
   const shardify::Status usage = st::CheckPredictOptions(c.predict);
   if (!usage.ok()) {
     std::fprintf(stderr, "shardtrain: %s\n", usage.message().c_str());

@@ -91,7 +91,7 @@ constexpr size_t kTrailerSize = 16;
 constexpr uint64_t kMaxCheckpointBytes = 64ull << 30;
 
 // The archive bytes of checkpoint `path`, after checking its trailer.
-Result<std::vector<uint8_t>> ReadArchive(const std::string& path) {
+Result<std::vector<uint8_t>> ReadArchive(const std::string& path, LegacyCheckpoint legacy) {
   ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path, kMaxCheckpointBytes));
   const size_t n = bytes.size();
   if (n >= kTrailerSize && std::memcmp(bytes.data() + n - kTrailerSize, kTrailerMagic, 8) == 0) {
@@ -107,13 +107,19 @@ Result<std::vector<uint8_t>> ReadArchive(const std::string& path) {
   }
   // Written before checkpoints had a trailer: a bare archive ends with the zip directory end.
   static const uint8_t kZipEnd[4] = {'P', 'K', 5, 6};
-  if (n >= 22 && std::memcmp(bytes.data() + n - 22, kZipEnd, 4) == 0) return bytes;
+  const bool bare_archive = n >= 22 && std::memcmp(bytes.data() + n - 22, kZipEnd, 4) == 0;
+  if (bare_archive && legacy == LegacyCheckpoint::kAccept) return bytes;
+  if (bare_archive) {
+    return Corruption("checkpoint " + path +
+                      ": no checksum trailer: cut just before it, or written before checkpoints had one "
+                      "(--legacy-checkpoint reads such a file without a check)");
+  }
   return Corruption("checkpoint " + path + ": no checksum trailer (truncated, damaged, or not a checkpoint)");
 }
 
 // Loads `archive` from the checked bytes of `path`.
-Status LoadArchive(const std::string& path, torch::serialize::InputArchive& archive) {
-  ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, ReadArchive(path));
+Status LoadArchive(const std::string& path, torch::serialize::InputArchive& archive, LegacyCheckpoint legacy) {
+  ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, ReadArchive(path, legacy));
   archive.load_from(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   return Status::Ok();
 }
@@ -230,10 +236,10 @@ Status SaveCheckpoint(const std::string& path, Model& model, const torch::optim:
   return written.ok() ? written : written.WithContext("writing checkpoint " + path);
 }
 
-Result<CheckpointMeta> ReadCheckpointMeta(const std::string& path) {
+Result<CheckpointMeta> ReadCheckpointMeta(const std::string& path, LegacyCheckpoint legacy) {
   try {
     torch::serialize::InputArchive archive;
-    RETURN_IF_ERROR(LoadArchive(path, archive));
+    RETURN_IF_ERROR(LoadArchive(path, archive, legacy));
     c10::IValue v;
     if (!archive.try_read("meta", v) || !v.isString()) {
       return Corruption("checkpoint " + path + ": no 'meta' record");
@@ -244,10 +250,11 @@ Result<CheckpointMeta> ReadCheckpointMeta(const std::string& path) {
   }
 }
 
-Status LoadCheckpoint(const std::string& path, Model& model, torch::optim::Optimizer* optimizer) {
+Status LoadCheckpoint(const std::string& path, Model& model, torch::optim::Optimizer* optimizer,
+                      LegacyCheckpoint legacy) {
   try {
     torch::serialize::InputArchive archive, weights, state;
-    RETURN_IF_ERROR(LoadArchive(path, archive));
+    RETURN_IF_ERROR(LoadArchive(path, archive, legacy));
     archive.read("model", weights);
     model.load(weights);
     if (optimizer != nullptr) {

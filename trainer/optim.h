@@ -75,15 +75,21 @@ Status CheckResumeOptimizer(const std::string& path, const CheckpointMeta& meta,
 // one, and "meta", the CheckpointMeta as JSON) followed by a 16-byte trailer: the magic
 // 89 'S' 'F' 'C' 0D 0A 1A 0A, then the XXH3-64 (seed 0, little-endian) of every byte
 // before the trailer. Readers refuse a file whose checksum does not match (Corruption).
-// Files without the trailer (written before it existed) are read unchecked.
+//
+// A file without the trailer is a Corruption error that says so and names the way out: it
+// is truncated or damaged, or a bare archive written before checkpoints had the trailer,
+// which a reader accepts, unchecked, only when asked to with LegacyCheckpoint::kAccept
+// (shardtrain --legacy-checkpoint).
+enum class LegacyCheckpoint { kRefuse, kAccept };
 
 // Writes model, optimizer (may be null) and meta to `path` (via "<path>.tmp", fsync and rename).
 Status SaveCheckpoint(const std::string& path, Model& model, const torch::optim::Optimizer* optimizer,
                       const CheckpointMeta& meta);
 // Reads only the meta (to build the model before loading weights); verifies the checksum.
-Result<CheckpointMeta> ReadCheckpointMeta(const std::string& path);
+Result<CheckpointMeta> ReadCheckpointMeta(const std::string& path, LegacyCheckpoint legacy = LegacyCheckpoint::kRefuse);
 // Loads weights into `model` and, when non-null, the state of `optimizer`; verifies the
 // checksum first.
-Status LoadCheckpoint(const std::string& path, Model& model, torch::optim::Optimizer* optimizer);
+Status LoadCheckpoint(const std::string& path, Model& model, torch::optim::Optimizer* optimizer,
+                      LegacyCheckpoint legacy = LegacyCheckpoint::kRefuse);
 
 }  // namespace shardify::trainer

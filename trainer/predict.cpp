@@ -27,7 +27,7 @@ struct Predictor {
 };
 
 Status OpenPredictor(const PredictOptions& o, Predictor& p) {
-  ASSIGN_OR_RETURN(p.meta, ReadCheckpointMeta(o.checkpoint));
+  ASSIGN_OR_RETURN(p.meta, ReadCheckpointMeta(o.checkpoint, o.legacy_checkpoint));
   ASSIGN_OR_RETURN(p.device, detail::PickDevice(o.device));
   ReadOptions read;
   read.io = o.io;
@@ -51,7 +51,7 @@ Status OpenPredictor(const PredictOptions& o, Predictor& p) {
   p.labeled = p.ds->manifest().FindField(p.spec.segmentation ? p.spec.mask_field : p.spec.label_field) >= 0;
   p.spec.targets = p.labeled;  // without labels the target is all -1 (ignored by the metrics)
   ASSIGN_OR_RETURN(p.model, MakeModel(p.meta.model));
-  RETURN_IF_ERROR(LoadCheckpoint(o.checkpoint, *p.model, nullptr));
+  RETURN_IF_ERROR(LoadCheckpoint(o.checkpoint, *p.model, nullptr, o.legacy_checkpoint));
   p.model->to(p.device);
   p.model->eval();
   return Status::Ok();

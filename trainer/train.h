@@ -92,8 +92,9 @@ struct TrainOptions {
   std::vector<int64_t> patch;
   double foreground_fraction = 0.33;
   double overlap = 0.5;
-  std::string resume;       // a last.pt to continue from (readable by every rank)
-  DistributedOptions dist;  // world_size 1: this process alone
+  std::string resume;  // a last.pt to continue from (readable by every rank)
+  LegacyCheckpoint legacy_checkpoint = LegacyCheckpoint::kRefuse;  // may resume be one without trailer (optim.h)
+  DistributedOptions dist;                                         // world_size 1: this process alone
   // A run ends early after `max_steps` training batches (0 = no limit), or once `*stop` is
   // set (polled between batches; e.g. by a Ctrl-C handler). Ending within an epoch, it
   // validates the current model (when there is a validation split) and writes last.pt
@@ -151,7 +152,8 @@ Status CheckTrainOptions(const TrainOptions& options);
 Result<TrainSummary> Train(const TrainOptions& options);
 
 struct PredictOptions {
-  std::string checkpoint;  // a last.pt or best.pt
+  std::string checkpoint;                                          // a last.pt or best.pt
+  LegacyCheckpoint legacy_checkpoint = LegacyCheckpoint::kRefuse;  // may it be one without trailer (optim.h)
   std::string data_dir;
   std::string split = "test";
   std::string out;          // classes: a CSV file; segmentation: a shard dataset dir

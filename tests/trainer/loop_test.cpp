@@ -393,6 +393,18 @@ TEST_CASE("trainer: shardtrain exits 2 on usage errors, 1 on failed runs") {
   CHECK(Shardtrain(predict + "--io nfs") == 2);
   CHECK(Shardtrain(predict + "--io pread") == 0);
   CHECK(Shardtrain(predict) == 0);
+  // Cut just before its trailer, a checkpoint is refused unless --legacy-checkpoint asks for one without.
+  {
+    std::vector<char> bytes;
+    std::ifstream in(dir / "out/last.pt", std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+    std::ofstream(dir / "bare.pt", std::ios::binary).write(bytes.data(), std::streamsize(bytes.size() - 16));
+  }
+  const std::string bare = "predict " + dir / "bare.pt" + " " + dir / "data" + " -o " + dir / "b.csv ";
+  std::string refused;
+  CHECK(Shardtrain(bare, &refused) == 1);
+  CHECK_THAT(refused, Catch::Contains("bare.pt: no checksum trailer") && Catch::Contains("--legacy-checkpoint"));
+  CHECK(Shardtrain(bare + "--legacy-checkpoint") == 0);
   // A truncated checkpoint: one line naming it, no C++ backtrace, for --resume and predict.
   std::filesystem::copy_file(dir / "out/last.pt", dir / "cut.pt");
   std::filesystem::resize_file(dir / "cut.pt", std::filesystem::file_size(dir / "cut.pt") / 2);

@@ -355,10 +355,29 @@ TEST_CASE("trainer: a checkpoint carries a checksum, a flipped byte anywhere is 
                Catch::Contains("bad.pt") && (Catch::Contains("checksum") || Catch::Contains("trailer")));
     CHECK(st::ReadCheckpointMeta(dir / "bad.pt").status().code() == shardify::StatusCode::kCorruption);
   }
-  // A checkpoint written before the trailer existed (a bare archive) still loads.
+}
+
+TEST_CASE("trainer: a checkpoint without its trailer is refused, unless asked for as a legacy one") {
+  shardify::testing::TempDir dir;
+  SavedMlp saved = SaveMlp(dir / "c.pt");
+  const std::vector<char> good = ReadAllBytes(dir / "c.pt");
+  // Cut just before the trailer: a bare archive, as written before the trailer existed.
   WriteAllBytes(dir / "old.pt", std::vector<char>(good.begin(), good.end() - 16));
-  CHECK(st::LoadCheckpoint(dir / "old.pt", model, opt).ok());
-  CHECK(st::ReadCheckpointMeta(dir / "old.pt").ok());
+  const shardify::Status refused = st::LoadCheckpoint(dir / "old.pt", *saved.model, saved.adam.get());
+  CHECK(refused.code() == shardify::StatusCode::kCorruption);
+  CHECK_THAT(refused.message(), Catch::Contains("old.pt: no checksum trailer") && Catch::Contains("written before") &&
+                                    Catch::Contains("--legacy-checkpoint"));
+  CHECK(st::ReadCheckpointMeta(dir / "old.pt").status().message() == refused.message());
+  const auto accept = st::LegacyCheckpoint::kAccept;
+  CHECK(st::LoadCheckpoint(dir / "old.pt", *saved.model, saved.adam.get(), accept).ok());
+  CHECK(st::ReadCheckpointMeta(dir / "old.pt", accept).ok());
+  // The flag accepts a bare archive, not anything without a trailer, and still checks one that has it.
+  WriteAllBytes(dir / "cut.pt", std::vector<char>(good.begin(), good.end() - 17));
+  CHECK_THAT(st::ReadCheckpointMeta(dir / "cut.pt", accept).status().message(), Catch::Contains("not a checkpoint"));
+  std::vector<char> flipped = good;
+  flipped[good.size() / 2] ^= 0x01;
+  WriteAllBytes(dir / "bad.pt", flipped);
+  CHECK_THAT(st::ReadCheckpointMeta(dir / "bad.pt", accept).status().message(), Catch::Contains("checksum mismatch"));
 }
 
 TEST_CASE("trainer: resuming with another optimizer says what differs") {
