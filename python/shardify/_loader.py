@@ -234,6 +234,12 @@ class Loader:
         return self._dataset
 
     @property
+    def transform(self):
+        """The transform as bound to this Loader (its ``margin`` is what patches are read
+        with around them), or None."""
+        return self._transform
+
+    @property
     def batch_size(self):
         return self._args.batch_size
 
