@@ -9,6 +9,7 @@
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "convert/decode_internal.h"
@@ -96,9 +97,12 @@ extern "C" void PngWarning(png_structp, png_const_charp) {}
 
 struct PngHeader {
   uint32_t width = 0, height = 0;
-  int channels = 0, bit_depth = 0;
-  size_t row_bytes = 0;
-  uint64_t stored_bytes = 0;  // image data before expansion, without filter bytes
+  int channels = 0, bit_depth = 0;  // as decoded, with the alpha channel of a tRNS chunk
+  size_t row_bytes = 0;             // of the rows libpng writes
+  uint64_t stored_bytes = 0;        // image data before expansion, without filter bytes
+  // 1/2/4-bit gray with a tRNS chunk: libpng reads the gray values unscaled, ReadPng adds
+  // the alpha channel (0 where a pixel is this transparent gray value, else 255).
+  std::optional<uint16_t> transparent_gray;
 };
 
 bool ReadHeader(PngReader* r, PngHeader* h) {
@@ -112,15 +116,26 @@ bool ReadHeader(PngReader* r, PngHeader* h) {
                                7) /
                               8;
   h->stored_bytes = uint64_t{png_get_image_height(r->png, r->info)} * stored_row;
+  // Every sample keeps its stored value (1/2/4-bit gray: 0..2^bits-1, unpacked to a byte);
+  // a tRNS chunk adds an alpha channel of 0 (transparent) or the largest value. libpng's
+  // tRNS expansion would also scale low-bit gray to 0..255, so that alpha is made here.
   if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(r->png);
-  if (png_get_valid(r->png, r->info, PNG_INFO_tRNS)) png_set_tRNS_to_alpha(r->png);
+  if (png_get_valid(r->png, r->info, PNG_INFO_tRNS)) {
+    png_color_16p trans = nullptr;
+    if (color == PNG_COLOR_TYPE_GRAY && depth < 8 &&
+        png_get_tRNS(r->png, r->info, nullptr, nullptr, &trans) == PNG_INFO_tRNS && trans != nullptr) {
+      h->transparent_gray = trans->gray;
+    } else {
+      png_set_tRNS_to_alpha(r->png);
+    }
+  }
   if (depth < 8) png_set_packing(r->png);
   if (depth == 16) png_set_swap(r->png);
   png_set_interlace_handling(r->png);
   png_read_update_info(r->png, r->info);
   h->width = png_get_image_width(r->png, r->info);
   h->height = png_get_image_height(r->png, r->info);
-  h->channels = png_get_channels(r->png, r->info);
+  h->channels = png_get_channels(r->png, r->info) + (h->transparent_gray ? 1 : 0);
   h->bit_depth = png_get_bit_depth(r->png, r->info);
   h->row_bytes = png_get_rowbytes(r->png, r->info);
   return true;
@@ -162,7 +177,7 @@ Status Open(const std::string& path, const std::vector<uint8_t>& bytes, uint64_t
   }
   RETURN_IF_ERROR(CheckDecodedSize(path, info->shape, info->dtype, max_bytes));
   auto need = ByteSize(info->shape, info->dtype);
-  if (!need.ok() || h->row_bytes * h->height != *need) {
+  if (!need.ok() || h->row_bytes * h->height * (h->transparent_gray ? 2 : 1) != *need) {
     return ResourceExhausted(path + ": PNG of " + ShapeToString(info->shape) + " is too large or inconsistent");
   }
   return Status::Ok();
@@ -219,6 +234,12 @@ Result<DecodedImage> ReadPng(const std::string& path, const std::vector<uint8_t>
   for (uint32_t y = 0; y < h.height; ++y) rows[y] = inter.data() + y * h.row_bytes;
   if (!ReadRows(&r, rows.data())) return Corruption(path + ": cannot decode PNG: " + r.error);
   const size_t es = h.bit_depth / 8, hw = static_cast<size_t>(h.width) * h.height, c = static_cast<size_t>(h.channels);
+  if (h.transparent_gray) {  // planar already: the gray plane, then its alpha
+    out.pixels = std::move(inter);
+    out.pixels.resize(2 * hw);
+    for (size_t p = 0; p < hw; ++p) out.pixels[hw + p] = out.pixels[p] == *h.transparent_gray ? 0 : 255;
+    return out;
+  }
   if (c == 1) {
     out.pixels = std::move(inter);
     return out;

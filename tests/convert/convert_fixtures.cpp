@@ -94,6 +94,11 @@ void WriteRawPng(const std::string& path, int w, int h, int color_type, int bit_
       png_set_tRNS(png, info, alpha.data(), static_cast<int>(alpha.size()), nullptr);
     }
   }
+  if (color_type == PNG_COLOR_TYPE_GRAY && trns) {
+    png_color_16 transparent{};
+    transparent.gray = 1;
+    png_set_tRNS(png, info, nullptr, 0, &transparent);
+  }
   png_write_info(png, info);
   const int per_row = w * channels;
   const size_t row_bytes = static_cast<size_t>((per_row * bit_depth + 7) / 8);

@@ -34,7 +34,8 @@ std::vector<uint8_t> Pixels(size_t n, uint32_t seed);
 // An 8-bit PNG of shape [c, h, w] (via ITK), pixels from Pixels(seed). Returns the pixels.
 std::vector<uint8_t> WritePng(const std::string& path, int c, int h, int w, uint32_t seed);
 // A PNG with libpng: `color_type` and `bit_depth` as in png.h; palette images get a
-// `palette_size`-entry gray-ish palette (and a tRNS chunk when `trns`). `rows` are the
+// `palette_size`-entry gray-ish palette (and a tRNS chunk when `trns`); gray images with
+// `trns` get a tRNS chunk making the gray value 1 transparent. `rows` are the
 // packed sample values per pixel (one value per channel, before bit packing).
 void WriteRawPng(const std::string& path, int w, int h, int color_type, int bit_depth,
                  const std::vector<uint16_t>& values, bool trns = false);

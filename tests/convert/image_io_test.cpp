@@ -45,22 +45,23 @@ TEST_CASE("convert: 16-bit PNG keeps u16 values") {
   CHECK(got == v);
 }
 
-TEST_CASE("convert: 1, 2 and 4-bit gray PNG decode to u8 keeping distinct levels in order") {
+TEST_CASE("convert: 1, 2, 4 and 8-bit gray PNG keep their stored values, also with a tRNS chunk (alpha 0 or 255)") {
   TempDir dir;
-  for (int bits : {1, 2, 4}) {
+  for (int bits : {1, 2, 4, 8}) {
     std::vector<uint16_t> v;
     for (int i = 0; i < 8 * 3; ++i) v.push_back(static_cast<uint16_t>(i % (1 << bits)));
-    const std::string path = dir / ("g" + std::to_string(bits) + ".png");
-    WriteRawPng(path, 8, 3, PNG_COLOR_TYPE_GRAY, bits, v);
-    auto d = ReadImage(path);
-    INFO("bits " << bits << " " << d.status().ToString());
-    REQUIRE(d.ok());
-    CHECK(d->info.dtype == DType::kU8);
-    CHECK(d->info.shape == Shape{1, 3, 8});
-    for (size_t i = 0; i < v.size(); ++i) {
-      for (size_t j = 0; j < v.size(); ++j) {
-        if (v[i] < v[j]) CHECK(d->pixels[i] < d->pixels[j]);
-        if (v[i] == v[j]) CHECK(d->pixels[i] == d->pixels[j]);
+    for (bool trns : {false, true}) {
+      const std::string path = dir / ("g" + std::to_string(bits) + (trns ? "t" : "") + ".png");
+      WriteRawPng(path, 8, 3, PNG_COLOR_TYPE_GRAY, bits, v, trns);
+      auto d = ReadImage(path);
+      INFO("bits " << bits << " tRNS " << trns << " " << d.status().ToString());
+      REQUIRE(d.ok());
+      CHECK(d->info.dtype == DType::kU8);
+      REQUIRE(d->info.shape == Shape{trns ? 2 : 1, 3, 8});
+      CHECK(ReadImageInfo(path)->shape == d->info.shape);
+      for (size_t i = 0; i < v.size(); ++i) {
+        CHECK(d->pixels[i] == v[i]);
+        if (trns) CHECK(d->pixels[v.size() + i] == (v[i] == 1 ? 0 : 255));  // gray 1 is transparent
       }
     }
   }
