@@ -167,6 +167,7 @@ Result<SourcePlan> PlanSource(const std::string& src, Layout layout, const std::
   plan.excluded = excluded;
   plan.root = l->file_suffix != nullptr ? fs::path(src).parent_path().string() : src;
   RETURN_IF_ERROR(l->plan(src, class_names, &plan));
+  RETURN_IF_ERROR(detail::RequireUtf8Names(src, &plan));
   return plan;
 }
 

@@ -19,6 +19,7 @@
 #include "convert/image_io.h"
 #include "convert/source_internal.h"
 #include "format/file.h"
+#include "format/strings.h"
 
 namespace fs = std::filesystem;
 
@@ -204,6 +205,27 @@ std::string JsonQuote(const std::string& s) {
       out += c;
   }
   return out + "\"";
+}
+
+Status CheckClassName(const std::string& where, const std::string& name) {
+  if (IsUtf8(name)) return Status::Ok();
+  return InvalidArgument(where + ": class name '" + EscapeNonUtf8(name) +
+                         "' is not UTF-8 (shardify stores names as UTF-8); rename it");
+}
+
+Status RequireUtf8Names(const std::string& src, SourcePlan* plan) {
+  for (const std::string& c : plan->classes) RETURN_IF_ERROR(CheckClassName(src, c));
+  std::vector<CaseInput>& cases = plan->cases;
+  const auto bad = std::stable_partition(cases.begin(), cases.end(),
+                                         [](const CaseInput& in) { return IsUtf8(in.name) && IsUtf8(in.split); });
+  for (auto in = bad; in != cases.end(); ++in) {
+    const bool name = !IsUtf8(in->name);
+    plan->bad.push_back({EscapeNonUtf8(plan->root + "/" + in->name),
+                         std::string(name ? "name" : "split '" + EscapeNonUtf8(in->split) + "'") +
+                             " is not UTF-8 (shardify stores names as UTF-8); rename it"});
+  }
+  cases.erase(bad, cases.end());
+  return Status::Ok();
 }
 
 namespace {

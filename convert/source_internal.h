@@ -33,6 +33,13 @@ Result<std::string> ReadTextFile(const std::string& path);
 bool ParseInt(const std::string& s, int64_t* v);
 bool ParseDouble(const std::string& s, double* v);
 std::string JsonQuote(const std::string& s);
+
+// Names are stored as UTF-8, which JSON output, Python's str and checkpoints need.
+// InvalidArgument naming a class `name` read from `where` that is not (its bytes shown as \xHH).
+Status CheckClassName(const std::string& where, const std::string& name);
+// Checks every class name of `plan`; a case whose name (stored as its `path`) or split is
+// not UTF-8 becomes a bad entry, failed or skipped as --on-error says.
+Status RequireUtf8Names(const std::string& src, SourcePlan* plan);
 // "1.5 MiB", "312 B".
 std::string HumanBytes(uint64_t b);
 

@@ -293,7 +293,10 @@ Status PlanRle(const std::string& src, const std::vector<std::string>&, SourcePl
   RETURN_IF_ERROR(ListFiles(src + "/train", true, &files, &plan->bad, plan->excluded));
   nlohmann::json labels = nlohmann::json::object();
   int k = 0;
-  for (const auto& c : classes) labels[c] = k++;
+  for (const auto& c : classes) {
+    RETURN_IF_ERROR(CheckClassName(csv, c));
+    labels[c] = k++;
+  }
   plan->mask_labels_json = labels.dump();
   plan->multi_label_mask = true;
   plan->has_mask = true;

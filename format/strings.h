@@ -1,7 +1,9 @@
-// String helpers shared by every folder (file-name suffixes).
+// String helpers shared by every folder (file-name suffixes, UTF-8).
 #pragma once
 
 #include <cctype>
+#include <cstdio>
+#include <string>
 #include <string_view>
 
 namespace shardify {
@@ -20,6 +22,52 @@ inline bool EndsWithNoCase(std::string_view s, std::string_view suffix) {
     if (std::tolower(static_cast<unsigned char>(tail[i])) != static_cast<unsigned char>(suffix[i])) return false;
   }
   return true;
+}
+
+// The length of the well-formed UTF-8 sequence at the start of `s` (1 to 4 bytes; no
+// overlong forms, surrogates or code points past U+10FFFF), or 0 when there is none.
+inline size_t Utf8SequenceLength(std::string_view s) {
+  if (s.empty()) return 0;
+  const auto b = [&s](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char c = b(0);
+  if (c < 0x80) return 1;
+  const size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+  if (n == 0 || s.size() < n) return 0;
+  for (size_t i = 1; i < n; ++i) {
+    if ((b(i) & 0xC0) != 0x80) return 0;
+  }
+  if ((c == 0xE0 && b(1) < 0xA0) || (c == 0xED && b(1) > 0x9F) || (c == 0xF0 && b(1) < 0x90) ||
+      (c == 0xF4 && b(1) > 0x8F)) {
+    return 0;
+  }
+  return n;
+}
+
+// Whether `s` is well-formed UTF-8 (what JSON, Python's str and the manifest's names need).
+inline bool IsUtf8(std::string_view s) {
+  for (size_t n = 0; !s.empty(); s.remove_prefix(n)) {
+    if ((n = Utf8SequenceLength(s)) == 0) return false;
+  }
+  return true;
+}
+
+// `s` for a message: every byte that is not part of well-formed UTF-8 written as \xHH
+// ("caf\xE9"), the rest as it is.
+inline std::string EscapeNonUtf8(std::string_view s) {
+  std::string out;
+  while (!s.empty()) {
+    size_t n = Utf8SequenceLength(s);
+    if (n == 0) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02X", static_cast<unsigned char>(s[0]));
+      out += hex;
+      n = 1;
+    } else {
+      out.append(s.data(), n);
+    }
+    s.remove_prefix(n);
+  }
+  return out;
 }
 
 }  // namespace shardify

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "format/strings.h"
 #include "trainer/distributed_internal.h"
 #include "trainer/loop_internal.h"
 #include "trainer/metrics.h"
@@ -203,6 +204,12 @@ Status Prepare(const TrainOptions& o, Setup& s) {
   RETURN_IF_ERROR(CheckLabeled(o, s));
   RETURN_IF_ERROR(PrepareAugment(o, s));
   s.classes = s.ds->manifest().classes;
+  for (const std::string& c : s.classes) {  // they go into every checkpoint's JSON meta
+    if (!IsUtf8(c)) {
+      return InvalidArgument(o.data_dir + ": class name '" + EscapeNonUtf8(c) +
+                             "' is not UTF-8, which checkpoints need; rename it and convert again");
+    }
+  }
   s.has_val = !o.val_split.empty() && s.ds->manifest().FindSplit(o.val_split) != nullptr;
   const std::string main_metric = s.spec.segmentation ? "val_dice" : "val_accuracy";
   s.best_name = !o.best_metric.empty() ? o.best_metric : s.has_val ? main_metric : "train_loss";

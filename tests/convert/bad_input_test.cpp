@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "convert/case.h"
+#include "format/strings.h"
 #include "tests/convert/convert_fixtures.h"
 
 using namespace shardify;
@@ -156,6 +157,22 @@ TEST_CASE("convert: spaces and non-ASCII in paths") {
   CHECK(rb.Str(0, "path") == u8"クラス A/ü b.png");
   CHECK(rb.ds->manifest().classes[0] == u8"クラス A");
   CHECK(rb.Array(0, "image") == px);
+}
+
+TEST_CASE("convert: a file name that is not UTF-8 is a bad input, a class name that is not fails the run") {
+  TempDir dir;
+  const std::string src = GoodSource(dir);
+  WritePng(dir / "src/a/caf\xE9.png", 1, 4, 4, 3);
+  ExpectFailThenSkip(dir, src, "a/caf\\xE9.png: name is not UTF-8", 2);
+  WritePng(dir / "src/caf\xE9/1.png", 1, 4, 4, 4);
+  ConvertOptions skip;
+  skip.skip_errors = true;
+  const auto r = RunConvert(src, dir / "out2", skip);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(r.status().message(), Catch::Contains("class name 'caf\\xE9' is not UTF-8"));
+  CHECK(IsUtf8(r.status().message()));
+  CHECK_FALSE(fs::exists(dir / "out2/manifest.sfm"));
 }
 
 TEST_CASE("convert: nnU-Net channels or labels that disagree name the case and what differs") {

@@ -198,6 +198,15 @@ TEST_CASE("trainer: bad inputs give errors that name the dataset") {
   o = SmallRun(dir / "data", dir / "out", "mlp");
   o.optimizer.name = "rmsprop";
   CHECK(st::Train(o).status().code() == StatusCode::kInvalidArgument);
+  // A class name that is not UTF-8 (written by a Writer, or a shardify before it refused
+  // them) is refused before training, not when the first checkpoint is written.
+  REQUIRE(WriteClassFixture(dir / "latin1", false, 32, {"tl", "caf\xE9", "bl", "br"}).ok());
+  o = SmallRun(dir / "latin1", dir / "out", "mlp");
+  const Result<st::TrainSummary> latin1 = st::Train(o);
+  REQUIRE_FALSE(latin1.ok());
+  CHECK(latin1.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(latin1.status().message(), Catch::Contains("class name 'caf\\xE9' is not UTF-8"));
+  CHECK_FALSE(std::filesystem::exists(dir / "out/metrics.jsonl"));
 }
 
 TEST_CASE("trainer: CUDA runs where a device answers, and is refused cleanly where none does") {
