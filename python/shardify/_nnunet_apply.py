@@ -1,8 +1,8 @@
 """The batched torch ops that apply an nnU-Net augmentation Plan, on the batch's device: the
 twin of trainer/augment_apply.cpp, op for op.
 
-Each transform computes only the samples it picked, then puts them back in place with one
-index_select over [batch; picked] (deterministic on every device, unlike a scatter).
+Each transform computes only the samples it picked, then writes them back over their rows
+(index_copy of distinct rows: deterministic on every device).
 """
 
 import math
@@ -30,14 +30,11 @@ def _rows(x, idx):
 
 
 def _merge(x, idx, y):
-    """x with rows idx[k] replaced by y[k]; idx ascending."""
-    b = x.size(0)
-    if len(idx) == b:
+    """A new tensor: x with rows idx[k] replaced by y[k] (distinct rows, so the copy is
+    deterministic on every device)."""
+    if len(idx) == x.size(0):
         return y
-    order = list(range(b))
-    for k, i in enumerate(idx):
-        order[i] = b + k
-    return torch.cat([x, y]).index_select(0, _longs(order, x.device))
+    return x.index_copy(0, _longs(idx, x.device), y)
 
 
 def _on_picked(x, pick, fn, owned=False):

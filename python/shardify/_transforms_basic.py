@@ -25,7 +25,25 @@ def _per_axis(name, value, rank):
     return [float(v) for v in values]
 
 
-class RandFlip(Transform):
+class _Spatial(Transform):
+    """A transform that moves each picked sample by an affine map: output offset o (voxels
+    from the centre, array axis order) samples the input at A o + t. Maps of consecutive
+    spatial transforms in a Compose are composed and resampled once."""
+
+    mode, padding, label_pad = "bilinear", "zeros", 0
+
+    def _maps(self, rng, rank, size, batch):
+        """Per sample (A, t), or None where the sample stays as it is."""
+        raise NotImplementedError
+
+    def _apply(self, batch, seed, epoch, step, stream):
+        for key, x in self._images(batch):
+            maps = self._maps(Rng(seed, epoch, step, stream + 1), x.dim() - 2, list(x.shape[2:]), x.shape[0])
+            _resample(batch, key, x, list(self._masks(batch, x)), maps, self.mode, self.padding, self.label_pad)
+            return
+
+
+class RandFlip(_Spatial):
     """Mirrors each spatial axis in `axes` (0: the first spatial axis) of a sample with
     probability p, independently per axis and sample."""
 
@@ -36,13 +54,25 @@ class RandFlip(Transform):
             raise ValueError(f"axes are spatial axes counted from 0, got {axes!r}")
         self.p = _probability(p)
 
-    def _apply(self, batch, seed, epoch, step, stream):
+    def _flips(self, rng, rank, batch):
+        if any(a >= rank for a in self.axes):
+            raise ValueError(f"RandFlip(axes={self.axes}) on a batch with {rank} spatial axes")
+        return [[rng.bernoulli(self.p) for _ in self.axes] for _ in range(batch)]
+
+    def _maps(self, rng, rank, size, batch):
+        maps = []
+        for flips in self._flips(rng, rank, batch):
+            sign = [1.0] * rank
+            for a, f in zip(self.axes, flips):
+                sign[a] = -1.0 if f else 1.0
+            maps.append(([[sign[i] if i == j else 0.0 for j in range(rank)] for i in range(rank)], [0.0] * rank)
+                        if any(flips) else None)
+        return maps
+
+    def _apply(self, batch, seed, epoch, step, stream):  # alone: exact flips, no resampling
         rng = Rng(seed, epoch, step, stream + 1)
         for key, x in self._images(batch):
-            rank = x.dim() - 2
-            if any(a >= rank for a in self.axes):
-                raise ValueError(f"RandFlip(axes={self.axes}) on batch[{key!r}] with {rank} spatial axes")
-            flips = [[rng.bernoulli(self.p) for _ in self.axes] for _ in range(x.shape[0])]
+            flips = self._flips(rng, x.dim() - 2, x.shape[0])
             masks = list(self._masks(batch, x))
             for k, a in enumerate(self.axes):
                 pick = [f[k] for f in flips]
@@ -52,7 +82,7 @@ class RandFlip(Transform):
             return
 
 
-class RandAffine(Transform):
+class RandAffine(_Spatial):
     """Rotates, zooms and shifts each picked sample (probability p) with one affine
     resampling: image by `mode` ("bilinear", or "bicubic" in 2D), masks by nearest.
 
@@ -78,48 +108,125 @@ class RandAffine(Transform):
         self.mode, self.padding, self.label_pad = mode, padding, int(label_pad)
         _per_axis("rotate", rotate, 3 if isinstance(rotate, (tuple, list)) else 1)
 
-    def _draw(self, rng, rank, size):
+    def _maps(self, rng, rank, size, batch):
         angles = _per_axis("rotate", self.rotate, 1 if rank == 2 else 3)
         shifts = _per_axis("translate", self.translate, rank)
-        a = [rng.uniform(-r, r) * math.pi / 180 if r > 0 else 0.0 for r in angles] + [0.0] * (3 - len(angles))
-        zoom = rng.uniform(*self.scale) if self.scale is not None and self.scale[0] != self.scale[1] else (
-            self.scale[0] if self.scale is not None else 1.0)
-        t = [rng.uniform(-s, s) * size[i] if s > 0 else 0.0 for i, s in enumerate(shifts)]
-        m = A._spatial_matrix(a, 1.0, rank, False)
-        return [[v / zoom for v in row] for row in m], t
+        maps = []
+        for _ in range(batch):
+            if not rng.bernoulli(self.p):
+                maps.append(None)
+                continue
+            a = [rng.uniform(-r, r) * math.pi / 180 if r > 0 else 0.0 for r in angles] + [0.0] * (3 - len(angles))
+            zoom = 1.0
+            if self.scale is not None:
+                zoom = rng.uniform(*self.scale) if self.scale[0] != self.scale[1] else self.scale[0]
+            t = [rng.uniform(-s, s) * size[i] if s > 0 else 0.0 for i, s in enumerate(shifts)]
+            m = A._spatial_matrix(a, 1.0, rank, False)
+            maps.append(([[v / zoom for v in row] for row in m], t))
+        return maps
 
-    def _apply(self, batch, seed, epoch, step, stream):
-        torch = _torch()
-        rng = Rng(seed, epoch, step, stream + 1)
-        for key, x in self._images(batch):
-            rank, size = x.dim() - 2, list(x.shape[2:])
-            if self.mode == "bicubic" and rank != 2:
-                raise ValueError("RandAffine(mode='bicubic') resamples 2D images only (torch's grid_sample)")
-            pick, theta = [], []
-            for _ in range(x.shape[0]):
-                pick.append(rng.bernoulli(self.p))
-                if pick[-1]:
-                    m, t = self._draw(rng, rank, size)
-                    for g in range(rank):  # grid axes run x, y(, z): array axes reversed
-                        i = rank - 1 - g
-                        theta += [m[i][rank - 1 - h] for h in range(rank)] + [2 * t[i] / size[i]]
-            idx = A._picked(pick)
-            masks = list(self._masks(batch, x))
-            if idx:
-                n = len(idx)
-                grid = torch.nn.functional.affine_grid(A._floats(theta, x.device).view(n, rank, rank + 1),
-                                                       [n, 1] + size, align_corners=False)
 
-                def sample(v, mode):
-                    return torch.nn.functional.grid_sample(v, grid.to(v.dtype), mode=mode, padding_mode=self.padding,
-                                                           align_corners=False)
+def compose_maps(first, then):
+    """The map of `first` followed by `then` (None: identity): output o samples `then`'s
+    input at A2 o + t2, which samples the input at A1 (A2 o + t2) + t1."""
+    if first is None or then is None:
+        return then if first is None else first
+    (a1, t1), (a2, t2) = first, then
+    n = len(t1)
+    a = [[sum(a1[i][k] * a2[k][j] for k in range(n)) for j in range(n)] for i in range(n)]
+    t = [sum(a1[i][k] * t2[k] for k in range(n)) + t1[i] for i in range(n)]
+    return a, t
 
-                x = A._merge(x, idx, sample(A._rows(x, idx), self.mode))
-                pad = self.label_pad
-                masks = [(mk, A._merge(m, idx, (sample((A._rows(m, idx).long() - pad).float(), "nearest").round()
-                                                .long() + pad).to(m.dtype)), ch) for mk, m, ch in masks]
-            _store(batch, key, x, masks)
-            return
+
+def _settings(t):
+    """How a spatial transform resamples (None for a flip, which joins any)."""
+    return None if isinstance(t, RandFlip) else (t.mode, t.padding, t.label_pad)
+
+
+def spatial_runs(transforms):
+    """Index ranges [i, j) of `transforms` that resample once: runs of consecutive spatial
+    transforms on the same keys whose mode and padding agree (flips join any run); every
+    other transform is a run of its own."""
+    runs, i = [], 0
+    while i < len(transforms):
+        j, first = i + 1, transforms[i]
+        if isinstance(first, _Spatial):
+            settings = _settings(first)
+            while j < len(transforms):
+                t = transforms[j]
+                if not isinstance(t, _Spatial) or (t.keys, t.mask_keys) != (first.keys, first.mask_keys):
+                    break
+                if _settings(t) is not None and settings not in (None, _settings(t)):
+                    break
+                settings = settings or _settings(t)
+                j += 1
+        runs.append((i, j))
+        i = j
+    return runs
+
+
+def apply_spatial_run(members, batch, seeds, epoch, step, streams):
+    """Applies spatial transforms one after the other as one resampling: each draws from its
+    own stream exactly as alone, their maps are composed per sample."""
+    first = members[0]
+    settings = next((_settings(t) for t in members if _settings(t) is not None),
+                    (first.mode, first.padding, first.label_pad))
+    for key, x in first._images(batch):
+        rank, size, n = x.dim() - 2, list(x.shape[2:]), x.shape[0]
+        maps = [None] * n
+        for t, seed, stream in zip(members, seeds, streams):
+            drawn = t._maps(Rng(seed, epoch, step, stream + 1), rank, size, n)
+            maps = [compose_maps(a, b) for a, b in zip(maps, drawn)]
+        _resample(batch, key, x, list(first._masks(batch, x)), maps, *settings)
+        return
+
+
+def _affine_grid(theta, size):
+    """torch's affine_grid (align_corners=False) by broadcasting: a few multiply-adds per
+    point instead of a batched matrix product over tiny matrices, several times faster."""
+    torch = _torch()
+    n, rank = theta.shape[0], len(size)
+    bases = []  # normalized centre of each voxel along grid axis h (x: the last array axis)
+    for h in range(rank):
+        axis = rank - 1 - h
+        shape = [1] * (rank + 1)
+        shape[axis + 1] = size[axis]
+        bases.append(((torch.arange(size[axis], dtype=theta.dtype, device=theta.device) * 2 + 1) / size[axis] - 1)
+                     .view(shape))
+    view = [n] + [1] * rank
+    axes = []
+    for g in range(rank):
+        c = theta[:, g, rank].view(view)
+        for h in range(rank):
+            c = c + theta[:, g, h].view(view) * bases[h]
+        axes.append(c.expand([n] + list(size)))
+    return torch.stack(axes, -1)
+
+
+def _resample(batch, key, x, masks, maps, mode, padding, label_pad):
+    """One grid_sample of the samples that have a map; the others stay as they are."""
+    torch = _torch()
+    rank, size = x.dim() - 2, list(x.shape[2:])
+    if mode == "bicubic" and rank != 2:
+        raise ValueError("RandAffine(mode='bicubic') resamples 2D images only (torch's grid_sample)")
+    idx = [s for s, m in enumerate(maps) if m is not None]
+    if idx:
+        theta = []
+        for s in idx:
+            a, t = maps[s]
+            for g in range(rank):  # grid axes run x, y(, z): array axes reversed; units of each axis' half size
+                i = rank - 1 - g
+                theta += [a[i][rank - 1 - h] * size[rank - 1 - h] / size[i] for h in range(rank)] + [2 * t[i] / size[i]]
+        grid = _affine_grid(A._floats(theta, x.device).view(len(idx), rank, rank + 1), size)
+
+        def sample(v, how):
+            return torch.nn.functional.grid_sample(v, grid.to(v.dtype), mode=how, padding_mode=padding,
+                                                   align_corners=False)
+
+        x = A._merge(x, idx, sample(A._rows(x, idx), mode))
+        masks = [(mk, A._merge(m, idx, (sample((A._rows(m, idx).long() - label_pad).float(), "nearest").round()
+                                        .long() + label_pad).to(m.dtype)), ch) for mk, m, ch in masks]
+    _store(batch, key, x, masks)
 
 
 class RandRotate(RandAffine):

@@ -107,11 +107,15 @@ class Transform:
 
 
 class Compose(Transform):
-    """Runs transforms in order; each draws from its own streams of the same position."""
+    """Runs transforms in order; each draws from its own streams of the same position.
+    Consecutive spatial transforms (RandFlip, RandAffine and its kin, on the same keys) are
+    composed and resampled once, as MONAI's lazy resampling does: the same draws, one
+    interpolation instead of several. fuse=False resamples after each."""
 
-    def __init__(self, transforms):
+    def __init__(self, transforms, fuse=True):
         super().__init__()
         self.transforms = list(transforms)
+        self.fuse = bool(fuse)
         for t in self.transforms:
             if not callable(t):
                 raise TypeError(f"Compose takes callables, got {t!r}")
@@ -123,13 +127,20 @@ class Compose(Transform):
     def bind(self, patch):
         bound = copy.copy(self)
         bound.transforms = [t.bind(patch) if hasattr(t, "bind") else t for t in self.transforms]
-        Compose.__init__(bound, bound.transforms)
+        Compose.__init__(bound, bound.transforms, self.fuse)
         return bound
 
     def _apply(self, batch, seed, epoch, step, stream):
-        for i, t in enumerate(self.transforms):
-            if isinstance(t, Transform):
-                t._apply(batch, (seed + t.seed) & _MASK64, epoch, step, stream + _STREAMS_PER_CHILD * i)
+        from ._transforms_basic import apply_spatial_run, spatial_runs
+        runs = spatial_runs(self.transforms) if self.fuse else [(i, i + 1) for i in range(len(self.transforms))]
+        for i, j in runs:
+            seeds = [(seed + t.seed) & _MASK64 for t in self.transforms[i:j]]
+            streams = [stream + _STREAMS_PER_CHILD * k for k in range(i, j)]
+            t = self.transforms[i]
+            if j - i > 1:
+                apply_spatial_run(self.transforms[i:j], batch, seeds, epoch, step, streams)
+            elif isinstance(t, Transform):
+                t._apply(batch, seeds[0], epoch, step, streams[0])
             else:
                 out = t(batch)
                 if not isinstance(out, dict):
