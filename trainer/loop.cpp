@@ -681,12 +681,8 @@ Result<TrainSummary> Train(const TrainOptions& options) {
       return TrainImpl(o);
     }
     return TrainImpl(options);
-  } catch (const std::bad_alloc&) {
-    return ResourceExhausted(std::string("training on ") + options.data_dir + ": out of memory");
-  } catch (const c10::Error& e) {
-    return Internal(std::string("training on ") + options.data_dir + ": " + e.what_without_backtrace());
   } catch (const std::exception& e) {
-    return Internal(std::string("training on ") + options.data_dir + ": " + e.what());
+    return detail::FromTorchException("training on " + options.data_dir, e);
   }
 }
 

@@ -21,6 +21,17 @@ namespace detail {
 #define SHARDIFY_AUTOCAST_BY_DEVICE 1
 #endif
 
+Status FromTorchException(const std::string& context, const std::exception& e) {
+  const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
+  std::string what = torch_error != nullptr ? torch_error->what_without_backtrace() : e.what();
+  what = what.substr(0, what.find('\n'));
+  const bool memory = dynamic_cast<const std::bad_alloc*>(&e) != nullptr ||
+                      what.find("can't allocate memory") != std::string::npos ||
+                      what.find("out of memory") != std::string::npos;
+  if (memory) return ResourceExhausted(context + ": out of memory (" + what + ")");
+  return Internal(context + ": " + what);
+}
+
 Status CheckDeviceName(const std::string& name) {
   if (name == "auto") return Status::Ok();
   try {

@@ -21,6 +21,11 @@ namespace shardify::trainer::detail {
 
 class RankGroup;  // distributed_internal.h
 
+// An exception LibTorch threw while doing `context` ("training on DIR") as a Status of one
+// line (no C++ backtrace): a failed allocation of host or device memory is
+// ResourceExhausted ("out of memory"), anything else Internal.
+Status FromTorchException(const std::string& context, const std::exception& e);
+
 // "auto" -> cuda when a device answers, else cpu. "cuda" without a device is an error.
 Result<torch::Device> PickDevice(const std::string& name);
 // InvalidArgument unless `name` is auto, cpu, cuda or cuda:N (whether a device answers is

@@ -232,8 +232,8 @@ void AddTrain(CLI::App& app, Cli& c) {
       ->check(CLI::PositiveNumber);
   app.add_option("--mean", t.mean, "Image mean for normalization (default: dataset statistics)");
   app.add_option("--std", t.stddev, "Image standard deviation (default: dataset statistics)");
-  app.add_option("--resize", c.resize, "Resize to H W (also for validation)")->expected(2);
-  app.add_option("--crop", c.crop, "Random crop or pad to H W")->expected(2);
+  app.add_option("--resize", c.resize, "Resize to H W, each 1..16384 (also for validation)")->expected(2);
+  app.add_option("--crop", c.crop, "Random crop or pad to H W, each 1..16384")->expected(2);
   app.add_flag("--flip-x", t.augment.flip_x, "Random left-right flips");
   app.add_flag("--flip-y", t.augment.flip_y, "Random top-bottom flips");
   app.add_option("--rotate", t.augment.rotate_deg, "Random rotation up to +-degrees");

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "trainer/loop_internal.h"
+
 namespace shardify::trainer {
 namespace {
 
@@ -310,7 +312,9 @@ Result<std::shared_ptr<Model>> MakeModel(const ModelSpec& s) {
   try {
     return info->make(s);
   } catch (const std::exception& e) {
-    return Internal("model '" + s.name + "': " + e.what());
+    return detail::FromTorchException("model '" + s.name + "' for inputs " + std::to_string(s.in_channels) + "x" +
+                                          std::to_string(s.height) + "x" + std::to_string(s.width),
+                                      e);
   }
 }
 

@@ -23,6 +23,12 @@ Status CheckTrainOptions(const TrainOptions& o) {
     return InvalidArgument("batch size, epochs, accumulation and repeats must be >= 1");
   }
   RETURN_IF_ERROR(CheckBatchSize(o.batch_size));
+  for (const int64_t side : {o.augment.resize_h, o.augment.resize_w, o.augment.crop_h, o.augment.crop_w}) {
+    if (side < 0 || side > kMaxImageSide) {
+      return InvalidArgument("--resize and --crop sizes must be 1.." + std::to_string(kMaxImageSide) + ", got " +
+                             std::to_string(side));
+    }
+  }
   RETURN_IF_ERROR(CheckOptimizer(o.optimizer));
   RETURN_IF_ERROR(CheckSchedule(o.schedule));
   RETURN_IF_ERROR(detail::CheckDeviceName(o.device));

@@ -278,13 +278,8 @@ Result<PredictSummary> PredictImpl(const PredictOptions& o) {
 Result<PredictSummary> Predict(const PredictOptions& options) {
   try {
     return PredictImpl(options);
-  } catch (const std::bad_alloc&) {
-    return ResourceExhausted("predicting " + options.data_dir + " with " + options.checkpoint + ": out of memory");
-  } catch (const c10::Error& e) {
-    return Internal("predicting " + options.data_dir + " with " + options.checkpoint + ": " +
-                    e.what_without_backtrace());
   } catch (const std::exception& e) {
-    return Internal("predicting " + options.data_dir + " with " + options.checkpoint + ": " + e.what());
+    return detail::FromTorchException("predicting " + options.data_dir + " with " + options.checkpoint, e);
   }
 }
 

@@ -52,6 +52,8 @@ struct StepInfo {
 // this in one batch fit no device's memory for any model here, and a typo such as
 // 100000000 should be a usage error, not an allocation of the whole split.
 inline constexpr size_t kMaxBatchSize = 65536;
+// The largest height or width of augment.resize_* and augment.crop_* (0: off).
+inline constexpr int64_t kMaxImageSide = 16384;
 
 struct TrainOptions {
   std::string data_dir;

@@ -391,6 +391,8 @@ TEST_CASE("trainer: shardtrain exits 2 on usage errors, 1 on failed runs") {
   std::string huge;
   CHECK(Shardtrain(run + "--batch 100000000", &huge) == 2);
   CHECK_THAT(huge, Catch::Contains("at most 65536"));
+  CHECK(Shardtrain(run + "--resize 100000 100000", &huge) == 2);
+  CHECK_THAT(huge, Catch::Contains("1..16384, got 100000"));
   CHECK(Shardtrain("train " + dir / "missing" + " -q -o " + dir / "out") == 1);
   REQUIRE(Shardtrain(run) == 0);
   const std::string predict = "predict " + dir / "out/last.pt" + " " + dir / "data" + " -o " + dir / "p.csv ";

@@ -246,6 +246,16 @@ TEST_CASE("trainer: every model maps images to logits of the right shape") {
   CHECK(st::MakeModel(bad).status().code() == shardify::StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("trainer: a model too large for memory is an out-of-memory error of one line, not an internal one") {
+  st::ModelSpec huge;  // an mlp whose first layer would take 2^20 * 2^20 * 128 floats (512 PiB)
+  huge.height = huge.width = int64_t{1} << 20;
+  const auto model = st::MakeModel(huge);
+  REQUIRE_FALSE(model.ok());
+  CHECK(model.status().code() == shardify::StatusCode::kResourceExhausted);
+  CHECK_THAT(model.status().message(), Catch::StartsWith("model 'mlp' for inputs 1x1048576x1048576: out of memory"));
+  CHECK(model.status().message().find('\n') == std::string::npos);
+}
+
 TEST_CASE("trainer: schedules start, peak and end where they should") {
   st::ScheduleOptions s;
   s.name = "onecycle";
