@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "format/file.h"
 #include "format/strings.h"
 #include "trainer/distributed_internal.h"
 #include "trainer/loop_internal.h"
@@ -226,6 +227,14 @@ Status Prepare(const TrainOptions& o, Setup& s) {
   std::error_code ec;
   std::filesystem::create_directories(o.out_dir, ec);
   if (ec) return IOError("creating output directory " + o.out_dir + ": " + ec.message());
+  // Rank 0 writes every output there: one it cannot write to is found now, not after an epoch.
+  if (o.dist.rank == 0) {
+    const std::string probe = o.out_dir + "/.shardtrain-write-test";
+    Result<std::unique_ptr<WritableFile>> file = WritableFile::Create(probe);
+    if (!file.ok()) return file.status().WithContext("output directory " + o.out_dir + " is not writable");
+    RETURN_IF_ERROR((*file)->Close());
+    RETURN_IF_ERROR(RemoveFile(probe));
+  }
   return Status::Ok();
 }
 

@@ -209,6 +209,19 @@ TEST_CASE("trainer: bad inputs give errors that name the dataset") {
   CHECK_FALSE(std::filesystem::exists(dir / "out/metrics.jsonl"));
 }
 
+TEST_CASE("trainer: an output directory that cannot be written is refused before the first epoch") {
+  testing::TempDir dir;
+  REQUIRE(WriteClassFixture(dir / "data", false, 32).ok());
+  st::TrainOptions o = SmallRun(dir / "data", "/proc/self", "mlp");  // a directory no one, root included, writes in
+  uint64_t epochs = 0;
+  o.on_epoch = [&epochs](const st::EpochRecord&) { ++epochs; };
+  const Result<st::TrainSummary> r = st::Train(o);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == StatusCode::kIOError);
+  CHECK_THAT(r.status().message(), Catch::StartsWith("output directory /proc/self is not writable"));
+  CHECK(epochs == 0);
+}
+
 TEST_CASE("trainer: CUDA runs where a device answers, and is refused cleanly where none does") {
   auto device = st::detail::PickDevice("cuda");
   if (!torch::cuda::is_available()) {
