@@ -79,9 +79,15 @@ Status Destination::Prepare(bool overwrite) {
     return AlreadyExists(dir_ + ": already holds a dataset (" + kManifestFileName +
                          "); choose overwrite to replace it");
   }
+  // Without a manifest, a companion (skipped.tsv) is what an interrupted run left only
+  // beside a shard or temporary file of that run; alone, it is a file of the user's.
+  const bool interrupted = std::any_of(names.begin(), names.end(), [this](const std::string& name) {
+    return IsDatasetFile(name) || (EndsWith(name, kTempSuffix) && Belongs(name));
+  });
   std::string foreign;
   for (const std::string& name : names) {
-    if (!Belongs(name) && name != kLockFileName && foreign.empty()) foreign = name;
+    const bool ours = has_manifest || interrupted ? Belongs(name) : IsDatasetFile(name);
+    if (!ours && name != kLockFileName && foreign.empty()) foreign = name;
   }
   if (has_manifest) return ChooseStaging(!foreign.empty());
   if (!foreign.empty() && !overwrite) {

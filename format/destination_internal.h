@@ -5,7 +5,9 @@
 // blocks the next one). A second writer of the same directory gets kBusy. It then looks
 // at what is there and picks the directory the new dataset is written to:
 //  - `dir` itself when it holds no dataset; what an interrupted run left (shards,
-//    temporary files, companions, but no manifest) is removed first;
+//    temporary files, companions, but no manifest) is removed first. A companion with
+//    none of the others is a file of the user's: without overwrite it is refused as
+//    foreign, like any other file;
 //  - to overwrite a dataset, a staging directory: `.<name>.shardify-new` beside `dir` on
 //    the same file system, or `<dir>/.shardify-new` where no such sibling can be made (dir
 //    is a mount point, its parent is read-only) or where `dir` also holds files that are

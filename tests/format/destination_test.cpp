@@ -149,6 +149,27 @@ TEST_CASE("format: files of others in the destination stay through an overwrite"
   CHECK(Names(dir) == std::vector<std::string>{"README.txt", "manifest.sfm", "shard-00000.sfs"});
 }
 
+TEST_CASE("format: a companion alone is a file of the user's, refused without overwrite, and debris beside shards") {
+  TempDir tmp;
+  const std::string dir = tmp / "ds";
+  REQUIRE(MakeDirs(dir).ok());
+  std::ofstream(dir + "/notes.tsv") << "mine";
+  WriterOptions o;
+  o.companions = {"notes.tsv"};
+  const Result<std::unique_ptr<DatasetWriter>> refused = DatasetWriter::Create(dir, ImageLabelFields(), o);
+  REQUIRE_FALSE(refused.ok());
+  CHECK_THAT(refused.status().message(), Catch::Contains("holds no dataset (found 'notes.tsv')"));
+  CHECK(Names(dir) == std::vector<std::string>{"notes.tsv"});
+  // What a run killed before its manifest leaves: the companion goes with its shard.
+  std::ofstream(dir + "/shard-00000.sfs") << "half";
+  {
+    auto w = Writer(dir, false);
+    REQUIRE(w->Append(ImageLabelSample(0)).ok());
+    REQUIRE(w->Finish().ok());
+  }
+  CHECK(Names(dir) == std::vector<std::string>{"manifest.sfm", "shard-00000.sfs"});
+}
+
 TEST_CASE("format: a staging directory left by a killed overwrite is removed by the next writer") {
   TempDir tmp;
   const std::string dir = tmp / "ds";
