@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <limits>
 #include <thread>
 
 #include "trainer/distributed_internal.h"
@@ -276,9 +277,15 @@ std::string RankGroup::Impl::Culprit() {
       if (q != o.rank && after[q] == before[q]) silent.push_back(q);
     }
     if (!silent.empty()) {
+      // Every rank beats once per interval() from the rendezvous on: the beats a silent rank
+      // is behind this one tell how long it has been silent, often far longer than the
+      // window watched here (a stopped rank, found when the collective times out).
+      double silent_s = std::numeric_limits<double>::infinity();
+      for (int q : silent) silent_s = std::min(silent_s, double(after[o.rank] - after[q]) * interval());
+      silent_s = std::max(silent_s, window());
       char secs[32];
-      std::snprintf(secs, sizeof secs, "%.1f", window());
-      return "rank " + RankList(silent) + " gave no sign of life for " + secs +
+      std::snprintf(secs, sizeof secs, silent_s < 10 ? "%.1f" : "%.0f", silent_s);
+      return "rank " + RankList(silent) + " gave no sign of life for about " + secs +
              " s (killed, stopped, or its machine is unreachable)";
     }
     const uint64_t mine = collectives.load();

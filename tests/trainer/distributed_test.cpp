@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -416,7 +417,12 @@ TEST_CASE("distributed: a rank that dies or hangs stops the others with an error
   };
   SECTION("killed") { survivor_names(one, SIGKILL, zero, dir / "rank0.log", "rank 1 gave no sign of life"); }
   SECTION("stopped: hangs without dying") {
-    survivor_names(one, SIGSTOP, zero, dir / "rank0.log", "rank 1 gave no sign of life");
+    survivor_names(one, SIGSTOP, zero, dir / "rank0.log", "rank 1 gave no sign of life for about ");
+    // Silent since the signal: through the whole --dist-timeout, not only the last heartbeats.
+    const std::string log = Slurp(dir / "rank0.log");
+    const size_t at = log.find("no sign of life for about ");
+    REQUIRE(at != std::string::npos);
+    CHECK(std::stod(log.substr(at + std::strlen("no sign of life for about "))) >= timeout - 1);
   }
   SECTION("rank 0, which hosts the store, killed") {
     survivor_names(zero, SIGKILL, one, dir / "rank1.log", "rank 0 is gone");
