@@ -252,6 +252,11 @@ class Loader:
         return self._args.world_size
 
     @property
+    def transform(self):
+        """The transform applied to each batch, as bound to the patch (None without one)."""
+        return self._transform
+
+    @property
     def ring_bytes(self):
         """Bytes of host batch buffers the C++ ring holds now."""
         return 0 if self._core is None else self._core.ring_bytes

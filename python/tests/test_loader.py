@@ -411,7 +411,7 @@ def test_a_transform_is_bound_to_the_patch_and_reads_its_margin(volumes):
     options = dict(batch_size=4, patch=(8, 8, 8), seed=3, foreground_fraction=0.5)
     transform = Recording(margin=(2, 3, 1))
     loader = shardify.Loader(path, transform=transform, **options)
-    assert transform.bound.patch == (8, 8, 8)
+    assert transform.bound.patch == (8, 8, 8) and loader.transform is transform.bound
     plain = shardify.Loader(path, **options)
     for batch, expected in zip(loader, plain):
         assert batch["image"].shape[1:] == (1, 8, 8, 8)
