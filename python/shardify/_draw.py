@@ -5,6 +5,8 @@ Loader, a run with another thread count and `shardtrain` (trainer/rng_internal.h
 the same values: SplitMix64 over 64-bit integers, doubles built from the top 53 bits.
 """
 
+from ._checks import non_negative
+
 _MASK = (1 << 64) - 1
 
 
@@ -41,7 +43,5 @@ class Rng:
 
 def position(seed, epoch, step):
     """The (seed, epoch, step) a transform draws from, checked."""
-    for name, value in (("seed", seed), ("epoch", epoch), ("step", step)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"transform {name} must be a non-negative integer, got {value!r}")
-    return seed, epoch, step
+    return tuple(non_negative(f"transform {name}", value)
+                 for name, value in (("seed", seed), ("epoch", epoch), ("step", step)))

@@ -8,6 +8,8 @@ import re
 import weakref
 
 from . import _core
+from ._checks import non_negative as _non_negative
+from ._checks import positive as _positive
 from ._dataset import Dataset
 
 _ORDERS = ("shuffle", "sequential", "shard_windowed", "class_balanced")
@@ -374,18 +376,6 @@ def _parse_device(device, torch):
     if index >= torch.cuda.device_count():
         raise ValueError(f"device={text!r}: there are {torch.cuda.device_count()} CUDA devices")
     return index
-
-
-def _positive(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
-
-
-def _non_negative(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-    return value
 
 
 def _check_split(dataset, split):

@@ -25,6 +25,7 @@ batches as an uninterrupted one. Called outside a Loader, a transform counts its
 import copy
 
 from . import _nnunet
+from ._checks import non_negative as _non_negative
 from ._draw import position
 
 __all__ = ["Transform", "Compose", "NnUnet", "RandFlip", "RandAffine", "RandRotate", "RandZoom", "RandGaussianNoise",
@@ -236,12 +237,6 @@ def _names(what, keys):
     if not all(isinstance(k, str) for k in keys):
         raise TypeError(f"{what} must be field names, got {keys!r}")
     return keys
-
-
-def _non_negative(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-    return value
 
 
 NNUNET_TABLE = _nnunet.TABLE
