@@ -236,12 +236,6 @@ class Loader:
         return self._dataset
 
     @property
-    def transform(self):
-        """The transform as bound to this Loader (its ``margin`` is what patches are read
-        with around them), or None."""
-        return self._transform
-
-    @property
     def batch_size(self):
         return self._args.batch_size
 
@@ -255,7 +249,8 @@ class Loader:
 
     @property
     def transform(self):
-        """The transform applied to each batch, as bound to the patch (None without one)."""
+        """The transform applied to each batch, as bound to the patch (its ``margin`` is what
+        patches are read with around them), or None."""
         return self._transform
 
     @property
