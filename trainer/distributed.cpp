@@ -73,6 +73,20 @@ Status CheckDistributedOptions(const DistributedOptions& o) {
 
 namespace detail {
 
+std::string Disagreement(const AgreedValues& first, const AgreedValues& other, int rank) {
+  const std::string other_rank = "rank " + std::to_string(rank);
+  for (size_t i = 0; i < std::max(first.size(), other.size()); ++i) {
+    if (i >= first.size() || i >= other.size() || first[i].first != other[i].first) {
+      return "rank 0 and " + other_rank + " run different builds of shardtrain (they compare different settings)";
+    }
+    if (first[i].second != other[i].second) {
+      return "the ranks disagree on " + first[i].first + ": '" + first[i].second + "' on rank 0, '" + other[i].second +
+             "' on " + other_rank + "; start every rank with the same options and dataset";
+    }
+  }
+  return "";
+}
+
 Status RankDevice(const DistributedOptions& o, torch::Device* device) {
   if (!device->is_cuda()) return Status::Ok();
   if (!device->has_index()) {

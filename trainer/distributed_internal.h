@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "format/status.h"
@@ -17,7 +18,25 @@
 #include "trainer/models.h"
 #include "trainer/optim.h"
 
+namespace shardify::trainer {
+struct TrainOptions;  // train.h
+}
+
 namespace shardify::trainer::detail {
+
+// What the ranks of a run must agree on, as (name, value) pairs in a fixed order: for
+// options, the flag and its value ({"--batch", "64"}).
+using AgreedValues = std::vector<std::pair<std::string, std::string>>;
+
+// "" when `other`, rank `rank`'s values, equal `first` (rank 0's); else a sentence naming
+// the first value that differs and both values, or saying that the two ranks run
+// different builds (different names).
+std::string Disagreement(const AgreedValues& first, const AgreedValues& other, int rank);
+
+// The build (format version, model table) and every option of `options` that changes what
+// a run computes, named by its shardtrain flag; not those a rank may set for itself
+// (device, threads, I/O mode, output directory).
+AgreedValues AgreedOptions(const TrainOptions& options);
 
 // One rank's membership of a c10d process group: the TCPStore, the backend (Gloo, or NCCL
 // for CUDA tensors) and a monitor thread that publishes this rank's heartbeat in the store.
@@ -54,6 +73,12 @@ class RankGroup {
   // then waits for every sum started, in order, and leaves the results in the tensors.
   void StartSum(const torch::Tensor& flat, const std::string& what);
   Status WaitAll();
+
+  // Compares `values` across the ranks through the store (not a collective, whose sizes
+  // could then differ): InvalidArgument on every rank saying what differs (Disagreement)
+  // when any rank's differ from rank 0's. An error names a rank that stopped (Leave) or
+  // did not get here within the timeout.
+  Status Agree(const AgreedValues& values);
 
   // Tells the other ranks why this one stops (they name it in their errors). Call before
   // leaving on an error; a no-op after Finish.

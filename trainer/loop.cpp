@@ -7,7 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "format/checksum.h"
 #include "format/file.h"
+#include "format/manifest.h"
 #include "format/strings.h"
 #include "trainer/distributed_internal.h"
 #include "trainer/loop_internal.h"
@@ -613,10 +615,30 @@ void ConfigureTorch(const TrainOptions& o) {
   torch::manual_seed(o.seed);
 }
 
+// What the ranks compare before their first collective: the options, the dataset (its
+// manifest's bytes, wherever it is mounted) and the checkpoint resumed from.
+detail::AgreedValues AgreedRun(const TrainOptions& o, const Setup& s) {
+  detail::AgreedValues agreed = detail::AgreedOptions(o);
+  const std::vector<uint8_t> manifest = EncodeManifestFile(s.ds->manifest());
+  char id[64];
+  std::snprintf(id, sizeof id, "%llu samples, manifest xxh3 %016llx",
+                static_cast<unsigned long long>(s.ds->num_samples()),
+                static_cast<unsigned long long>(Checksum64(manifest.data(), manifest.size())));
+  agreed.emplace_back("the dataset", id);
+  if (!o.resume.empty()) {
+    const CheckpointMeta& m = s.resumed;
+    agreed.emplace_back("the checkpoint resumed", "after epoch " + std::to_string(m.epochs_done) + ", optimizer step " +
+                                                      std::to_string(m.optimizer_step) + ", " +
+                                                      std::to_string(m.world_size) + " rank(s)");
+  }
+  return agreed;
+}
+
 // Everything after joining the process group (null: one process); the run began at `start`.
 Result<TrainSummary> TrainJoined(const TrainOptions& o, detail::RankGroup* group, Clock::time_point start) {
   Setup s;
   RETURN_IF_ERROR(Prepare(o, s));
+  if (group) RETURN_IF_ERROR(group->Agree(AgreedRun(o, s)));
   ConfigureTorch(o);
   if (group) {
     RETURN_IF_ERROR(detail::RankDevice(o.dist, &s.device));

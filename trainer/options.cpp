@@ -1,6 +1,9 @@
 // What Train and Predict check before they touch any data (see train.h).
 #include <algorithm>
+#include <cstdio>
 
+#include "format/layout.h"
+#include "trainer/distributed_internal.h"
 #include "trainer/loop_internal.h"
 #include "trainer/train.h"
 
@@ -13,7 +16,76 @@ Status CheckBatchSize(size_t batch_size) {
                          std::to_string(batch_size));
 }
 
+// A double as the shortest text that reads back as the same value.
+std::string Exact(double v) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.17g", v);
+  return s;
+}
+
+std::string Pair(int64_t a, int64_t b) { return std::to_string(a) + " " + std::to_string(b); }
+
 }  // namespace
+
+namespace detail {
+
+AgreedValues AgreedOptions(const TrainOptions& o) {
+  const char* orders[] = {"sequential", "shuffle", "windowed", "balanced"};
+  const char* presets[] = {"auto", "none", "nnunet"};
+  std::string aug_p, patch;
+  for (size_t t = 0; t < kNumAugTransforms; ++t) {
+    aug_p += std::string(t ? "," : "") + AugTransforms()[t].name + "=" + Exact(o.nnunet.probability[t]);
+  }
+  for (const int64_t p : o.patch) patch += (patch.empty() ? "" : "x") + std::to_string(p);
+  const AugmentOptions& a = o.augment;
+  return {{"format version", std::to_string(kFormatVersion)},
+          {"models", ModelNameList(",")},
+          {"--model", o.model.name},
+          {"--base-channels", std::to_string(o.model.unet_base_channels)},
+          {"--classes", std::to_string(o.num_classes)},
+          {"fields", o.image_field + " " + o.label_field + " " + o.mask_field},
+          {"--train-split", o.train_split},
+          {"--val-split", o.val_split},
+          {"--test-split", o.test_split},
+          {"--best-metric", o.best_metric},
+          {"--batch", std::to_string(o.batch_size)},
+          {"--epochs", std::to_string(o.epochs)},
+          {"--repeats", std::to_string(o.repeats)},
+          {"--max-steps", std::to_string(o.max_steps)},
+          {"--order", orders[static_cast<int>(o.order)]},
+          {"drop last", o.drop_last ? "yes" : "no"},
+          {"--optimizer", o.optimizer.name},
+          {"--lr", Exact(o.optimizer.lr)},
+          {"--weight-decay", Exact(o.optimizer.weight_decay)},
+          {"momentum", Exact(o.optimizer.momentum)},
+          {"--schedule", o.schedule.name},
+          {"--warmup", Exact(o.schedule.warmup_fraction)},
+          {"schedule divisors", Exact(o.schedule.start_div) + " " + Exact(o.schedule.final_div)},
+          {"--accumulate", std::to_string(o.accumulate)},
+          {"--seed", std::to_string(o.seed)},
+          {"--deterministic", o.deterministic ? "yes" : "no"},
+          {"--no-amp", o.amp ? "no" : "yes"},
+          {"--mean", o.mean ? Exact(*o.mean) : "from the dataset"},
+          {"--std", o.stddev ? Exact(*o.stddev) : "from the dataset"},
+          {"--resize", Pair(a.resize_h, a.resize_w)},
+          {"--crop", Pair(a.crop_h, a.crop_w)},
+          {"--flip-x --flip-y", std::to_string(a.flip_x) + " " + std::to_string(a.flip_y)},
+          {"--rotate", Exact(a.rotate_deg)},
+          {"--scale", Exact(a.scale)},
+          {"--translate", Exact(a.translate)},
+          {"--intensity-scale", Exact(a.intensity_scale)},
+          {"--intensity-shift", Exact(a.intensity_shift)},
+          {"--aug", presets[static_cast<int>(o.aug)]},
+          {"--aug-p", aug_p},
+          {"--patch", patch},
+          {"--fg-fraction", Exact(o.foreground_fraction)},
+          {"--overlap", Exact(o.overlap)},
+          {"--resume", o.resume.empty() ? "no" : "yes"},
+          {"--dist-backend", o.dist.backend},
+          {"--bucket-mb", Exact(o.dist.bucket_mb)}};
+}
+
+}  // namespace detail
 
 Status CheckTrainOptions(const TrainOptions& o) {
   if (FindModel(o.model.name) == nullptr) {

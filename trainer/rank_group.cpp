@@ -56,6 +56,7 @@ Status RankGroup::Broadcast(std::vector<torch::Tensor>&, const std::string&) { r
 Status RankGroup::Barrier(const std::string&) { return Status::Ok(); }
 void RankGroup::StartSum(const torch::Tensor&, const std::string&) {}
 Status RankGroup::WaitAll() { return Status::Ok(); }
+Status RankGroup::Agree(const AgreedValues&) { return Status::Ok(); }
 void RankGroup::Leave(const Status&) {}
 Status RankGroup::Finish() { return Status::Ok(); }
 
@@ -184,6 +185,7 @@ struct RankGroup::Impl {
   void Beat();
   void StopMonitor();
   Status Announce();
+  Status AwaitKey(const std::string& key, int from, double timeout_s);
   std::string Culprit();
   Status Failed(const std::string& what, const std::string& error);
   // Runs `collective` on each tensor in turn (staged on the backend's device and back),
@@ -248,6 +250,23 @@ Status RankGroup::Impl::Announce() {
                              ") was started with WORLD_SIZE " + v.substr(0, v.find(' ')) + ", this rank with " +
                              std::to_string(n));
     }
+  }
+  return Status::Ok();
+}
+
+// Waits until `key`, which rank `from` sets, is in the store; an error once `from` has
+// said why it left, or after `timeout_s`.
+Status RankGroup::Impl::AwaitKey(const std::string& key, int from, double timeout_s) {
+  const auto deadline = Clock::now() + Millis(timeout_s);
+  while (!store->check({key})) {
+    if (store->check({Key("failed", from)})) {
+      return IOError("rank " + std::to_string(from) + " stopped: " + Text(store->get(Key("failed", from))));
+    }
+    if (Clock::now() > deadline) {
+      return IOError("rank " + std::to_string(from) + " did not compare its options within " +
+                     std::to_string(int(timeout_s)) + " s: " + Culprit());
+    }
+    std::this_thread::sleep_for(Ms(20));
   }
   return Status::Ok();
 }
@@ -425,6 +444,53 @@ Status RankGroup::WaitAll() {
     }
   }
   return error.empty() ? Status::Ok() : impl_->Failed(what, error);
+}
+
+namespace {
+
+// "name\0value\0" for each pair.
+std::string EncodeValues(const AgreedValues& values) {
+  std::string out;
+  for (const auto& [name, value] : values) out += name + '\0' + value + '\0';
+  return out;
+}
+
+AgreedValues DecodeValues(const std::string& text) {
+  AgreedValues out;
+  for (size_t at = 0; at < text.size();) {
+    const size_t name_end = text.find('\0', at), value_end = text.find('\0', name_end + 1);
+    if (name_end == std::string::npos || value_end == std::string::npos) break;
+    out.emplace_back(text.substr(at, name_end - at), text.substr(name_end + 1, value_end - name_end - 1));
+    at = value_end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+// Every rank publishes its values; rank 0 compares each rank's with its own and publishes
+// the verdict ("=" or "!" and what differs), which every rank returns.
+Status RankGroup::Agree(const AgreedValues& values) {
+  Impl& m = *impl_;
+  const int n = m.o.world_size;
+  try {
+    m.store->set(Key("agree", m.o.rank), Bytes(EncodeValues(values)));
+    std::string verdict = "=";
+    if (m.o.rank == 0) {
+      for (int q = 1; q < n && verdict == "="; ++q) {
+        RETURN_IF_ERROR(m.AwaitKey(Key("agree", q), q, m.o.timeout_s));
+        const std::string differs = Disagreement(values, DecodeValues(Text(m.store->get(Key("agree", q)))), q);
+        if (!differs.empty()) verdict = "!" + differs;
+      }
+      m.store->set(Key("verdict", 0), Bytes(verdict));
+    } else {
+      RETURN_IF_ERROR(m.AwaitKey(Key("verdict", 0), 0, 2 * m.o.timeout_s));  // rank 0 waits for every rank first
+      verdict = Text(m.store->get(Key("verdict", 0)));
+    }
+    return verdict == "=" ? Status::Ok() : InvalidArgument(verdict.substr(1));
+  } catch (const std::exception& e) {
+    return m.Failed("comparing the options", e.what());
+  }
 }
 
 void RankGroup::Leave(const Status& why) {

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -426,6 +427,64 @@ TEST_CASE("distributed: a rank that dies or hangs stops the others with an error
   }
   SECTION("rank 0, which hosts the store, killed") {
     survivor_names(zero, SIGKILL, one, dir / "rank1.log", "rank 0 is gone");
+  }
+}
+
+TEST_CASE("distributed: every option that changes the run is compared, and a difference names both values") {
+  using Mutator = std::function<void(st::TrainOptions&)>;
+  const std::vector<std::pair<std::string, Mutator>> cases = {
+      {"--batch", [](st::TrainOptions& o) { o.batch_size = 32; }},
+      {"--epochs", [](st::TrainOptions& o) { o.epochs = 9; }},
+      {"--max-steps", [](st::TrainOptions& o) { o.max_steps = 7; }},
+      {"--classes", [](st::TrainOptions& o) { o.num_classes = 3; }},
+      {"--model", [](st::TrainOptions& o) { o.model.name = "cnn"; }},
+      {"--train-split", [](st::TrainOptions& o) { o.train_split = "val"; }},
+      {"--val-split", [](st::TrainOptions& o) { o.val_split = "test"; }},
+      {"--bucket-mb", [](st::TrainOptions& o) { o.dist.bucket_mb = 1; }},
+      {"--lr", [](st::TrainOptions& o) { o.optimizer.lr = 0.0031; }},
+      {"--seed", [](st::TrainOptions& o) { o.seed = 4; }},
+      {"--optimizer", [](st::TrainOptions& o) { o.optimizer.name = "sgd"; }},
+      {"--order", [](st::TrainOptions& o) { o.order = SampleOrder::kSequential; }},
+      {"--aug-p", [](st::TrainOptions& o) { o.nnunet.probability[0] = 0.5; }},
+  };
+  const st::TrainOptions base;
+  const auto agreed = st::detail::AgreedOptions(base);
+  CHECK(st::detail::Disagreement(agreed, st::detail::AgreedOptions(base), 1).empty());
+  for (const auto& [flag, mutate] : cases) {
+    st::TrainOptions other = base;
+    other.threads = 7;  // a rank's own: not compared
+    other.device = "cpu";
+    mutate(other);
+    INFO(flag);
+    CHECK_THAT(st::detail::Disagreement(agreed, st::detail::AgreedOptions(other), 3),
+               Catch::StartsWith("the ranks disagree on " + flag + ": '") && Catch::Contains("' on rank 3"));
+  }
+  auto fewer = agreed;
+  fewer.pop_back();
+  CHECK_THAT(st::detail::Disagreement(agreed, fewer, 1), Catch::Contains("different builds"));
+}
+
+TEST_CASE("distributed: ranks started with different options or datasets stop before training, saying what differs") {
+  testing::TempDir dir;
+  REQUIRE(testing::WriteClassFixture(dir / "data", false, 64).ok());
+  REQUIRE(testing::WriteClassFixture(dir / "other", false, 48).ok());
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {TrainArgs(dir / "data", dir / "out", 32, 2), "the ranks disagree on --batch: '16' on rank 0, '32' on rank 1"},
+      {TrainArgs(dir / "other", dir / "out", 16, 2), "the ranks disagree on the dataset: '160 samples"}};
+  for (const auto& [args1, message] : cases) {
+    INFO(args1);
+    PortLease lease;
+    REQUIRE(lease.port() != 0);
+    const std::string args0 = TrainArgs(dir / "data", dir / "out", 16, 2) + " --dist-timeout 5";
+    Rank zero(0, 2, lease.port(), args0, dir / "rank0.log");
+    Rank one(1, 2, lease.port(), args1 + " --dist-timeout 5", dir / "rank1.log");
+    CHECK(one.Wait(120) == 1);
+    CHECK(zero.Wait(120) == 1);
+    for (const std::string& log : {dir / "rank0.log", dir / "rank1.log"}) {
+      INFO(Slurp(log));
+      CHECK_THAT(Slurp(log), Catch::Contains(message));
+    }
+    CHECK_FALSE(std::filesystem::exists(dir / "out/metrics.jsonl"));
   }
 }
 
