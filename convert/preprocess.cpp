@@ -104,6 +104,40 @@ double Percentile(std::vector<double> v, double p) {
 
 namespace {
 
+// numpy's round: to the nearest integer, halves to the even one (independent of the
+// floating-point rounding mode).
+double RoundHalfToEven(double x) {
+  if (std::fabs(x - std::trunc(x)) != 0.5) return std::round(x);
+  return 2 * std::round(x / 2);
+}
+
+// "z", "y", "x" for the axes of a volume in array order; else the axis number.
+std::string AxisName(size_t axis, size_t rank) {
+  if (rank == 3) return std::string(1, "zyx"[axis]);
+  return "axis " + std::to_string(axis);
+}
+
+}  // namespace
+
+Result<Shape> TargetShape(const Shape& spatial, const std::vector<double>& from, const std::vector<double>& to) {
+  Shape out(spatial.size());
+  for (size_t a = 0; a < spatial.size(); ++a) {
+    const double exact = from[a] / to[a] * static_cast<double>(spatial[a]);  // nnU-Net's order of operations
+    const double n = RoundHalfToEven(exact);
+    if (!(n >= 1 && n <= static_cast<double>(kMaxResampledAxis))) {
+      char b[256];
+      std::snprintf(b, sizeof b, "resampling %s from %lld voxel(s) of %g mm to %g mm makes %.4g voxel(s): %s",
+                    AxisName(a, spatial.size()).c_str(), static_cast<long long>(spatial[a]), from[a], to[a], exact,
+                    n >= 1 ? "more than 2^31 - 1" : "none left");
+      return InvalidArgument(b);
+    }
+    out[a] = static_cast<int64_t>(n);
+  }
+  return out;
+}
+
+namespace {
+
 constexpr double kAnisotropy = 3;  // nnU-Net's ANISO_THRESHOLD
 
 std::string Num(double v) {
@@ -152,14 +186,6 @@ std::vector<double> AutoSpacing(const std::vector<std::vector<double>>& spacings
     *why += "; anisotropic, axis " + std::to_string(worst) + " at the 10th percentile of its spacings";
   }
   return target;
-}
-
-Shape OutputSize(const Shape& spatial, const std::vector<double>& from, const std::vector<double>& to) {
-  Shape out(spatial.size());
-  for (size_t a = 0; a < spatial.size(); ++a) {
-    out[a] = std::max<int64_t>(1, std::llround(static_cast<double>(spatial[a]) * from[a] / to[a]));
-  }
-  return out;
 }
 
 uint64_t Voxels(const Shape& spatial) {
@@ -233,7 +259,13 @@ Status PlanPreprocessing(const PreprocessOptions& o, const SourcePlan& source, s
     const Shape spatial(img.shape.begin() + 1, img.shape.end());
     uint64_t floats = plan->normalize.empty() ? 0 : Voxels(spatial) * static_cast<uint64_t>(channels);
     if (!plan->spacing.empty()) {
-      const Shape out = OutputSize(spatial, ArraySpacing(img.geometry), plan->spacing);
+      Result<Shape> target = TargetShape(spatial, ArraySpacing(img.geometry), plan->spacing);
+      if (!target.ok()) {
+        ok[i] = false;
+        errors[i] = target.status().WithContext(source.cases[i].name);
+        continue;
+      }
+      const Shape& out = *target;
       // Input and output as floats, the image's channels and a mask's label indicator.
       floats = (Voxels(spatial) + Voxels(out)) * static_cast<uint64_t>(channels + 1);
       const Geometry g = ResampledGrid(Grid{spatial, img.geometry}, out).geometry;

@@ -233,10 +233,7 @@ Status Resample(const PreprocessPlan& plan, CaseData* d, std::vector<float>* wor
   ImageInfo& info = d->image.info;
   const Shape spatial = Spatial(info.shape);
   const std::vector<double> source(info.geometry.spacing.rbegin(), info.geometry.spacing.rend());
-  Shape size(spatial.size());
-  for (size_t a = 0; a < spatial.size(); ++a) {
-    size[a] = std::max<int64_t>(1, std::llround(static_cast<double>(spatial[a]) * source[a] / plan.spacing[a]));
-  }
+  ASSIGN_OR_RETURN(const Shape size, TargetShape(spatial, source, plan.spacing));
   if (size == spatial) return Status::Ok();
   const Grid from{spatial, info.geometry};
   const Grid to = ResampledGrid(from, size);

@@ -86,6 +86,13 @@ Status PreprocessCase(const PreprocessPlan& plan, const std::string& name, CaseD
 // box (array axis order, in voxels of `d` before).
 Status CropToNonzero(CaseData* d, Shape* start, Shape* size);
 
+// The grid size of resampling `spatial` voxels of spacing `from` to spacing `to` (array
+// axis order), as nnU-Net's compute_new_shape: from / to * n per axis, rounded half to
+// even (numpy's round: 90.5 -> 90, 108.5 -> 108). An axis that would have no voxel, or
+// more than kMaxResampledAxis, is an error naming the axis and the numbers.
+inline constexpr int64_t kMaxResampledAxis = (int64_t{1} << 31) - 1;
+Result<Shape> TargetShape(const Shape& spatial, const std::vector<double>& from, const std::vector<double>& to);
+
 // The p-th percentile (0..100) of `v`, linear between the closest order statistics
 // (numpy's default). 0 for an empty `v`.
 double Percentile(std::vector<double> v, double p);

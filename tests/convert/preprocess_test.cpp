@@ -222,6 +222,37 @@ TEST_CASE("preprocess: resampling keeps the physical extent and places every vox
   CHECK(Option(rb.ds->manifest(), "resample_image") == "linear");
 }
 
+TEST_CASE("preprocess: target shapes round half to even as numpy does, absurd spacings fail naming the axis") {
+  // A 1 mm MNI-like case at 2 mm: 90.5, 108.5, 90.5 voxels -> 90, 108, 90 (nnU-Net's shape).
+  CHECK(*detail::TargetShape({181, 217, 181}, {1, 1, 1}, {2, 2, 2}) == Shape{90, 108, 90});
+  CHECK(*detail::TargetShape({5, 7, 9}, {1, 1, 1}, {2, 2, 2}) == Shape{2, 4, 4});
+  CHECK(*detail::TargetShape({3, 3, 3}, {1, 1, 1}, {2, 2, 2}) == Shape{2, 2, 2});  // 1.5 -> 2
+  CHECK_THAT(detail::TargetShape({4, 4, 4}, {1, 1, 1}, {1, 1e-30, 1}).status().ToString(),
+             Catch::Contains("resampling y from 4 voxel(s) of 1 mm to 1e-30 mm makes 4e+30 voxel(s): more than"));
+  CHECK_THAT(detail::TargetShape({1, 4, 4}, {1, 1, 1}, {3, 1, 1}).status().ToString(),
+             Catch::Contains("resampling z from 1 voxel(s) of 1 mm to 3 mm makes 0.3333 voxel(s): none left"));
+
+  TempDir dir;
+  Geometry huge = TestGeometry();
+  huge.spacing = {1, 1, 1e19};  // x, y, z
+  WriteFn(
+      dir / "src/b.nii", DType::kU8, {1, 2, 3, 3}, [](int64_t, int64_t, int64_t, int64_t) { return 1.0; }, huge);
+  Geometry one = TestGeometry();
+  one.spacing = {1, 1, 1};
+  WriteFn(
+      dir / "src/a.nii", DType::kU8, {1, 5, 7, 9},
+      [](int64_t, int64_t z, int64_t y, int64_t x) { return double(z + y + x); }, one);
+  ConvertOptions o;
+  o.preprocess.spacing = {2, 2, 2};
+  o.skip_errors = true;
+  auto r = RunConvert(dir / "src", dir / "out", o);
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  REQUIRE(r->skipped.size() == 1);
+  CHECK_THAT(r->skipped[0].reason, Catch::Contains("b.nii: resampling z from 2 voxel(s) of 1e+19 mm to 2 mm"));
+  CHECK(Open(dir / "out").ShapeOf(0, "image") == Shape{1, 2, 4, 4});
+}
+
 TEST_CASE("preprocess: auto spacing is the median, with nnU-Net's rule for an anisotropic axis") {
   TempDir dir;
   const double zs[] = {4.0, 5.0, 6.0, 5.0, 4.5};
