@@ -118,6 +118,13 @@ struct Dataset::Impl {
   mutable std::vector<std::shared_ptr<const detail::MappedShard>> open;  // by shard number
   mutable std::list<size_t> lru;                                         // front = most recent
   mutable std::vector<std::list<size_t>::iterator> lru_pos;
+  uint64_t manifest_checksum = 0;  // of the manifest file's bytes, as Open read them
+
+  // Opens shard n of the dataset at `dir`. When that fails and the manifest now at `dir`
+  // is not the one Open read (shardify --overwrite or a merge replaced the dataset since),
+  // the error says so instead of blaming the shard, whose file is the new dataset's.
+  Result<std::shared_ptr<const detail::MappedShard>> OpenShard(const std::string& dir, const Manifest& m, size_t n,
+                                                               const ReadOptions& o) const;
 
   size_t ShardOf(uint64_t index) const {
     return static_cast<size_t>(std::upper_bound(shard_starts.begin(), shard_starts.end(), index) -
@@ -156,6 +163,16 @@ namespace {
 constexpr uint64_t kMaxManifestBytes = 1ull << 30;
 }  // namespace
 
+Result<std::shared_ptr<const detail::MappedShard>> Dataset::Impl::OpenShard(const std::string& dir, const Manifest& m,
+                                                                            size_t n, const ReadOptions& o) const {
+  Result<std::shared_ptr<const detail::MappedShard>> shard = detail::MappedShard::Open(dir, m, n, o);
+  if (shard.ok()) return shard;
+  const Result<std::vector<uint8_t>> now = ReadWholeFile(JoinPath(dir, kManifestFileName), kMaxManifestBytes);
+  if (now.ok() && Checksum64(now->data(), now->size()) == manifest_checksum) return shard;
+  return IOError(dir + ": the dataset was replaced after it was opened (by shardify --overwrite or a merge); open it " +
+                 "again (" + shard.status().message() + ")");
+}
+
 Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& dir, const ReadOptions& options) {
   if (options.max_open_shards == 0) return InvalidArgument("max_open_shards must be at least 1");
   const std::string path = JoinPath(dir, kManifestFileName);
@@ -165,6 +182,7 @@ Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& dir, const Rea
   ASSIGN_OR_RETURN(Manifest m, DecodeManifestFile(bytes.data(), bytes.size(), path));
   std::unique_ptr<Dataset> ds(new Dataset(dir, std::move(m), options));
   Impl& impl = *ds->impl_;
+  impl.manifest_checksum = Checksum64(bytes.data(), bytes.size());
   for (const auto& s : ds->manifest_.shards) impl.shard_starts.push_back(s.first_sample);
   impl.open.resize(ds->manifest_.shards.size());
   impl.lru_pos.resize(ds->manifest_.shards.size());
@@ -194,7 +212,7 @@ Result<SampleView> Dataset::Sample(uint64_t index) const {
     v.owner_ = *open;
   } else {
     lock.unlock();  // open and check without holding the lock
-    ASSIGN_OR_RETURN(auto shard, detail::MappedShard::Open(dir_, manifest_, n, options_));
+    ASSIGN_OR_RETURN(auto shard, impl_->OpenShard(dir_, manifest_, n, options_));
     lock.lock();
     v.owner_ = impl_->Keep(n, std::move(shard), options_.max_open_shards);
   }
@@ -223,8 +241,7 @@ Status Dataset::SampleBatch(const uint64_t* indices, size_t n, SampleView* out,
         pin = *open;
       } else {
         lock.unlock();
-        Result<std::shared_ptr<const detail::MappedShard>> opened =
-            detail::MappedShard::Open(dir_, manifest_, shard, options_);
+        Result<std::shared_ptr<const detail::MappedShard>> opened = impl.OpenShard(dir_, manifest_, shard, options_);
         lock.lock();
         if (!opened.ok()) return opened.status().WithContext("sample " + std::to_string(index));
         pin = impl.Keep(shard, std::move(opened).value(), options_.max_open_shards);
@@ -254,7 +271,7 @@ void Dataset::Forget(const detail::MappedShard* shard) const {
 
 Status Dataset::CheckShard(size_t n) const {
   if (n >= manifest_.shards.size()) return OutOfRange("no shard " + std::to_string(n));
-  return detail::MappedShard::Open(dir_, manifest_, n, options_).status();
+  return impl_->OpenShard(dir_, manifest_, n, options_).status();
 }
 
 Status Dataset::CheckSampleCounts(uint64_t first, uint64_t count) const {

@@ -119,6 +119,30 @@ TEST_CASE("format: overwrite keeps the old dataset readable until Finish, then s
   CHECK_FALSE(PathExists(dir + "/.shardify.lock"));
 }
 
+TEST_CASE("format: a reader whose dataset is replaced under it says so when it opens a shard, not corruption") {
+  TempDir tmp;
+  const std::string dir = tmp / "ds";
+  REQUIRE(WriteSmallDataset(dir, 24, 128).ok());
+  ReadOptions ro;
+  ro.max_open_shards = 1;  // as a dataset of more shards than the default 64 keeps open
+  auto ds = Dataset::Open(dir, ro);
+  REQUIRE(ds.ok());
+  REQUIRE((*ds)->manifest().shards.size() > 2);
+  REQUIRE((*ds)->Sample(0).ok());
+  WriterOptions o;
+  o.overwrite = true;
+  REQUIRE(WriteSmallDataset(dir, 30, 300, o).ok());  // other shards
+  REQUIRE((*ds)->Sample(0).ok());                    // still open: the old file's bytes
+  for (const uint64_t i : {uint64_t{23}, uint64_t{11}}) {
+    INFO(i);
+    const Result<SampleView> s = (*ds)->Sample(i);
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.status().code() == StatusCode::kIOError);
+    CHECK_THAT(s.status().message(), Catch::StartsWith(dir + ": the dataset was replaced after it was opened"));
+  }
+  CHECK(Dataset::Open(dir, ro).value()->Sample(23).ok());  // opened again: the new dataset
+}
+
 TEST_CASE("format: an overwrite that is abandoned before Finish leaves the old dataset and no debris") {
   TempDir tmp;
   const std::string dir = tmp / "ds";
