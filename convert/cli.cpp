@@ -52,7 +52,8 @@ void DefinePreprocess(CLI::App& app, Flags& f) {
                  "Default: the smallest dtype that holds every input's values exactly (u8 + u16 -> u16,\n"
                  "i16 + u16 -> i32, u8 + f32 -> f32), f32 when normalized; each sample records its own");
   app.add_option("--spacing", f.spacing,
-                 "Resample volumes to this spacing, Z,Y,X in mm (e.g. 1.5,0.8,0.8), or auto: nnU-Net's rule\n"
+                 "Resample volumes to this spacing in mm, axes named as in image.spacing and NIfTI:\n"
+                 "x=0.8,y=0.8,z=1.5; one value for all axes (1 or 1,1,1); or auto: nnU-Net's rule\n"
                  "(the median spacing; a finer one on the coarse axis of anisotropic data)");
   app.add_option("--resample-image", f.resample_image,
                  "With --spacing: images by cubic B-spline or linear interpolation")

@@ -39,21 +39,63 @@ std::vector<std::string> SplitComma(const std::string& text) {
 
 }  // namespace
 
+namespace {
+
+constexpr double kMinSpacing = 1e-6, kMaxSpacing = 1e6;  // mm: a nanometre, a kilometre
+
+Status SpacingValue(const std::string& text, const std::string& item, double* v) {
+  if (!detail::ParseDouble(item, v) || !std::isfinite(*v) || *v <= 0) {
+    return InvalidArgument("--spacing '" + text + "': '" + item +
+                           "' is not a positive spacing in mm (expected x=X,y=Y,z=Z, one value for all axes, or auto)");
+  }
+  if (*v < kMinSpacing || *v > kMaxSpacing) {
+    return InvalidArgument("--spacing '" + text + "': " + item + " mm is outside 1e-06..1e+06 mm");
+  }
+  return Status::Ok();
+}
+
+// "x=0.8,y=0.8,z=1.5" in any order: the spacing in array order (z, y, x).
+Status ParseNamedSpacing(const std::string& text, const std::vector<std::string>& items, std::vector<double>* out) {
+  out->assign(3, 0.0);
+  for (const std::string& item : items) {
+    const size_t eq = item.find('=');
+    const std::string name = item.substr(0, eq);
+    const size_t axis = name == "z" ? 0 : name == "y" ? 1 : name == "x" ? 2 : 3;
+    if (eq == std::string::npos || axis == 3 || (*out)[axis] != 0) {
+      return InvalidArgument("--spacing '" + text + "': '" + item + "' does not name a new axis x, y or z");
+    }
+    RETURN_IF_ERROR(SpacingValue(text, item.substr(eq + 1), &(*out)[axis]));
+  }
+  if (items.size() != 3) {
+    return InvalidArgument("--spacing '" + text + "': names " + std::to_string(items.size()) +
+                           " axes; volumes have 3 (x=X,y=Y,z=Z)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ParseSpacing(const std::string& text, PreprocessOptions* o) {
   o->spacing.clear();
   o->auto_spacing = text == "auto";
   if (o->auto_spacing) return Status::Ok();
-  for (const std::string& item : SplitComma(text)) {
+  const std::vector<std::string> items = SplitComma(text);
+  if (text.find('=') != std::string::npos) return ParseNamedSpacing(text, items, &o->spacing);
+  for (const std::string& item : items) {
     double v = 0;
-    if (!detail::ParseDouble(item, &v) || !std::isfinite(v) || v <= 0) {
-      return InvalidArgument("--spacing '" + text + "': '" + item +
-                             "' is not a positive spacing (expected auto, or Z,Y,X in mm, e.g. 1.5,0.8,0.8)");
-    }
+    RETURN_IF_ERROR(SpacingValue(text, item, &v));
     o->spacing.push_back(v);
   }
+  if (o->spacing.size() == 1) o->spacing.assign(3, o->spacing[0]);
   if (o->spacing.size() != 3) {
     return InvalidArgument("--spacing '" + text + "': " + std::to_string(o->spacing.size()) +
-                           " value(s); volumes have 3 spatial axes (expected auto, or Z,Y,X in mm)");
+                           " value(s); volumes have 3 spatial axes (expected x=X,y=Y,z=Z, one value, or auto)");
+  }
+  if (o->spacing[0] != o->spacing[1] || o->spacing[1] != o->spacing[2]) {
+    return InvalidArgument("--spacing '" + text + "': name the axes, e.g. x=" + items[2] + ",y=" + items[1] +
+                           ",z=" + items[0] +
+                           " if you mean z,y,x (unnamed values must be equal: NIfTI, nibabel and image.spacing "
+                           "list x,y,z, nnU-Net's plans z,y,x)");
   }
   return Status::Ok();
 }
@@ -146,9 +188,10 @@ std::string Num(double v) {
   return b;
 }
 
-std::string Join(const std::vector<double>& v) {
+// "x=0.8,y=0.8,z=1.5" of a spacing in array order (z, y, x).
+std::string NamedSpacing(const std::vector<double>& v) {
   std::string s;
-  for (double x : v) s += (s.empty() ? "" : ",") + Num(x);
+  for (size_t a = v.size(); a-- > 0;) s += (s.empty() ? "" : ",") + AxisName(a, v.size()) + "=" + Num(v[a]);
   return s;
 }
 
@@ -183,7 +226,7 @@ std::vector<double> AutoSpacing(const std::vector<std::vector<double>>& spacings
     double t = Percentile(axis, 10);
     if (t < other_spacing) t = std::max(other_spacing, t) + 1e-5;
     target[worst] = t;
-    *why += "; anisotropic, axis " + std::to_string(worst) + " at the 10th percentile of its spacings";
+    *why += "; anisotropic, " + AxisName(worst, dims) + " at the 10th percentile of its spacings";
   }
   return target;
 }
@@ -194,6 +237,24 @@ uint64_t Voxels(const Shape& spatial) {
   return n;
 }
 
+// "x 1 -> 0.8 mm, y 1 -> 0.8 mm, z 2..3 -> 1.5 mm": per axis (x, y, z), the range of the
+// spacings of the cases in `ok` and the target (array order).
+std::string SpacingChange(const std::vector<CaseInfo>& infos, const std::vector<bool>& ok,
+                          const std::vector<double>& target) {
+  std::string s;
+  for (size_t a = target.size(); a-- > 0;) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < infos.size(); ++i) {
+      if (!ok[i]) continue;
+      const double v = ArraySpacing(infos[i].image.geometry)[a];
+      lo = std::min(lo, v), hi = std::max(hi, v);
+    }
+    const std::string from = lo > hi ? "?" : lo == hi ? Num(lo) : Num(lo) + ".." + Num(hi);
+    s += (s.empty() ? "" : ", ") + AxisName(a, target.size()) + " " + from + " -> " + Num(target[a]) + " mm";
+  }
+  return s;
+}
+
 // Resampling's target spacing: given, or nnU-Net's rule over the cases that are not in a
 // split other than train (imagesTs cases do not count, as in nnU-Net's fingerprint).
 Status ResolveSpacing(const PreprocessOptions& o, const SourcePlan& source, const std::vector<CaseInfo>& infos,
@@ -201,10 +262,10 @@ Status ResolveSpacing(const PreprocessOptions& o, const SourcePlan& source, cons
   if (!o.auto_spacing) {
     if (o.spacing.size() != 3) {
       return InvalidArgument("--spacing gives " + std::to_string(o.spacing.size()) +
-                             " value(s); volumes have 3 spatial axes (Z,Y,X)");
+                             " value(s); volumes have 3 spatial axes (x, y, z)");
     }
     plan->spacing = o.spacing;
-    notes->push_back("resampled to spacing " + Join(plan->spacing) + " (z,y,x; given)");
+    notes->push_back("resampled: " + SpacingChange(infos, ok, plan->spacing) + " (given)");
     return Status::Ok();
   }
   std::vector<std::vector<double>> spacings, shapes;
@@ -217,7 +278,7 @@ Status ResolveSpacing(const PreprocessOptions& o, const SourcePlan& source, cons
   if (spacings.empty()) return InvalidArgument("--spacing auto: no readable training case to take the spacing from");
   std::string why;
   plan->spacing = AutoSpacing(spacings, shapes, &why);
-  notes->push_back("resampled to spacing " + Join(plan->spacing) + " (z,y,x; auto: " + why + ")");
+  notes->push_back("resampled: " + SpacingChange(infos, ok, plan->spacing) + " (auto: " + why + ")");
   return Status::Ok();
 }
 
@@ -413,7 +474,7 @@ std::vector<KeyValue> PreprocessProvenance(const PreprocessPlan& plan) {
   if (o.dtype) out.push_back({"dtype", DTypeName(*o.dtype)});
   if (o.crop_nonzero) out.push_back({"crop", "nonzero"});
   if (!plan.spacing.empty()) {
-    out.push_back({"spacing", Join(plan.spacing)});
+    out.push_back({"spacing", NamedSpacing(plan.spacing)});
     out.push_back({"spacing_rule", o.auto_spacing ? "auto" : "given"});
     out.push_back({"resample_image", o.image_interp == ImageInterp::kCubic ? "cubic" : "linear"});
     out.push_back({"resample_mask", o.mask_interp == MaskInterp::kLinear ? "linear" : "nearest"});

@@ -23,7 +23,8 @@ enum class MaskInterp { kNearest, kLinear };  // linear: per label, nnU-Net's se
 enum class Normalization { kNone, kZScore, kCt };
 
 struct PreprocessOptions {
-  // Target spacing in array axis order (z, y, x for volumes); empty: no resampling.
+  // Target spacing in mm, in array axis order (z, y, x), which the command line never
+  // shows: users name the axes (ParseSpacing); empty: no resampling.
   std::vector<double> spacing;
   // --spacing auto: nnU-Net's rule over the converted cases: the median spacing per axis;
   // when the coarsest axis is over 3x coarser than the others and has over 3x fewer voxels
@@ -53,7 +54,10 @@ struct PreprocessOptions {
   bool transforms() const { return crop_nonzero || resamples() || normalizes(); }
 };
 
-// "1.5,0.8,0.8" (three positive, finite spacings: Z,Y,X) or "auto".
+// --spacing: "x=0.8,y=0.8,z=1.5" (the axes named, in any order; x, y, z as in NIfTI,
+// nibabel, ITK and every stored "*.spacing"), one value for every axis ("1" or "1,1,1"),
+// or "auto". Unnamed values that differ are refused: their order would be a guess (this
+// flag once took z,y,x). Each spacing lies in 1e-6..1e6 mm.
 Status ParseSpacing(const std::string& text, PreprocessOptions* o);
 // "none", "zscore", "ct", or one of them per channel: "ct,zscore".
 Result<std::vector<Normalization>> ParseNormalize(const std::string& text);

@@ -35,7 +35,7 @@ def test_preprocessing_options_reach_the_converter_and_match_numpy(tmp_path):
     ds = shardify.Dataset(tmp_path / "ds")
     options = ds.provenance["options"]
     assert options["crop"] == "nonzero" and options["normalize"] == "ct" and options["dtype"] == "f16"
-    assert options["spacing"] == "1,1,1" and options["resample_image"] == "linear"
+    assert options["spacing"] == "x=1,y=1,z=1" and options["resample_image"] == "linear"
     for i, (image, mask) in enumerate(cases):
         sample = ds[i]
         np.testing.assert_allclose(sample["image.normalization"][0], want, rtol=1e-12)

@@ -181,7 +181,8 @@ TEST_CASE("preprocess: resampling keeps the physical extent and places every vox
       dir / "src/masks/v.nii", DType::kU8, shape,
       [](int64_t, int64_t z, int64_t, int64_t x) { return double((z + x) % 3); }, g);
   ConvertOptions o;
-  REQUIRE(ParseSpacing("1.0,1.5,0.5", &o.preprocess).ok());  // z, y, x
+  REQUIRE(ParseSpacing("x=0.5,y=1.5,z=1.0", &o.preprocess).ok());
+  CHECK(o.preprocess.spacing == std::vector<double>{1.0, 1.5, 0.5});  // array order
   o.preprocess.image_interp = ImageInterp::kLinear;
   o.preprocess.mask_interp = MaskInterp::kNearest;
   auto r = RunConvert(dir / "src", dir / "out", o);
@@ -218,7 +219,8 @@ TEST_CASE("preprocess: resampling keeps the physical extent and places every vox
         ++checked;
       }
   CHECK(checked > 150);
-  CHECK(Option(rb.ds->manifest(), "spacing") == "1,1.5,0.5");
+  CHECK(Option(rb.ds->manifest(), "spacing") == "x=0.5,y=1.5,z=1");
+  CHECK_THAT(Notes(*r), Catch::Contains("resampled: x 1 -> 0.5 mm, y 0.75 -> 1.5 mm, z 1.5 -> 1 mm (given)"));
   CHECK(Option(rb.ds->manifest(), "resample_image") == "linear");
 }
 
@@ -253,6 +255,27 @@ TEST_CASE("preprocess: target shapes round half to even as numpy does, absurd sp
   CHECK(Open(dir / "out").ShapeOf(0, "image") == Shape{1, 2, 4, 4});
 }
 
+TEST_CASE("preprocess: --spacing names its axes x, y, z, takes one value for all, refuses a guess") {
+  PreprocessOptions p;
+  REQUIRE(ParseSpacing("x=0.5,z=2,y=1", &p).ok());
+  CHECK(p.spacing == std::vector<double>{2, 1, 0.5});  // array order: z, y, x
+  REQUIRE(ParseSpacing("1.5", &p).ok());
+  CHECK(p.spacing == std::vector<double>{1.5, 1.5, 1.5});
+  REQUIRE(ParseSpacing("2,2,2", &p).ok());
+  CHECK(p.spacing == std::vector<double>{2, 2, 2});
+  CHECK_THAT(ParseSpacing("1.5,0.8,0.8", &p).ToString(),
+             Catch::Contains("name the axes, e.g. x=0.8,y=0.8,z=1.5 if you mean z,y,x"));
+  CHECK_THAT(ParseSpacing("x=1,x=2,z=1", &p).ToString(), Catch::Contains("'x=2' does not name a new axis"));
+  CHECK_THAT(ParseSpacing("x=1,y=1", &p).ToString(), Catch::Contains("names 2 axes"));
+  CHECK_THAT(ParseSpacing("x=1,y=1,w=1", &p).ToString(), Catch::Contains("'w=1' does not name a new axis"));
+  CHECK_THAT(ParseSpacing("x=1,y=-1,z=1", &p).ToString(), Catch::Contains("'-1' is not a positive spacing"));
+  for (const char* bad : {"1e-30,1,1", "x=1,y=1,z=1e7", "1e-7"}) {
+    auto c = ParseCommandLine({"src", "-o", "dst", "--spacing", bad});  // a usage error: exit code 2
+    REQUIRE_FALSE(c.ok());
+    CHECK_THAT(c.status().ToString(), Catch::Contains("outside 1e-06..1e+06 mm"));
+  }
+}
+
 TEST_CASE("preprocess: auto spacing is the median, with nnU-Net's rule for an anisotropic axis") {
   TempDir dir;
   const double zs[] = {4.0, 5.0, 6.0, 5.0, 4.5};
@@ -271,8 +294,8 @@ TEST_CASE("preprocess: auto spacing is the median, with nnU-Net's rule for an an
   REQUIRE(r.ok());
   // Median spacing (z 5, y 0.75, x 1.0); z is over 3x coarser with over 3x fewer voxels, so
   // z takes the 10th percentile of its spacings: 4.0 + 0.4 * (4.5 - 4.0) = 4.2.
-  CHECK_THAT(Notes(*r),
-             Catch::Contains("resampled to spacing 4.2,0.75,1 (z,y,x; auto: median of 5 case(s); anisotropic"));
+  CHECK_THAT(Notes(*r), Catch::Contains("resampled: x 0.75..1.25 -> 1 mm, y 0.75 -> 0.75 mm, z 4..6 -> 4.2 mm (auto: "
+                                        "median of 5 case(s); anisotropic, z at the 10th percentile of its spacings)"));
   CHECK(detail::Percentile({1, 2, 3, 4}, 50) == 2.5);
   CHECK(detail::Percentile({5, 1, 3}, 10) == Approx(1.4));
 }
