@@ -163,17 +163,54 @@ int LowResAxis(const std::vector<double>& source, const std::vector<double>& tar
   return -1;
 }
 
+// The range of values of each channel of `v` ([channels, spatial...]), or with axis >= 0
+// of each of its slices along that axis (index c * spatial[axis] + slice).
+struct Range {
+  float lo = INFINITY, hi = -INFINITY;
+};
+std::vector<Range> Ranges(const std::vector<float>& v, int64_t channels, const Shape& spatial, int axis) {
+  const uint64_t voxels = Count(spatial);
+  const uint64_t slices = axis < 0 ? 1 : static_cast<uint64_t>(spatial[axis]);
+  const uint64_t stride = axis < 0 ? voxels : Count(Shape(spatial.begin() + axis + 1, spatial.end()));
+  std::vector<Range> r(static_cast<uint64_t>(channels) * slices);
+  for (uint64_t i = 0; i < v.size(); ++i) {
+    Range& g = r[(i / voxels) * slices + (i % voxels) / stride % slices];
+    g.lo = std::min(g.lo, v[i]), g.hi = std::max(g.hi, v[i]);
+  }
+  return r;
+}
+
+// Clips `v` to `ranges` (as Ranges made them, over the same channels and slices).
+void Clip(std::vector<float>& v, const Shape& spatial, int axis, const std::vector<Range>& ranges) {
+  const uint64_t voxels = Count(spatial);
+  const uint64_t slices = axis < 0 ? 1 : static_cast<uint64_t>(spatial[axis]);
+  const uint64_t stride = axis < 0 ? voxels : Count(Shape(spatial.begin() + axis + 1, spatial.end()));
+  for (uint64_t i = 0; i < v.size(); ++i) {
+    const Range& g = ranges[(i / voxels) * slices + (i % voxels) / stride % slices];
+    v[i] = std::min(std::max(v[i], g.lo), g.hi);
+  }
+}
+
 // In-plane with `interp`, then along `lowres` (when it changes size) nearest neighbour.
+// With `clip`, as skimage's resize in nnU-Net clips: the in-plane result to the range of
+// each input slice along `lowres`, or without one the result to each channel's range.
 Status ResampleSeparable(const std::vector<float>& in, int64_t channels, const Grid& from, const Grid& to,
-                         Interpolator interp, int lowres, std::vector<float>* out) {
-  if (lowres < 0 || interp == Interpolator::kNearest || from.size[lowres] == to.size[lowres]) {
-    return ResampleFloat(in, channels, from, to, interp, out);
+                         Interpolator interp, int lowres, bool clip, std::vector<float>* out) {
+  if (lowres < 0 || interp == Interpolator::kNearest) {
+    RETURN_IF_ERROR(ResampleFloat(in, channels, from, to, interp, out));
+    if (clip) Clip(*out, to.size, -1, Ranges(in, channels, from.size, -1));
+    return Status::Ok();
   }
   Shape mid = to.size;
   mid[lowres] = from.size[lowres];
   const Grid plane = ResampledGrid(from, mid);
   std::vector<float> tmp;
   RETURN_IF_ERROR(ResampleFloat(in, channels, from, plane, interp, &tmp));
+  if (clip) Clip(tmp, mid, lowres, Ranges(in, channels, from.size, lowres));
+  if (mid == to.size) {
+    *out = std::move(tmp);
+    return Status::Ok();
+  }
   return ResampleFloat(tmp, channels, plane, to, Interpolator::kNearest, out);
 }
 
@@ -216,7 +253,7 @@ Status ResampleMask(const PreprocessPlan& plan, const Grid& from, const Grid& to
     labels.erase(std::unique(labels.begin(), labels.end()), labels.end());
     for (double label : labels) {
       std::transform(v, v + n_in, one.begin(), [&](double x) { return x == label ? 1.0f : 0.0f; });
-      RETURN_IF_ERROR(ResampleSeparable(one, 1, from, to, Interpolator::kLinear, lowres, &res));
+      RETURN_IF_ERROR(ResampleSeparable(one, 1, from, to, Interpolator::kLinear, lowres, false, &res));
       for (uint64_t i = 0; i < n_out; ++i) {
         if (res[i] >= 0.5f) o[i] = label;
       }
@@ -241,7 +278,7 @@ Status Resample(const PreprocessPlan& plan, CaseData* d, std::vector<float>* wor
   const Interpolator interp =
       plan.options.image_interp == ImageInterp::kCubic ? Interpolator::kCubic : Interpolator::kLinear;
   std::vector<float> out;
-  RETURN_IF_ERROR(ResampleSeparable(*work, info.shape[0], from, to, interp, lowres, &out));
+  RETURN_IF_ERROR(ResampleSeparable(*work, info.shape[0], from, to, interp, lowres, true, &out));
   *work = std::move(out);
   std::copy(size.begin(), size.end(), info.shape.begin() + 1);
   info.geometry = to.geometry;

@@ -9,6 +9,7 @@
 
 #include "convert/cli.h"
 #include "convert/preprocess_internal.h"
+#include "convert/resample_internal.h"
 #include "format/elements.h"
 #include "tests/convert/convert_fixtures.h"
 #include "tools/export.h"
@@ -253,6 +254,63 @@ TEST_CASE("preprocess: target shapes round half to even as numpy does, absurd sp
   REQUIRE(r->skipped.size() == 1);
   CHECK_THAT(r->skipped[0].reason, Catch::Contains("b.nii: resampling z from 2 voxel(s) of 1e+19 mm to 2 mm"));
   CHECK(Open(dir / "out").ShapeOf(0, "image") == Shape{1, 2, 4, 4});
+}
+
+TEST_CASE("preprocess: cubic resampling is clipped to the input range, per slice along an anisotropic axis") {
+  TempDir dir;
+  Geometry g = TestGeometry();
+  g.spacing = {1, 1, 1};
+  const double top[] = {10, 50, 100};  // per z slice: a step from 0 to top[z] along x
+  auto step = [&](int64_t, int64_t z, int64_t, int64_t x) { return x < 4 ? 0.0 : top[z]; };
+  WriteFn(dir / "iso/v.nii", DType::kF32, {1, 3, 6, 8}, step, g);
+  g.spacing = {1, 1, 4};  // z over 3x coarser: in-plane first, each slice on its own
+  WriteFn(dir / "aniso/v.nii", DType::kF32, {1, 3, 6, 8}, step, g);
+
+  // Unclipped, the cubic B-spline overshoots the step on both sides.
+  const std::vector<float> in = [&] {
+    std::vector<float> v;
+    for (int64_t z = 0; z < 3; ++z)
+      for (int64_t y = 0; y < 6; ++y)
+        for (int64_t x = 0; x < 8; ++x) v.push_back(float(step(0, z, y, x)));
+    return v;
+  }();
+  Geometry iso = TestGeometry();
+  iso.spacing = {1, 1, 1};
+  const detail::Grid from{{3, 6, 8}, iso};
+  std::vector<float> raw;
+  REQUIRE(
+      detail::ResampleFloat(in, 1, from, detail::ResampledGrid(from, {6, 12, 16}), detail::Interpolator::kCubic, &raw)
+          .ok());
+  CHECK(*std::min_element(raw.begin(), raw.end()) < -1);
+  CHECK(*std::max_element(raw.begin(), raw.end()) > 101);
+
+  ConvertOptions o;
+  REQUIRE(ParseSpacing("0.5", &o.preprocess).ok());
+  auto r = RunConvert(dir / "iso", dir / "iso_out", o);
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  const auto v = Values(Open(dir / "iso_out"), 0, "image");
+  REQUIRE(v.size() == 6 * 12 * 16);
+  CHECK(*std::min_element(v.begin(), v.end()) == 0);
+  CHECK(*std::max_element(v.begin(), v.end()) == 100);
+
+  for (const char* spacing : {"x=0.5,y=0.5,z=4", "x=0.5,y=0.5,z=2"}) {  // z kept, z by nearest neighbour
+    REQUIRE(ParseSpacing(spacing, &o.preprocess).ok());
+    auto a = RunConvert(dir / "aniso", dir / "aniso_out", o);
+    INFO(spacing << ": " << a.status().ToString());
+    REQUIRE(a.ok());
+    auto rb = Open(dir / "aniso_out");
+    const Shape shape = rb.ShapeOf(0, "image");
+    const auto w = Values(rb, 0, "image");
+    const int64_t plane = shape[2] * shape[3];
+    for (int64_t z = 0; z < shape[1]; ++z) {
+      const auto first = w.begin() + z * plane;
+      const double want = top[z * 3 / shape[1]];  // the nearest source slice's step
+      CHECK(*std::min_element(first, first + plane) == 0);
+      CHECK(*std::max_element(first, first + plane) == want);
+    }
+    std::filesystem::remove_all(dir / "aniso_out");
+  }
 }
 
 TEST_CASE("preprocess: --spacing names its axes x, y, z, takes one value for all, refuses a guess") {
