@@ -39,7 +39,7 @@ struct Flags {
   bool dict = false, no_dict = false, overwrite = false, dry_run = false, no_fsync = false, quiet = false;
   std::string patch_size, group_by;
   uint64_t fg_locations = 10000;
-  bool no_shuffle = false;
+  bool no_shuffle = false, nan_to_num = false;
   std::string max_sample_memory = "2G", max_memory;
   std::string part;
   std::string dtype, spacing, resample_image = "cubic", resample_mask = "linear", crop = "none", normalize = "none";
@@ -71,6 +71,9 @@ void DefinePreprocess(CLI::App& app, Flags& f) {
                  "split's foreground, then z-score with its mean and std; needs masks), none; or one per\n"
                  "channel, e.g. ct,zscore. Stored as f32 (or --dtype f16 / f64)")
       ->capture_default_str();
+  app.add_flag("--nan-to-num", f.nan_to_num,
+               "Make NaN and infinite image voxels 0 before preprocessing. Without it, a case that has\n"
+               "any fails (naming the file and count) when it is normalized or resampled");
 }
 
 // Checks the preprocessing flags and fills `o`.
@@ -83,6 +86,7 @@ Status ToPreprocessOptions(const CLI::App& app, const Flags& f, PreprocessOption
   o.image_interp = f.resample_image == "linear" ? ImageInterp::kLinear : ImageInterp::kCubic;
   o.mask_interp = f.resample_mask == "nearest" ? MaskInterp::kNearest : MaskInterp::kLinear;
   o.crop_nonzero = f.crop == "nonzero";
+  o.nan_to_num = f.nan_to_num;
   ASSIGN_OR_RETURN(o.normalize, ParseNormalize(f.normalize));
   if (!f.dtype.empty()) {
     o.dtype = ParseDType(f.dtype);

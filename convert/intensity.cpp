@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "convert/integrity_internal.h"
 #include "convert/preprocess_internal.h"
 #include "convert/work_internal.h"
 #include "format/elements.h"
@@ -67,7 +68,7 @@ Result<std::vector<ChannelNorm>> MergeForeground(const std::vector<ForegroundSam
   return out;
 }
 
-Result<std::vector<ChannelNorm>> CtStatistics(const CtPass& pass) {
+Result<CtStatisticsResult> CtStatistics(const CtPass& pass) {
   const size_t n = pass.cases.size();
   if (n == 0) return InvalidArgument("--normalize ct needs masks (the foreground) in the training split; it has none");
   const uint64_t cap = std::max<uint64_t>(1, pass.preprocess->options.intensity_samples / n);
@@ -79,6 +80,7 @@ Result<std::vector<ChannelNorm>> CtStatistics(const CtPass& pass) {
     NoThrow(in.name, [&] {
       Result<CaseData> d = DecodeCase(in, nullptr, pass.max_sample_bytes);
       if (!d.ok() || !d->has_mask) return Status::Ok();
+      RETURN_IF_ERROR(CheckFinite(pass.preprocess->options, in, &d->image));
       Shape start, size;
       if (pass.preprocess->options.crop_nonzero) RETURN_IF_ERROR(CropToNonzero(&*d, &start, &size));
       samples[k] =
@@ -87,10 +89,15 @@ Result<std::vector<ChannelNorm>> CtStatistics(const CtPass& pass) {
       return Status::Ok();
     }).IgnoreError();
   }));
+  CtStatisticsResult out;
   size_t channels = 0;
-  for (const ForegroundSample& s : samples) channels = std::max(channels, s.channels.size());
+  for (const ForegroundSample& s : samples) {
+    channels = std::max(channels, s.channels.size());
+    out.cases += !s.channels.empty();
+  }
   if (channels == 0) return InvalidArgument("--normalize ct: no training case with a mask could be read");
-  return MergeForeground(samples, channels);
+  ASSIGN_OR_RETURN(out.channels, MergeForeground(samples, channels));
+  return out;
 }
 
 }  // namespace shardify::convert::detail

@@ -325,13 +325,14 @@ Status RunCtPass(const ConvertOptions& o, int threads, ProgressSink* progress, P
     const CaseInput& c = p->plan.cases[i];
     if (c.split == "train" && HasMask(c)) pass.cases.push_back(i);
   }
-  ASSIGN_OR_RETURN(p->preprocess.ct, detail::CtStatistics(pass));
+  ASSIGN_OR_RETURN(detail::CtStatisticsResult ct, detail::CtStatistics(pass));
+  p->preprocess.ct = std::move(ct.channels);
   for (size_t c = 0; c < p->preprocess.ct.size(); ++c) {
     const detail::ChannelNorm& n = p->preprocess.ct[c];
     char line[256];
     std::snprintf(line, sizeof line,
-                  "ct statistics of channel %zu over %zu training case(s): clip [%g, %g], mean %g, std %g", c,
-                  pass.cases.size(), n.clip_low, n.clip_high, n.mean, n.stddev);
+                  "ct statistics of channel %zu over %zu training case(s): clip [%g, %g], mean %g, std %g", c, ct.cases,
+                  n.clip_low, n.clip_high, n.mean, n.stddev);
     sum->preprocessing.push_back(line);
   }
   return Status::Ok();

@@ -311,6 +311,7 @@ Status PlanPreprocessing(const PreprocessOptions& o, const SourcePlan& source, s
   plan->normalize = o.normalizes() ? o.normalize : std::vector<Normalization>{};
   work_bytes->assign(infos.size(), 0);
   CheckCases(o, source, infos, ok, errors);
+  if (o.nan_to_num) notes->push_back("NaN and infinite image voxels become 0 (--nan-to-num)");
   if (o.crop_nonzero) notes->push_back("cropped to the box of nonzero voxels over all channels");
   if (o.resamples()) RETURN_IF_ERROR(ResolveSpacing(o, source, infos, ok, plan, notes));
   for (size_t i = 0; i < infos.size(); ++i) {
@@ -472,6 +473,7 @@ std::vector<KeyValue> PreprocessProvenance(const PreprocessPlan& plan) {
   const PreprocessOptions& o = plan.options;
   std::vector<KeyValue> out;
   if (o.dtype) out.push_back({"dtype", DTypeName(*o.dtype)});
+  if (o.nan_to_num) out.push_back({"nan_to_num", "true"});
   if (o.crop_nonzero) out.push_back({"crop", "nonzero"});
   if (!plan.spacing.empty()) {
     out.push_back({"spacing", NamedSpacing(plan.spacing)});

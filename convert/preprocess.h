@@ -47,11 +47,15 @@ struct PreprocessOptions {
   // split, divided evenly among its cases (each case keeps at most its share, evenly
   // strided over its foreground voxels in memory order).
   uint64_t intensity_samples = 10000000;
+  // NaN and infinite image voxels become 0 before any other step (and before the ct
+  // statistics). Without it they stay, unless the case is normalized or resampled, which
+  // would spread them over the channel: then the case fails, naming the file and count.
+  bool nan_to_num = false;
 
   bool resamples() const { return auto_spacing || !spacing.empty(); }
   bool normalizes() const;
-  // Any step that changes the grid or the values (crop, resampling, normalization).
-  bool transforms() const { return crop_nonzero || resamples() || normalizes(); }
+  // Any step that changes the grid or the values (crop, resampling, normalization, NaN).
+  bool transforms() const { return crop_nonzero || resamples() || normalizes() || nan_to_num; }
 };
 
 // --spacing: "x=0.8,y=0.8,z=1.5" (the axes named, in any order; x, y, z as in NIfTI,

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "convert/integrity_internal.h"
 #include "convert/preprocess_internal.h"
 #include "convert/resample_internal.h"
 #include "format/chunks_internal.h"
@@ -318,8 +319,10 @@ Status CropToNonzero(CaseData* d, Shape* start, Shape* size) {
   return Status::Ok();
 }
 
-Status PreprocessCase(const PreprocessPlan& plan, const std::string& name, CaseData* d, SourceRecord* r) {
+Status PreprocessCase(const PreprocessPlan& plan, const CaseInput& in, CaseData* d, SourceRecord* r) {
+  const std::string& name = in.name;
   DecodedImage& img = d->image;
+  RETURN_IF_ERROR(CheckFinite(plan.options, in, &img));
   r->image_dtype = img.info.dtype;
   r->mask_dtype = d->has_mask ? d->mask.info.dtype : plan.mask_dtype;
   r->shape = Spatial(img.info.shape);

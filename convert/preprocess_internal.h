@@ -77,9 +77,10 @@ Status FinishSchema(const std::vector<CaseInfo>& infos, const std::vector<bool>&
                     size_t geometry_dims, int image, int mask, std::vector<FieldSpec>& fields, RecordFields* record,
                     PreprocessPlan* plan, std::vector<std::string>* notes);
 
-// Crops, normalizes, resamples and converts one decoded case to the plan's dtypes, and
-// records what it was. Errors name `name`.
-Status PreprocessCase(const PreprocessPlan& plan, const std::string& name, CaseData* d, SourceRecord* record);
+// Checks its NaN and infinite voxels (CheckFinite), crops, normalizes, resamples and
+// converts one decoded case of `in` to the plan's dtypes, and records what it was. Errors
+// name the case or its file.
+Status PreprocessCase(const PreprocessPlan& plan, const CaseInput& in, CaseData* d, SourceRecord* record);
 
 // Crops the image and mask of `d` to the box of voxels that are nonzero in any image
 // channel (a case without any keeps its size), moves the origin with it, and returns the
@@ -132,6 +133,12 @@ struct CtPass {
 };
 // The first pass: decodes and crops every case of `pass.cases` and merges their
 // foreground samples (each case keeps intensity_samples / cases values per channel).
-Result<std::vector<ChannelNorm>> CtStatistics(const CtPass& pass);
+// A case that cannot be read, or has NaN or infinite voxels (CheckFinite), adds nothing:
+// it fails, or is skipped, when it is converted.
+struct CtStatisticsResult {
+  std::vector<ChannelNorm> channels;
+  size_t cases = 0;  // the cases that were read
+};
+Result<CtStatisticsResult> CtStatistics(const CtPass& pass);
 
 }  // namespace shardify::convert::detail

@@ -82,7 +82,7 @@ Slot EncodeCase(const EncodeJob& job, size_t case_index, Encoder& encoder) {
   s.bytes = in.images.size() == 1 && in.mask.empty() && known > 0 ? known : CaseBytes(in);
   SourceRecord record;
   if (job.preprocess != nullptr) {
-    s.status = PreprocessCase(*job.preprocess, in.name, &*data, &record);
+    s.status = PreprocessCase(*job.preprocess, in, &*data, &record);
     if (!s.status.ok()) return s;
   }
   auto sample = BuildSample(*job.schema, in, std::move(data).value());
@@ -218,7 +218,7 @@ Status TrainDictionaries(const EncodeJob& job, uint64_t max_sample_bytes, Conver
       auto d = DecodeCase(in, nullptr, job.max_sample_bytes);
       if (!d.ok()) return d.status();
       SourceRecord record;
-      if (job.preprocess != nullptr) RETURN_IF_ERROR(PreprocessCase(*job.preprocess, in.name, &*d, &record));
+      if (job.preprocess != nullptr) RETURN_IF_ERROR(PreprocessCase(*job.preprocess, in, &*d, &record));
       images[k] = std::move(d->image.pixels);
       if (d->has_mask) masks[k] = std::move(d->mask.pixels);
       return Status::Ok();

@@ -478,6 +478,67 @@ TEST_CASE("preprocess: zscore and ct statistics equal a direct computation, stor
   for (size_t k = 0; k < stored.size(); ++k) CHECK(stored[k] == Approx((source[k] - m) / std::sqrt(v)).margin(1e-5));
 }
 
+TEST_CASE(
+    "preprocess: NaN and infinite voxels fail a normalized case naming file and count, --nan-to-num zeroes them") {
+  TempDir dir;
+  const std::string src = dir / "src";
+  WriteText(
+      src + "/dataset.json",
+      R"({"channel_names": {"0": "T1", "1": "ADC"}, "labels": {"background": 0, "x": 1}, "file_ending": ".nii"})");
+  const Shape shape = {1, 3, 4, 5};
+  auto ramp = [](int64_t, int64_t z, int64_t y, int64_t x) { return double(z * 20 + y * 5 + x + 1); };
+  for (const char* name : {"a", "b"}) {
+    const bool bad = name[0] == 'b';
+    WriteFn(src + "/imagesTr/" + name + "_0000.nii", DType::kF32, shape, ramp);
+    WriteFn(src + "/imagesTr/" + name + "_0001.nii", DType::kF32, shape,
+            [&](int64_t c, int64_t z, int64_t y, int64_t x) {
+              if (bad && z == 1 && y == 2) return x < 2 ? NAN : x == 2 ? -INFINITY : 7.0;
+              return ramp(c, z, y, x);
+            });
+    WriteFn(src + "/labelsTr/" + std::string(name) + ".nii", DType::kU8, shape,
+            [](int64_t, int64_t z, int64_t, int64_t) { return z == 1 ? 1.0 : 0.0; });
+  }
+  ConvertOptions z;
+  z.preprocess.normalize = {Normalization::kZScore};
+  auto r = RunConvert(src, dir / "z", z);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.status().ToString(), Catch::Contains("imagesTr/b_0001.nii: 2 NaN and 1 infinite voxel(s) of 60; "
+                                                    "normalizing or resampling would spread them"));
+  CHECK_THAT(r.status().ToString(), Catch::Contains("(--nan-to-num makes them 0)"));
+  CHECK_FALSE(std::filesystem::exists(dir / "z/manifest.sfm"));
+
+  auto plain = RunConvert(src, dir / "plain");  // stored as they are: export gives the file back
+  REQUIRE(plain.ok());
+  CHECK(std::isnan(Values(Open(dir / "plain"), 1, "image")[60 + 30]));
+
+  z.preprocess.nan_to_num = true;
+  r = RunConvert(src, dir / "zero", z);
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  CHECK_THAT(Notes(*r), Catch::Contains("NaN and infinite image voxels become 0 (--nan-to-num)"));
+  auto rb = Open(dir / "zero");
+  CHECK(Option(rb.ds->manifest(), "nan_to_num") == "true");
+  const auto norm = Values(rb, 1, "image.normalization");  // channel 1: the mean with three zeros
+  double sum = 0;
+  for (int64_t k = 0; k < 60; ++k) {
+    const int64_t zz = k / 20, y = k / 5 % 4, x = k % 5;
+    sum += zz == 1 && y == 2 ? (x < 3 ? 0.0 : 7.0) : ramp(0, zz, y, x);
+  }
+  CHECK(norm[6] == Approx(sum / 60).epsilon(1e-12));
+  for (double v : Values(rb, 1, "image")) CHECK(std::isfinite(v));
+
+  // ct: a case that fails adds nothing to the statistics; skipped, the other one converts.
+  ConvertOptions ct;
+  ct.preprocess.normalize = {Normalization::kCt};
+  ct.skip_errors = true;
+  r = RunConvert(src, dir / "ct", ct);
+  REQUIRE(r.ok());
+  REQUIRE(r->skipped.size() == 1);
+  CHECK_THAT(r->skipped[0].reason, Catch::Contains("b_0001.nii: 2 NaN"));
+  CHECK_THAT(Notes(*r), Catch::Contains("ct statistics of channel 1 over 1 training case(s): clip [21.095, 39.905], "
+                                        "mean 30.5, std 5.76628"));
+}
+
 TEST_CASE("preprocess: foreground samples are evenly strided, bad combinations fail clearly") {
   std::vector<uint8_t> image(20), mask(20, 0);
   for (int i = 0; i < 20; ++i) image[i] = uint8_t(i * 3), mask[i] = i % 2;  // 10 foreground voxels
