@@ -1,7 +1,7 @@
 // The foreground intensity statistics of --normalize ct (see preprocess_internal.h): a
-// first pass over the training split, as nnU-Net's dataset fingerprint. Kept as three
-// steps (sample a case, merge samples, the pass) so that a conversion in parts can sample
-// its cases and merge everything once.
+// first pass over the training split, drawn as nnU-Net's dataset fingerprint draws them.
+// Kept as three steps (sample a case, merge samples, the pass) so that a conversion in
+// parts can sample its cases and merge everything once.
 #include <algorithm>
 #include <cmath>
 
@@ -12,8 +12,51 @@
 
 namespace shardify::convert::detail {
 
+LegacyChoice::LegacyChoice(uint32_t seed) : gen_(seed) {}
+
+uint64_t LegacyChoice::Next(uint64_t n) {
+  const uint64_t top = n - 1;
+  if (top == 0) return 0;  // numpy draws nothing
+  uint64_t mask = top;
+  for (int s = 1; s < 64; s *= 2) mask |= mask >> s;
+  for (;;) {
+    uint64_t v = gen_();
+    if (top > 0xFFFFFFFFu) v = (v << 32) | gen_();
+    if ((v & mask) <= top) return v & mask;
+  }
+}
+
+namespace {
+
+// Ranks (among the foreground voxels) drawn, ascending, each with how often it was drawn.
+std::vector<WeightedValue> DrawRanks(uint64_t count, uint64_t draws) {
+  LegacyChoice choice(kIntensitySeed);
+  std::vector<WeightedValue> out;
+  if (count <= draws) {  // a count per voxel: no more memory than the draws
+    std::vector<uint64_t> times(count, 0);
+    for (uint64_t k = 0; k < draws; ++k) ++times[choice.Next(count)];
+    for (uint64_t r = 0; r < count; ++r) {
+      if (times[r] > 0) out.push_back({static_cast<double>(r), times[r]});
+    }
+    return out;
+  }
+  std::vector<uint64_t> ranks(draws);
+  for (uint64_t& r : ranks) r = choice.Next(count);
+  std::sort(ranks.begin(), ranks.end());
+  for (uint64_t r : ranks) {
+    if (!out.empty() && out.back().value == static_cast<double>(r)) {
+      ++out.back().count;
+    } else {
+      out.push_back({static_cast<double>(r), 1});
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 ForegroundSample SampleForeground(const uint8_t* image, DType dtype, const Shape& shape, const uint8_t* mask,
-                                  DType mask_dtype, uint64_t mask_channels, uint64_t cap) {
+                                  DType mask_dtype, uint64_t mask_channels, uint64_t draws) {
   ForegroundSample out;
   const auto channels = static_cast<uint64_t>(shape[0]);
   out.channels.resize(channels);
@@ -28,42 +71,66 @@ ForegroundSample SampleForeground(const uint8_t* image, DType dtype, const Shape
   };
   uint64_t count = 0;
   for (uint64_t v = 0; v < voxels; ++v) count += foreground(v);
-  const uint64_t take = std::min(count, cap);
-  if (take == 0) return out;
-  for (auto& c : out.channels) c.reserve(take);
-  // Element k is foreground voxel floor(k * count / take): increasing in k, so one pass.
-  uint64_t k = 0, seen = 0;
-  auto wanted = [&](uint64_t i) { return static_cast<uint64_t>((static_cast<unsigned __int128>(i) * count) / take); };
-  for (uint64_t v = 0; v < voxels && k < take; ++v) {
+  if (count == 0 || draws == 0) return out;
+  const std::vector<WeightedValue> ranks = DrawRanks(count, draws);  // value: the rank
+  for (auto& c : out.channels) c.reserve(ranks.size());
+  uint64_t rank = 0;
+  size_t k = 0;
+  for (uint64_t v = 0; v < voxels && k < ranks.size(); ++v) {
     if (!foreground(v)) continue;
-    if (seen++ != wanted(k)) continue;
+    if (static_cast<double>(rank++) != ranks[k].value) continue;
     for (uint64_t c = 0; c < channels; ++c)
-      out.channels[c].push_back(ElementAsDouble(image + (c * voxels + v) * es, dtype));
+      out.channels[c].push_back({ElementAsDouble(image + (c * voxels + v) * es, dtype), ranks[k].count});
     ++k;
   }
   return out;
 }
 
+namespace {
+
+// numpy's linear percentile of the values sorted ascending, each repeated `count` times
+// (`total` in all).
+double WeightedPercentile(const std::vector<WeightedValue>& sorted, uint64_t total, double p) {
+  const double pos = p / 100.0 * static_cast<double>(total - 1);
+  const auto lo = static_cast<uint64_t>(std::floor(pos));
+  const uint64_t hi = std::min(lo + 1, total - 1);
+  double at_lo = 0, at_hi = 0;
+  uint64_t seen = 0;
+  for (const WeightedValue& w : sorted) {
+    if (seen <= lo && lo < seen + w.count) at_lo = w.value;
+    if (seen <= hi && hi < seen + w.count) {
+      at_hi = w.value;
+      break;
+    }
+    seen += w.count;
+  }
+  return at_lo + (at_hi - at_lo) * (pos - static_cast<double>(lo));
+}
+
+}  // namespace
+
 Result<std::vector<ChannelNorm>> MergeForeground(const std::vector<ForegroundSample>& samples, size_t channels) {
   std::vector<ChannelNorm> out(channels);
   for (size_t c = 0; c < channels; ++c) {
-    std::vector<double> all;
+    std::vector<WeightedValue> all;
     for (const ForegroundSample& s : samples) {
       if (c < s.channels.size()) all.insert(all.end(), s.channels[c].begin(), s.channels[c].end());
     }
-    if (all.empty()) {
+    uint64_t total = 0;
+    double sum = 0;
+    for (const WeightedValue& w : all) total += w.count, sum += w.value * static_cast<double>(w.count);
+    if (total == 0) {
       return InvalidArgument("--normalize ct: channel " + std::to_string(c) +
                              " has no foreground voxels (mask > 0) in the training split");
     }
-    double sum = 0;
-    for (double x : all) sum += x;
-    const double mean = sum / static_cast<double>(all.size());
+    const double mean = sum / static_cast<double>(total);
     double sq = 0;
-    for (double x : all) sq += (x - mean) * (x - mean);
+    for (const WeightedValue& w : all) sq += (w.value - mean) * (w.value - mean) * static_cast<double>(w.count);
+    std::sort(all.begin(), all.end(), [](const WeightedValue& a, const WeightedValue& b) { return a.value < b.value; });
     out[c].mean = mean;
-    out[c].stddev = std::sqrt(sq / static_cast<double>(all.size()));
-    out[c].clip_low = Percentile(all, 0.5);
-    out[c].clip_high = Percentile(std::move(all), 99.5);
+    out[c].stddev = std::sqrt(sq / static_cast<double>(total));
+    out[c].clip_low = WeightedPercentile(all, total, 0.5);
+    out[c].clip_high = WeightedPercentile(all, total, 99.5);
   }
   return out;
 }
@@ -71,7 +138,7 @@ Result<std::vector<ChannelNorm>> MergeForeground(const std::vector<ForegroundSam
 Result<CtStatisticsResult> CtStatistics(const CtPass& pass) {
   const size_t n = pass.cases.size();
   if (n == 0) return InvalidArgument("--normalize ct needs masks (the foreground) in the training split; it has none");
-  const uint64_t cap = std::max<uint64_t>(1, pass.preprocess->options.intensity_samples / n);
+  const uint64_t draws = std::max<uint64_t>(1, pass.preprocess->options.intensity_samples / n);
   std::vector<ForegroundSample> samples(n);
   RETURN_IF_ERROR(ParallelFor(n, pass.threads, pass.cancel, "statistics", pass.progress, [&](size_t k) {
     const CaseInput& in = pass.plan->cases[pass.cases[k]];
@@ -85,7 +152,7 @@ Result<CtStatisticsResult> CtStatistics(const CtPass& pass) {
       if (pass.preprocess->options.crop_nonzero) RETURN_IF_ERROR(CropToNonzero(&*d, &start, &size));
       samples[k] =
           SampleForeground(d->image.pixels.data(), d->image.info.dtype, d->image.info.shape, d->mask.pixels.data(),
-                           d->mask.info.dtype, static_cast<uint64_t>(d->mask.info.shape[0]), cap);
+                           d->mask.info.dtype, static_cast<uint64_t>(d->mask.info.shape[0]), draws);
       return Status::Ok();
     }).IgnoreError();
   }));

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -107,19 +108,38 @@ std::vector<KeyValue> PreprocessProvenance(const PreprocessPlan& plan);
 
 // --- The ct statistics (intensity.cpp) --------------------------------------------------
 
-// Foreground values of one case, per channel: at most `cap` per channel, evenly strided
-// over the voxels with mask > 0 (in any mask channel) in memory order (all of them when there are at most
-// `cap`: element k of n is foreground voxel floor(k * count / n)).
+// Foreground values of one case, per channel, as nnU-Net's fingerprint draws them: `draws`
+// values with replacement from the voxels with mask > 0 (in any mask channel), in memory
+// order, whatever their number, so every case weighs the same; the indices are numpy's
+// RandomState(kIntensitySeed).choice(count, draws), drawn anew for every case. A value
+// drawn k times is kept once with count k. A case without foreground gives none.
+inline constexpr uint32_t kIntensitySeed = 1234;  // nnU-Net's collect_foreground_intensities
+struct WeightedValue {
+  double value = 0;
+  uint64_t count = 0;
+};
 struct ForegroundSample {
-  std::vector<std::vector<double>> channels;
+  std::vector<std::vector<WeightedValue>> channels;
 };
 // `image` [C, spatial...] of `dtype` (cropped or not), `mask` [mask_channels,
 // spatial...] of `mask_dtype` with the same spatial shape.
 ForegroundSample SampleForeground(const uint8_t* image, DType dtype, const Shape& shape, const uint8_t* mask,
-                                  DType mask_dtype, uint64_t mask_channels, uint64_t cap);
+                                  DType mask_dtype, uint64_t mask_channels, uint64_t draws);
+// numpy's RandomState(seed).choice(n, size, replace=True), one index at a time: MT19937
+// seeded as numpy seeds an integer, each index by masked rejection over 32 bits (64 when
+// n > 2^32, high word first).
+class LegacyChoice {
+ public:
+  explicit LegacyChoice(uint32_t seed);
+  uint64_t Next(uint64_t n);  // in [0, n); n > 0
+
+ private:
+  std::mt19937 gen_;
+};
 // Clip bounds (0.5 and 99.5 percentiles, linear between order statistics as numpy's
-// default), mean and population std of the values of every sample, concatenated per
-// channel in the order given. A channel without values is an error.
+// default), mean and population std of the values of every sample, each as often as it
+// was drawn (numpy's statistics of the concatenated draws). A channel without values is
+// an error.
 Result<std::vector<ChannelNorm>> MergeForeground(const std::vector<ForegroundSample>& samples, size_t channels);
 
 struct CtPass {
@@ -132,7 +152,7 @@ struct CtPass {
   ProgressSink* progress;
 };
 // The first pass: decodes and crops every case of `pass.cases` and merges their
-// foreground samples (each case keeps intensity_samples / cases values per channel).
+// foreground samples (each case draws intensity_samples / cases values per channel).
 // A case that cannot be read, or has NaN or infinite voxels (CheckFinite), adds nothing:
 // it fails, or is skipped, when it is converted.
 struct CtStatisticsResult {

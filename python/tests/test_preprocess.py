@@ -29,8 +29,12 @@ def test_preprocessing_options_reach_the_converter_and_match_numpy(tmp_path):
     summary = shardify.convert(tmp_path / "src", tmp_path / "ds", crop="nonzero", normalize="ct",
                                spacing=(1.0, 1.0, 1.0), dtype="f16", resample_image="linear", progress=False)
     assert any("ct statistics" in line for line in summary.preprocessing)
-    # nnU-Net's ct statistics over the training split's foreground, computed here with numpy.
-    foreground = np.concatenate([image[mask > 0].astype(np.float64) for image, mask in cases])
+    # nnU-Net's ct statistics, computed here with numpy as its fingerprint computes them: every
+    # training case draws the same number of foreground values (10,000,000 over the split),
+    # with replacement, from RandomState(1234); the statistics are those of all the draws.
+    per_case = 10_000_000 // len(cases)
+    foreground = np.concatenate([np.random.RandomState(1234).choice(image[mask > 0].astype(np.float64), per_case)
+                                 for image, mask in cases])
     want = [np.percentile(foreground, 0.5), np.percentile(foreground, 99.5), foreground.mean(), foreground.std()]
     ds = shardify.Dataset(tmp_path / "ds")
     options = ds.provenance["options"]

@@ -402,6 +402,7 @@ TEST_CASE("preprocess: crop then uncrop on the source grid is the identity, the 
 }
 
 TEST_CASE("preprocess: zscore and ct statistics equal a direct computation, stored values are normalized") {
+  const uint64_t draws = 500;  // per case: 1,000 over the two training cases
   TempDir dir;
   const std::string src = dir / "src";
   WriteText(src + "/dataset.json",
@@ -410,7 +411,7 @@ TEST_CASE("preprocess: zscore and ct statistics equal a direct computation, stor
     return double((z * 37 + y * 11 + x * 5 + c * 3) % 97) - 40;
   };
   auto fg = [](int64_t z, int64_t y, int64_t x) { return (z + y + x) % 4 == 0 || (z == 1 && y == 1); };
-  std::vector<double> foreground;
+  std::vector<double> foreground;  // numpy: RandomState(1234).choice(case_foreground, 500) per case
   for (int k = 0; k < 2; ++k) {
     const std::string name = "case_" + std::to_string(k);
     const Shape shape = {1, 4 + k, 5, 6};
@@ -418,10 +419,13 @@ TEST_CASE("preprocess: zscore and ct statistics equal a direct computation, stor
     WriteFn(src + "/imagesTr/" + name + "_0000.nii.gz", DType::kI16, shape, fn);
     WriteFn(src + "/labelsTr/" + name + ".nii.gz", DType::kU8, shape,
             [&](int64_t, int64_t z, int64_t y, int64_t x) { return fg(z, y, x) ? 1.0 : 0.0; });
+    std::vector<double> own;
     for (int64_t z = 0; z < shape[1]; ++z)
       for (int64_t y = 0; y < 5; ++y)
         for (int64_t x = 0; x < 6; ++x)
-          if (fg(z, y, x)) foreground.push_back(fn(0, z, y, x));
+          if (fg(z, y, x)) own.push_back(fn(0, z, y, x));
+    detail::LegacyChoice choice(1234);
+    for (uint64_t d = 0; d < draws; ++d) foreground.push_back(own[choice.Next(own.size())]);
   }
   WriteFn(src + "/imagesTs/case_9_0000.nii.gz", DType::kI16, {1, 3, 5, 6}, value);  // test: no mask, not counted
   // The statistics, computed here without the library: sorted values, numpy's linear percentiles.
@@ -437,6 +441,7 @@ TEST_CASE("preprocess: zscore and ct statistics equal a direct computation, stor
   const std::vector<double> want = {pct(0.5), pct(99.5), mean, std::sqrt(var)};
   ConvertOptions o;
   o.preprocess.normalize = {Normalization::kCt};
+  o.preprocess.intensity_samples = 2 * draws;
   o.preprocess.dtype = DType::kF16;
   auto r = RunConvert(src, dir / "out", o);
   INFO(r.status().ToString());
@@ -530,24 +535,56 @@ TEST_CASE(
   // ct: a case that fails adds nothing to the statistics; skipped, the other one converts.
   ConvertOptions ct;
   ct.preprocess.normalize = {Normalization::kCt};
+  ct.preprocess.intensity_samples = 1000;
   ct.skip_errors = true;
   r = RunConvert(src, dir / "ct", ct);
   REQUIRE(r.ok());
   REQUIRE(r->skipped.size() == 1);
   CHECK_THAT(r->skipped[0].reason, Catch::Contains("b_0001.nii: 2 NaN"));
-  CHECK_THAT(Notes(*r), Catch::Contains("ct statistics of channel 1 over 1 training case(s): clip [21.095, 39.905], "
-                                        "mean 30.5, std 5.76628"));
+  CHECK_THAT(Notes(*r), Catch::Contains("ct statistics of channel 1 over 1 training case(s): clip [21, 40]"));
 }
 
-TEST_CASE("preprocess: foreground samples are evenly strided, bad combinations fail clearly") {
+TEST_CASE("preprocess: ct draws as many foreground values from every case as numpy's choice, bad options fail") {
+  // numpy: RandomState(1234).choice(n, 3) for n = 3, 2^32 and 2^33 + 12345.
+  for (const auto& [n, want] : std::vector<std::pair<uint64_t, std::vector<uint64_t>>>{
+           {3, {2, 1, 0}},
+           {uint64_t{1} << 32, {822569775, 2137449171, 2671936806}},
+           {(uint64_t{1} << 33) + 12345, {2629000564, 3312965625, 682106748}}}) {
+    detail::LegacyChoice choice(1234);
+    for (uint64_t w : want) CHECK(choice.Next(n) == w);
+  }
   std::vector<uint8_t> image(20), mask(20, 0);
-  for (int i = 0; i < 20; ++i) image[i] = uint8_t(i * 3), mask[i] = i % 2;  // 10 foreground voxels
+  for (int i = 0; i < 20; ++i) image[i] = uint8_t(i * 3), mask[i] = i % 2;  // foreground values 3, 9, ..., 57
+  using W = std::vector<std::pair<double, uint64_t>>;
+  auto weighted = [](const detail::ForegroundSample& s) {
+    W out;
+    for (const auto& w : s.channels.at(0)) out.emplace_back(w.value, w.count);
+    return out;
+  };
+  // RandomState(1234).choice(10, 4) = [3, 6, 5, 4]: foreground values 21, 39, 33, 27.
   auto s = detail::SampleForeground(image.data(), DType::kU8, {1, 4, 5}, mask.data(), DType::kU8, 1, 4);
-  REQUIRE(s.channels.size() == 1);
-  // Foreground voxel floor(k * 10 / 4) for k = 0..3: voxels 0, 2, 5, 7 of the foreground (1, 5, 11, 15).
-  CHECK(s.channels[0] == std::vector<double>{3, 15, 33, 45});
-  auto all = detail::SampleForeground(image.data(), DType::kU8, {1, 4, 5}, mask.data(), DType::kU8, 1, 100);
-  CHECK(all.channels[0].size() == 10);
+  CHECK(weighted(s) == W{{21, 1}, {27, 1}, {33, 1}, {39, 1}});
+  // choice(10, 12) = [3, 6, 5, 4, 8, 9, 1, 7, 9, 6, 8, 0]: with replacement, 12 of 10 voxels.
+  s = detail::SampleForeground(image.data(), DType::kU8, {1, 4, 5}, mask.data(), DType::kU8, 1, 12);
+  CHECK(weighted(s) == W{{3, 1}, {9, 1}, {21, 1}, {27, 1}, {33, 1}, {39, 2}, {45, 1}, {51, 2}, {57, 2}});
+  // A case of 2 foreground voxels weighs as much as one of 10: 12 draws each.
+  std::vector<uint8_t> small_mask(20, 0);
+  small_mask[0] = small_mask[19] = 1;
+  auto small = detail::SampleForeground(image.data(), DType::kU8, {1, 4, 5}, small_mask.data(), DType::kU8, 1, 12);
+  uint64_t drawn = 0;
+  for (const auto& w : small.channels[0]) drawn += w.count;
+  CHECK(drawn == 12);
+  auto merged = detail::MergeForeground({s, small}, 1);
+  REQUIRE(merged.ok());
+  double sum = 0;  // the 24 values, numpy's mean
+  for (const auto* x : {&s, &small})
+    for (const auto& w : x->channels[0]) sum += w.value * double(w.count);
+  CHECK((*merged)[0].mean == Approx(sum / 24).epsilon(1e-15));
+  // numpy over the 24 values: percentiles 0.5 and 99.5, mean and std.
+  CHECK((*merged)[0].clip_low == 0);
+  CHECK((*merged)[0].clip_high == 57);
+  CHECK((*merged)[0].mean == 37);
+  CHECK((*merged)[0].stddev == Approx(22.594247055390007).epsilon(1e-14));
 
   TempDir dir;
   WriteVolume(dir / "src/v.nii.gz", DType::kU8, 3, 4, 5, 1);
