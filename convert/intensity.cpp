@@ -1,12 +1,13 @@
-// The foreground intensity statistics of --normalize ct (see preprocess_internal.h): a
-// first pass over the training split, drawn as nnU-Net's dataset fingerprint draws them.
-// Kept as three steps (sample a case, merge samples, the pass) so that a conversion in
-// parts can sample its cases and merge everything once.
+// The first pass over the training split (see intensity_internal.h): the foreground
+// intensity statistics of --normalize ct, drawn as nnU-Net's dataset fingerprint draws
+// them (kept as three steps, sample a case, merge samples, the pass, so that a conversion
+// in parts can sample its cases and merge everything once), and the share of voxels that
+// cropping keeps.
 #include <algorithm>
 #include <cmath>
 
 #include "convert/integrity_internal.h"
-#include "convert/preprocess_internal.h"
+#include "convert/intensity_internal.h"
 #include "convert/work_internal.h"
 #include "format/elements.h"
 
@@ -135,35 +136,63 @@ Result<std::vector<ChannelNorm>> MergeForeground(const std::vector<ForegroundSam
   return out;
 }
 
-Result<CtStatisticsResult> CtStatistics(const CtPass& pass) {
+bool NeedsFirstPass(const PreprocessPlan& plan) {
+  const bool zscore =
+      std::find(plan.normalize.begin(), plan.normalize.end(), Normalization::kZScore) != plan.normalize.end();
+  return plan.needs_ct_statistics() || (plan.options.crop_nonzero && zscore);
+}
+
+Result<FirstPassResult> RunFirstPass(const FirstPass& pass) {
   const size_t n = pass.cases.size();
-  if (n == 0) return InvalidArgument("--normalize ct needs masks (the foreground) in the training split; it has none");
-  const uint64_t draws = std::max<uint64_t>(1, pass.preprocess->options.intensity_samples / n);
+  const bool ct = pass.preprocess->needs_ct_statistics(), crop = pass.preprocess->options.crop_nonzero;
+  size_t with_mask = 0;
+  for (size_t i : pass.cases) with_mask += HasMask(pass.plan->cases[i]);
+  if (ct && with_mask == 0) {
+    return InvalidArgument("--normalize ct needs masks (the foreground) in the training split; it has none");
+  }
+  const uint64_t draws =
+      std::max<uint64_t>(1, pass.preprocess->options.intensity_samples / std::max<size_t>(1, with_mask));
   std::vector<ForegroundSample> samples(n);
+  std::vector<double> kept(n, -1);  // cropped share of voxels; -1: not read
   RETURN_IF_ERROR(ParallelFor(n, pass.threads, pass.cancel, "statistics", pass.progress, [&](size_t k) {
     const CaseInput& in = pass.plan->cases[pass.cases[k]];
-    // A case that fails to decode fails (or is skipped) again when it is converted; it
-    // adds nothing here.
+    if (!crop && !HasMask(in)) return;
     NoThrow(in.name, [&] {
       Result<CaseData> d = DecodeCase(in, nullptr, pass.max_sample_bytes);
-      if (!d.ok() || !d->has_mask) return Status::Ok();
+      if (!d.ok()) return Status::Ok();
       RETURN_IF_ERROR(CheckFinite(pass.preprocess->options, in, &d->image));
       Shape start, size;
-      if (pass.preprocess->options.crop_nonzero) RETURN_IF_ERROR(CropToNonzero(&*d, &start, &size));
-      samples[k] =
-          SampleForeground(d->image.pixels.data(), d->image.info.dtype, d->image.info.shape, d->mask.pixels.data(),
-                           d->mask.info.dtype, static_cast<uint64_t>(d->mask.info.shape[0]), draws);
+      if (crop) {
+        const Shape spatial(d->image.info.shape.begin() + 1, d->image.info.shape.end());
+        RETURN_IF_ERROR(CropToNonzero(&*d, &start, &size));
+        double share = 1;
+        for (size_t a = 0; a < size.size(); ++a)
+          share *= static_cast<double>(size[a]) / static_cast<double>(spatial[a]);
+        kept[k] = share;
+      }
+      if (ct && d->has_mask) {
+        samples[k] =
+            SampleForeground(d->image.pixels.data(), d->image.info.dtype, d->image.info.shape, d->mask.pixels.data(),
+                             d->mask.info.dtype, static_cast<uint64_t>(d->mask.info.shape[0]), draws);
+      }
       return Status::Ok();
     }).IgnoreError();
   }));
-  CtStatisticsResult out;
+  FirstPassResult out;
+  std::vector<double> shares;
+  for (double share : kept) {
+    if (share >= 0) shares.push_back(share);
+  }
+  out.crop_cases = shares.size();
+  if (!shares.empty()) out.median_kept = Percentile(std::move(shares), 50);
+  if (!ct) return out;
   size_t channels = 0;
   for (const ForegroundSample& s : samples) {
     channels = std::max(channels, s.channels.size());
-    out.cases += !s.channels.empty();
+    out.ct_cases += !s.channels.empty();
   }
   if (channels == 0) return InvalidArgument("--normalize ct: no training case with a mask could be read");
-  ASSIGN_OR_RETURN(out.channels, MergeForeground(samples, channels));
+  ASSIGN_OR_RETURN(out.ct, MergeForeground(samples, channels));
   return out;
 }
 

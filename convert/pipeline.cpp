@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "convert/convert.h"
+#include "convert/intensity_internal.h"
 #include "convert/parts_internal.h"
 #include "convert/schema_internal.h"
 #include "convert/source_internal.h"
@@ -318,21 +319,34 @@ const char* CodecChoiceName(CodecChoice c) {
 
 namespace {
 
-// --normalize ct: the statistics of the training cases with a mask, before anything is written.
-Status RunCtPass(const ConvertOptions& o, int threads, ProgressSink* progress, Prepared* p, ConvertSummary* sum) {
-  detail::CtPass pass{&p->plan, {}, &p->preprocess, threads, o.max_sample_bytes, o.cancel, progress};
+// The first pass over the training split, before anything is written: the ct statistics,
+// and whether zscore channels normalize within the nonzero region (intensity_internal.h).
+Status RunFirstPass(const ConvertOptions& o, int threads, ProgressSink* progress, Prepared* p, ConvertSummary* sum) {
+  detail::FirstPass pass{&p->plan, {}, &p->preprocess, threads, o.max_sample_bytes, o.cancel, progress};
   for (size_t i : p->order) {
-    const CaseInput& c = p->plan.cases[i];
-    if (c.split == "train" && HasMask(c)) pass.cases.push_back(i);
+    if (p->plan.cases[i].split == "train") pass.cases.push_back(i);
   }
-  ASSIGN_OR_RETURN(detail::CtStatisticsResult ct, detail::CtStatistics(pass));
-  p->preprocess.ct = std::move(ct.channels);
+  ASSIGN_OR_RETURN(detail::FirstPassResult first, detail::RunFirstPass(pass));
+  p->preprocess.ct = std::move(first.ct);
   for (size_t c = 0; c < p->preprocess.ct.size(); ++c) {
     const detail::ChannelNorm& n = p->preprocess.ct[c];
     char line[256];
     std::snprintf(line, sizeof line,
-                  "ct statistics of channel %zu over %zu training case(s): clip [%g, %g], mean %g, std %g", c, ct.cases,
-                  n.clip_low, n.clip_high, n.mean, n.stddev);
+                  "ct statistics of channel %zu over %zu training case(s): clip [%g, %g], mean %g, std %g", c,
+                  first.ct_cases, n.clip_low, n.clip_high, n.mean, n.stddev);
+    sum->preprocessing.push_back(line);
+  }
+  const auto& modes = p->preprocess.normalize;
+  if (o.preprocess.crop_nonzero && std::find(modes.begin(), modes.end(), Normalization::kZScore) != modes.end()) {
+    p->preprocess.zscore_in_region = first.median_kept < detail::kRegionNormBelow;
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "zscore %s: cropping keeps a median %.1f%% of the voxels of %zu training case(s), %s 75%% "
+                  "(nnU-Net's use_mask_for_norm)",
+                  p->preprocess.zscore_in_region
+                      ? "within the nonzero region (holes filled, labelled voxels included), 0 outside"
+                      : "over every voxel",
+                  100 * first.median_kept, first.crop_cases, p->preprocess.zscore_in_region ? "below" : "not below");
     sum->preprocessing.push_back(line);
   }
   return Status::Ok();
@@ -360,7 +374,7 @@ Result<ConvertSummary> ConvertImpl(const ConvertOptions& options, ProgressSink* 
   sum.codec = CodecChoiceName(o.codec);
   ASSIGN_OR_RETURN(const size_t window, WindowFor(o, threads, p.max_sample_bytes, p.largest));
   // Every part computes the same statistics over the whole training split, so parts agree.
-  if (!o.dry_run && p.preprocess.needs_ct_statistics()) RETURN_IF_ERROR(RunCtPass(o, threads, progress, &p, &sum));
+  if (!o.dry_run && detail::NeedsFirstPass(p.preprocess)) RETURN_IF_ERROR(RunFirstPass(o, threads, progress, &p, &sum));
   WriterOptions wo = MakeWriterOptions(o, p.plan, p.schema, p.preprocess, options.level == 0);
   std::vector<size_t> order = p.order;  // what this run writes: every sample, or one part's slice
   std::string dest = o.dest;

@@ -486,6 +486,7 @@ std::vector<KeyValue> PreprocessProvenance(const PreprocessPlan& plan) {
     for (Normalization n : plan.normalize) list += (list.empty() ? "" : ",") + std::string(NormalizationName(n));
     out.push_back({"normalize", list});
   }
+  if (plan.zscore_in_region) out.push_back({"zscore_region", "nonzero"});
   if (!plan.ct.empty()) {
     std::string json = "[";
     for (size_t c = 0; c < plan.ct.size(); ++c) {

@@ -7,7 +7,6 @@
 #include "convert/integrity_internal.h"
 #include "convert/preprocess_internal.h"
 #include "convert/resample_internal.h"
-#include "format/chunks_internal.h"
 #include "format/elements.h"
 
 namespace shardify::convert::detail {
@@ -21,79 +20,6 @@ uint64_t Count(const Shape& s) {
   uint64_t n = 1;
   for (int64_t d : s) n *= static_cast<uint64_t>(d);
   return n;
-}
-
-// 1 for every voxel that is nonzero (as a value: -0.0 is zero, NaN is not) in any channel.
-std::vector<uint8_t> NonzeroVoxels(const DecodedImage& img, uint64_t voxels) {
-  std::vector<uint8_t> flags(voxels, 0);
-  const DType t = img.info.dtype;
-  const size_t es = DTypeSize(t);
-  const bool is_float = t == DType::kF16 || t == DType::kF32 || t == DType::kF64;
-  const uint64_t channels = static_cast<uint64_t>(img.info.shape[0]);
-  for (uint64_t c = 0; c < channels; ++c) {
-    const uint8_t* p = img.pixels.data() + c * voxels * es;
-    for (uint64_t v = 0; v < voxels; ++v, p += es) {
-      if (flags[v]) continue;
-      if (is_float) {
-        flags[v] = ElementAsDouble(p, t) != 0.0;
-      } else {
-        for (size_t b = 0; b < es && !flags[v]; ++b) flags[v] = p[b] != 0;
-      }
-    }
-  }
-  return flags;
-}
-
-// Bounding box of the set flags of a row-major array of shape `spatial`; false when none.
-bool FindBox(const std::vector<uint8_t>& flags, const Shape& spatial, Shape* start, Shape* size) {
-  const size_t rank = spatial.size();
-  const auto w = static_cast<uint64_t>(spatial.back());
-  Shape lo(rank, INT64_MAX), hi(rank, -1), at(rank, 0);  // `at`: coordinates of the row
-  for (uint64_t row = 0; row * w < flags.size(); ++row) {
-    const uint8_t* f = flags.data() + row * w;
-    const uint8_t* first = std::find(f, f + w, 1);
-    if (first != f + w) {
-      const uint8_t* end = f + w;  // one past the last set flag of the row
-      while (end[-1] == 0) --end;
-      at[rank - 1] = first - f;
-      for (size_t a = 0; a < rank; ++a) lo[a] = std::min(lo[a], at[a]), hi[a] = std::max(hi[a], at[a]);
-      hi[rank - 1] = std::max<int64_t>(hi[rank - 1], end - f - 1);
-    }
-    for (size_t a = rank - 1; a-- > 0;) {  // next row
-      if (++at[a] < spatial[a]) break;
-      at[a] = 0;
-    }
-  }
-  if (hi[0] < 0) return false;
-  *start = lo;
-  size->resize(rank);
-  for (size_t a = 0; a < rank; ++a) (*size)[a] = hi[a] - lo[a] + 1;
-  return true;
-}
-
-void CropArray(DecodedImage& a, const Shape& start, const Shape& size) {
-  const Shape& shape = a.info.shape;
-  Shape box = {shape[0]}, origin = {0};
-  box.insert(box.end(), size.begin(), size.end());
-  origin.insert(origin.end(), start.begin(), start.end());
-  const size_t es = DTypeSize(a.info.dtype);
-  std::vector<uint8_t> out(Count(box) * es);
-  if (!out.empty()) {
-    shardify::detail::CopyBox(a.pixels.data(), shape, origin, out.data(), box, Shape(box.size(), 0), box, es);
-  }
-  a.pixels = std::move(out);
-  a.info.shape = box;
-}
-
-// The geometry of the box at `start` (array order) of a grid with geometry `g`.
-void MoveOrigin(Geometry& g, const Shape& start) {
-  const size_t s = g.spacing.size();
-  if (s != start.size() || g.direction.size() != s * s) return;
-  for (size_t r = 0; r < s; ++r) {
-    for (size_t a = 0; a < s; ++a) {
-      g.origin[r] += g.direction[r * s + a] * g.spacing[a] * static_cast<double>(start[s - 1 - a]);
-    }
-  }
 }
 
 std::vector<float> ToFloats(DecodedImage& img) {
@@ -115,26 +41,35 @@ Normalization ChannelMode(const PreprocessPlan& plan, size_t c) {
   return plan.normalize.size() == 1 ? plan.normalize[0] : plan.normalize[std::min(c, plan.normalize.size() - 1)];
 }
 
-// Mean and population std of n floats (two passes, in double).
-ChannelNorm ZScoreOf(const float* x, uint64_t n) {
+// Mean and population std of n floats (two passes, in double), of those where `in` is
+// set when it is given.
+ChannelNorm ZScoreOf(const float* x, uint64_t n, const uint8_t* in) {
   ChannelNorm cn;
   double sum = 0;
-  for (uint64_t i = 0; i < n; ++i) sum += x[i];
-  cn.mean = n > 0 ? sum / static_cast<double>(n) : 0;
+  uint64_t count = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    if (in == nullptr || in[i]) sum += x[i], ++count;
+  }
+  cn.mean = count > 0 ? sum / static_cast<double>(count) : 0;
   double sq = 0;
-  for (uint64_t i = 0; i < n; ++i) sq += (x[i] - cn.mean) * (x[i] - cn.mean);
-  cn.stddev = n > 0 ? std::sqrt(sq / static_cast<double>(n)) : 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    if (in == nullptr || in[i]) sq += (x[i] - cn.mean) * (x[i] - cn.mean);
+  }
+  cn.stddev = count > 0 ? std::sqrt(sq / static_cast<double>(count)) : 0;
   return cn;
 }
 
-Status Normalize(const PreprocessPlan& plan, uint64_t channels, uint64_t voxels, std::vector<float>* work,
-                 std::vector<ChannelNorm>* record) {
+// Normalizes each channel of `work` as the plan says. `region` (NormalizationRegion), when
+// not empty, is where zscore channels take their statistics; outside it they become 0.
+Status Normalize(const PreprocessPlan& plan, uint64_t channels, uint64_t voxels, const std::vector<uint8_t>& region,
+                 std::vector<float>* work, std::vector<ChannelNorm>* record) {
   record->clear();
   for (uint64_t c = 0; c < channels; ++c) {
     float* x = work->data() + c * voxels;
     ChannelNorm cn;
     const Normalization mode = ChannelMode(plan, c);
-    if (mode == Normalization::kZScore) cn = ZScoreOf(x, voxels);
+    const uint8_t* in = mode == Normalization::kZScore && !region.empty() ? region.data() : nullptr;
+    if (mode == Normalization::kZScore) cn = ZScoreOf(x, voxels, in);
     if (mode == Normalization::kCt) {
       if (c >= plan.ct.size()) return Internal("no ct statistics for channel " + std::to_string(c));
       cn = plan.ct[c];
@@ -143,7 +78,7 @@ Status Normalize(const PreprocessPlan& plan, uint64_t channels, uint64_t voxels,
       cn.stddev = std::max(cn.stddev, kMinStd);
       for (uint64_t i = 0; i < voxels; ++i) {
         const double v = std::min(std::max(static_cast<double>(x[i]), cn.clip_low), cn.clip_high);
-        x[i] = static_cast<float>((v - cn.mean) / cn.stddev);
+        x[i] = in == nullptr || in[i] ? static_cast<float>((v - cn.mean) / cn.stddev) : 0.0f;
       }
     }
     record->push_back(cn);
@@ -299,26 +234,6 @@ void ConvertMask(const PreprocessPlan& plan, CaseData* d) {
 
 }  // namespace
 
-Status CropToNonzero(CaseData* d, Shape* start, Shape* size) {
-  const Shape spatial = Spatial(d->image.info.shape);
-  *start = Shape(spatial.size(), 0);
-  *size = spatial;
-  if (spatial.empty() || Count(spatial) == 0) return Status::Ok();
-  const std::vector<uint8_t> flags = NonzeroVoxels(d->image, Count(spatial));
-  if (!FindBox(flags, spatial, start, size) || *size == spatial) {
-    *start = Shape(spatial.size(), 0);
-    *size = spatial;
-    return Status::Ok();
-  }
-  CropArray(d->image, *start, *size);
-  MoveOrigin(d->image.info.geometry, *start);
-  if (d->has_mask) {
-    CropArray(d->mask, *start, *size);
-    MoveOrigin(d->mask.info.geometry, *start);
-  }
-  return Status::Ok();
-}
-
 Status PreprocessCase(const PreprocessPlan& plan, const CaseInput& in, CaseData* d, SourceRecord* r) {
   const std::string& name = in.name;
   DecodedImage& img = d->image;
@@ -339,9 +254,11 @@ Status PreprocessCase(const PreprocessPlan& plan, const CaseInput& in, CaseData*
     return Status::Ok();
   }
   const auto channels = static_cast<uint64_t>(img.info.shape[0]);
+  const std::vector<uint8_t> region = plan.zscore_in_region ? NormalizationRegion(*d) : std::vector<uint8_t>{};
   std::vector<float> work = ToFloats(img);
   if (!plan.normalize.empty()) {
-    RETURN_IF_ERROR(Normalize(plan, channels, Count(Spatial(img.info.shape)), &work, &r->norm).WithContext(name));
+    RETURN_IF_ERROR(
+        Normalize(plan, channels, Count(Spatial(img.info.shape)), region, &work, &r->norm).WithContext(name));
   }
   if (!plan.spacing.empty()) RETURN_IF_ERROR(Resample(plan, d, &work).WithContext(name));
   FromFloats(work, plan.image_dtype, &img);

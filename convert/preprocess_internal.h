@@ -3,7 +3,7 @@
 //   PlanPreprocessing   resolves the target spacing and predicts each case's output grid,
 //                       so the schema and the chunk shapes fit what will be written;
 //   FinishSchema        sets the fields' dtypes and appends the record fields;
-//   CtStatistics        the first pass over the training split (--normalize ct);
+//   RunFirstPass        the first pass over the training split (intensity_internal.h);
 //   PreprocessCase      transforms one decoded case and fills its record;
 //   PutRecord           writes the record into the sample's values.
 // Everything here is deterministic and thread-safe (plans are read only).
@@ -12,7 +12,6 @@
 #include <atomic>
 #include <cstdint>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -36,8 +35,12 @@ struct PreprocessPlan {
   PreprocessOptions options;
   std::vector<double> spacing;           // resolved target spacing, array order; empty: none
   std::vector<Normalization> normalize;  // per image channel; empty: none
-  std::vector<ChannelNorm> ct;           // per channel, for its kCt channels (CtStatistics)
-  DType image_dtype = DType::kU8;        // the fields' dtypes (FinishSchema)
+  std::vector<ChannelNorm> ct;           // per channel, for its kCt channels (FirstPass)
+  // zscore channels take their statistics within the case's NormalizationRegion and are
+  // 0 outside it: nnU-Net's use_mask_for_norm, set by FirstPass where cropping to the
+  // nonzero box keeps a median of less than kRegionNormBelow of the training cases.
+  bool zscore_in_region = false;
+  DType image_dtype = DType::kU8;  // the fields' dtypes (FinishSchema)
   DType mask_dtype = DType::kU8;
   bool needs_ct_statistics() const;
 };
@@ -83,10 +86,22 @@ Status FinishSchema(const std::vector<CaseInfo>& infos, const std::vector<bool>&
 // name the case or its file.
 Status PreprocessCase(const PreprocessPlan& plan, const CaseInput& in, CaseData* d, SourceRecord* record);
 
+// --- The nonzero region (nonzero.cpp) ---------------------------------------------------
+
 // Crops the image and mask of `d` to the box of voxels that are nonzero in any image
 // channel (a case without any keeps its size), moves the origin with it, and returns the
 // box (array axis order, in voxels of `d` before).
 Status CropToNonzero(CaseData* d, Shape* start, Shape* size);
+
+// The voxels z-scoring uses with nnU-Net's use_mask_for_norm (its crop_to_nonzero marks
+// the rest -1 in the segmentation): 1 where `d` is nonzero in any image channel, or lies
+// in a hole of that region, or is labelled (mask > 0 in any mask channel); else 0.
+std::vector<uint8_t> NormalizationRegion(const CaseData& d);
+
+// Sets the holes of `flags` (0/1, row-major, shape `spatial`) to 1: the 0 voxels that no
+// path of 0 voxels, stepping along one axis at a time, joins to the array's border, as
+// scipy's binary_fill_holes with its default structure fills them.
+void FillHoles(std::vector<uint8_t>* flags, const Shape& spatial);
 
 // The grid size of resampling `spatial` voxels of spacing `from` to spacing `to` (array
 // axis order), as nnU-Net's compute_new_shape: from / to * n per axis, rounded half to
@@ -105,60 +120,5 @@ void PutRecord(const RecordFields& fields, const SourceRecord& record, std::vect
 // Provenance entries of the plan (only the steps in use, so that output without them is
 // unchanged).
 std::vector<KeyValue> PreprocessProvenance(const PreprocessPlan& plan);
-
-// --- The ct statistics (intensity.cpp) --------------------------------------------------
-
-// Foreground values of one case, per channel, as nnU-Net's fingerprint draws them: `draws`
-// values with replacement from the voxels with mask > 0 (in any mask channel), in memory
-// order, whatever their number, so every case weighs the same; the indices are numpy's
-// RandomState(kIntensitySeed).choice(count, draws), drawn anew for every case. A value
-// drawn k times is kept once with count k. A case without foreground gives none.
-inline constexpr uint32_t kIntensitySeed = 1234;  // nnU-Net's collect_foreground_intensities
-struct WeightedValue {
-  double value = 0;
-  uint64_t count = 0;
-};
-struct ForegroundSample {
-  std::vector<std::vector<WeightedValue>> channels;
-};
-// `image` [C, spatial...] of `dtype` (cropped or not), `mask` [mask_channels,
-// spatial...] of `mask_dtype` with the same spatial shape.
-ForegroundSample SampleForeground(const uint8_t* image, DType dtype, const Shape& shape, const uint8_t* mask,
-                                  DType mask_dtype, uint64_t mask_channels, uint64_t draws);
-// numpy's RandomState(seed).choice(n, size, replace=True), one index at a time: MT19937
-// seeded as numpy seeds an integer, each index by masked rejection over 32 bits (64 when
-// n > 2^32, high word first).
-class LegacyChoice {
- public:
-  explicit LegacyChoice(uint32_t seed);
-  uint64_t Next(uint64_t n);  // in [0, n); n > 0
-
- private:
-  std::mt19937 gen_;
-};
-// Clip bounds (0.5 and 99.5 percentiles, linear between order statistics as numpy's
-// default), mean and population std of the values of every sample, each as often as it
-// was drawn (numpy's statistics of the concatenated draws). A channel without values is
-// an error.
-Result<std::vector<ChannelNorm>> MergeForeground(const std::vector<ForegroundSample>& samples, size_t channels);
-
-struct CtPass {
-  const SourcePlan* plan;
-  std::vector<size_t> cases;  // the training cases (with a mask), in output order
-  const PreprocessPlan* preprocess;
-  int threads;
-  uint64_t max_sample_bytes;  // per file decoded
-  const std::atomic<bool>* cancel;
-  ProgressSink* progress;
-};
-// The first pass: decodes and crops every case of `pass.cases` and merges their
-// foreground samples (each case draws intensity_samples / cases values per channel).
-// A case that cannot be read, or has NaN or infinite voxels (CheckFinite), adds nothing:
-// it fails, or is skipped, when it is converted.
-struct CtStatisticsResult {
-  std::vector<ChannelNorm> channels;
-  size_t cases = 0;  // the cases that were read
-};
-Result<CtStatisticsResult> CtStatistics(const CtPass& pass);
 
 }  // namespace shardify::convert::detail

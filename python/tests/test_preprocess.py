@@ -1,6 +1,7 @@
 """shardify.convert's preprocessing options (crop, ct normalization, spacing, dtype) against numpy."""
 
 import numpy as np
+from scipy import ndimage
 
 import shardify
 from conftest import write_nifti
@@ -65,3 +66,73 @@ def test_preprocessing_options_are_listed_and_checked(tmp_path):
             assert message in str(e)
         else:
             raise AssertionError(f"{bad} was accepted")
+
+
+def write_brains(root, radius, cases=3):
+    """nnU-Net-layout cases like skull-stripped MRI: two channels, nonzero in a ball (with a
+    zero voxel enclosed at its centre, and channel 1 reaching one voxel further), zero
+    around it; labels inside the ball and one label where the image is zero."""
+    rng = np.random.default_rng(7)
+    (root / "imagesTr").mkdir(parents=True)
+    (root / "labelsTr").mkdir()
+    (root / "dataset.json").write_text('{"channel_names": {"0": "T1", "1": "T2"}, '
+                                       '"labels": {"background": 0, "a": 1, "b": 2}, "file_ending": ".nii"}')
+    shape = (14, 16, 18)
+    z, y, x = np.indices(shape)
+    written = []
+    for k in range(cases):
+        centre = (7 + k % 2, 8, 9)
+        ball = (z - centre[0]) ** 2 + (y - centre[1]) ** 2 + (x - centre[2]) ** 2 <= radius ** 2
+        images = np.zeros((2,) + shape, np.int16)
+        images[0][ball] = rng.integers(50, 900, size=ball.sum())
+        images[1][ball] = rng.integers(1, 300, size=ball.sum())
+        images[:, centre[0], centre[1], centre[2]] = 0  # a hole
+        edge = np.argwhere(ball)[0]
+        images[1, edge[0] - 1, edge[1], edge[2]] = 40  # one channel alone
+        seg = np.zeros(shape, np.uint8)
+        seg[ball & (x < centre[2])] = 1
+        seg[tuple(np.argwhere(ball)[-1] + [0, 0, 1])] = 2  # labelled where the image is 0
+        for c in range(2):
+            write_nifti(root / "imagesTr" / f"b{k}_{c:04d}.nii", images[c])
+        write_nifti(root / "labelsTr" / f"b{k}.nii", seg)
+        written.append((images, seg))
+    return written
+
+
+def nnunet_zscore_in_region(images, seg):
+    """nnU-Net's crop_to_nonzero and ZScoreNormalization with use_mask_for_norm, in numpy/scipy."""
+    nonzero = np.any(images != 0, axis=0)
+    box = tuple(slice(i.min(), i.max() + 1) for i in np.nonzero(nonzero))
+    data = images[(slice(None),) + box].astype(np.float64)
+    seg = seg[box].astype(np.int16)
+    seg[(seg == 0) & ~ndimage.binary_fill_holes(nonzero[box])] = -1
+    region = seg >= 0
+    out = np.zeros_like(data)
+    for c in range(len(data)):
+        inside = data[c][region]
+        out[c][region] = (inside - inside.mean()) / max(inside.std(), 1e-8)
+    return out
+
+
+def test_zscore_uses_the_nonzero_region_when_cropping_shrinks_the_median_case_below_three_quarters(tmp_path):
+    cases = write_brains(tmp_path / "small", radius=4)  # the ball's box: under 1/4 of the volume
+    summary = shardify.convert(tmp_path / "small", tmp_path / "ds", crop="nonzero", normalize="zscore", progress=False)
+    assert any("zscore within the nonzero region" in line and "below 75%" in line for line in summary.preprocessing)
+    ds = shardify.Dataset(tmp_path / "ds")
+    assert ds.provenance["options"]["zscore_region"] == "nonzero"
+    for i, (images, seg) in enumerate(cases):
+        want = nnunet_zscore_in_region(images, seg)
+        got = ds[i]["image"]
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, atol=2e-6)
+        assert np.count_nonzero(got == 0) > 0.5 * got[0].size  # outside the region: exactly 0
+
+    # A ball filling most of its volume: cropping keeps over 3/4, every voxel counts.
+    write_brains(tmp_path / "large", radius=9, cases=1)
+    summary = shardify.convert(tmp_path / "large", tmp_path / "ds2", crop="nonzero", normalize="zscore", progress=False)
+    assert any("zscore over every voxel" in line for line in summary.preprocessing)
+    ds2 = shardify.Dataset(tmp_path / "ds2")
+    assert "zscore_region" not in ds2.provenance["options"]
+    image = ds2[0]["image"]
+    np.testing.assert_allclose(image.reshape(2, -1).mean(axis=1), 0, atol=1e-5)
+    np.testing.assert_allclose(image.reshape(2, -1).std(axis=1), 1, atol=1e-5)

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "convert/cli.h"
+#include "convert/intensity_internal.h"
 #include "convert/preprocess_internal.h"
 #include "convert/resample_internal.h"
 #include "format/elements.h"
@@ -399,6 +400,34 @@ TEST_CASE("preprocess: crop then uncrop on the source grid is the identity, the 
   INFO(n.status().ToString());
   REQUIRE(n.ok());
   CHECK(Values(Open(dir / "nn_out"), 0, "source.crop_box") == std::vector<double>{1, 1, 3, 4, 2, 2});
+}
+
+TEST_CASE("preprocess: holes of the nonzero region are filled through one axis at a time, as scipy fills them") {
+  // 2D: a ring whose corner is open diagonally only; the inside stays enclosed.
+  std::vector<uint8_t> ring = {0, 1, 1, 1, 1,  //
+                               1, 0, 0, 0, 1,  //
+                               1, 0, 1, 0, 1,  //
+                               1, 0, 0, 0, 1,  //
+                               1, 1, 1, 1, 1};
+  detail::FillHoles(&ring, {5, 5});
+  CHECK(ring == std::vector<uint8_t>{0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+  // 3D: a hollow cube is filled; with a tunnel through one face, nothing is.
+  auto cube = [](bool tunnel) {
+    std::vector<uint8_t> f(5 * 6 * 7);
+    for (int z = 0; z < 5; ++z)
+      for (int y = 0; y < 6; ++y)
+        for (int x = 0; x < 7; ++x) {
+          const bool shell = z == 0 || z == 4 || y == 0 || y == 5 || x == 0 || x == 6;
+          f[(z * 6 + y) * 7 + x] = shell && !(tunnel && z == 2 && y == 3 && x == 0);
+        }
+    return f;
+  };
+  std::vector<uint8_t> closed = cube(false), open = cube(true);
+  const std::vector<uint8_t> open_before = open;
+  detail::FillHoles(&closed, {5, 6, 7});
+  detail::FillHoles(&open, {5, 6, 7});
+  CHECK(std::count(closed.begin(), closed.end(), 1) == 5 * 6 * 7);
+  CHECK(open == open_before);
 }
 
 TEST_CASE("preprocess: zscore and ct statistics equal a direct computation, stored values are normalized") {

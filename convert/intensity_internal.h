@@ -1,0 +1,82 @@
+// The first pass over the training split (internal; see preprocess.h): what preprocessing
+// must know of every training case before it converts one, as nnU-Net's dataset
+// fingerprint learns it. For --normalize ct the foreground intensity statistics, drawn as
+// the fingerprint draws them; with --crop nonzero and zscore channels, whether cropping
+// shrinks the median case enough for nnU-Net's use_mask_for_norm.
+// Thread-safe: nothing here keeps state.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "convert/convert.h"
+#include "convert/preprocess_internal.h"
+
+namespace shardify::convert::detail {
+
+// Foreground values of one case, per channel, as nnU-Net's fingerprint draws them: `draws`
+// values with replacement from the voxels with mask > 0 (in any mask channel), in memory
+// order, whatever their number, so every case weighs the same; the indices are numpy's
+// RandomState(kIntensitySeed).choice(count, draws), drawn anew for every case. A value
+// drawn k times is kept once with count k. A case without foreground gives none.
+inline constexpr uint32_t kIntensitySeed = 1234;  // nnU-Net's collect_foreground_intensities
+struct WeightedValue {
+  double value = 0;
+  uint64_t count = 0;
+};
+struct ForegroundSample {
+  std::vector<std::vector<WeightedValue>> channels;
+};
+// `image` [C, spatial...] of `dtype` (cropped or not), `mask` [mask_channels,
+// spatial...] of `mask_dtype` with the same spatial shape.
+ForegroundSample SampleForeground(const uint8_t* image, DType dtype, const Shape& shape, const uint8_t* mask,
+                                  DType mask_dtype, uint64_t mask_channels, uint64_t draws);
+// numpy's RandomState(seed).choice(n, size, replace=True), one index at a time: MT19937
+// seeded as numpy seeds an integer, each index by masked rejection over 32 bits (64 when
+// n > 2^32, high word first).
+class LegacyChoice {
+ public:
+  explicit LegacyChoice(uint32_t seed);
+  uint64_t Next(uint64_t n);  // in [0, n); n > 0
+
+ private:
+  std::mt19937 gen_;
+};
+// Clip bounds (0.5 and 99.5 percentiles, linear between order statistics as numpy's
+// default), mean and population std of the values of every sample, each as often as it
+// was drawn (numpy's statistics of the concatenated draws). A channel without values is
+// an error.
+Result<std::vector<ChannelNorm>> MergeForeground(const std::vector<ForegroundSample>& samples, size_t channels);
+
+// nnU-Net's use_mask_for_norm: zscore channels normalize within the nonzero region when
+// cropping keeps a median of less than this share of the training cases' voxels.
+inline constexpr double kRegionNormBelow = 0.75;
+
+struct FirstPass {
+  const SourcePlan* plan;
+  std::vector<size_t> cases;  // the training cases, in output order
+  const PreprocessPlan* preprocess;
+  int threads;
+  uint64_t max_sample_bytes;  // per file decoded
+  const std::atomic<bool>* cancel;
+  ProgressSink* progress;
+};
+struct FirstPassResult {
+  // ct channels: the statistics, from the cases with a mask that were read.
+  std::vector<ChannelNorm> ct;
+  size_t ct_cases = 0;
+  // --crop nonzero: the median over the cases read of their cropped share of voxels.
+  double median_kept = 1;
+  size_t crop_cases = 0;
+};
+// Whether the plan needs the first pass (ct channels, or crop and zscore channels).
+bool NeedsFirstPass(const PreprocessPlan& plan);
+// Decodes every case of `pass.cases`, checks its NaN (CheckFinite) and crops it; for ct,
+// each case with a mask draws intensity_samples / (cases with a mask) values per
+// channel, merged once. A case that cannot be read or fails CheckFinite adds nothing: it
+// fails, or is skipped, when it is converted.
+Result<FirstPassResult> RunFirstPass(const FirstPass& pass);
+
+}  // namespace shardify::convert::detail
