@@ -61,7 +61,8 @@ def convert(src, dst, *, progress=True, **options):
     ``overwrite=True``, ``dry_run=True``, ``dict=False`` (``--no-dict``), ``shuffle=False``
     (``--no-shuffle``), ``fsync=False``, ``on_error="skip"``, ``threads=4``, ``seed=1``,
     ``part="2/4"`` (or ``"auto"``; then ``merge(dst)`` once every part is done);
-    preprocessing: ``spacing=(1.5, 0.8, 0.8)`` or ``"auto"``, ``crop="nonzero"``,
+    preprocessing: ``spacing={"x": 0.8, "y": 0.8, "z": 1.5}`` (or ``1.0`` for every axis, or
+    ``"auto"``), ``crop="nonzero"``,
     ``normalize="ct"`` (or ``"ct,zscore"``, one per channel), ``dtype="f16"``,
     ``resample_image="linear"``, ``resample_mask="nearest"``.
     The list with their help is in ``shardify.convert_options()``.
