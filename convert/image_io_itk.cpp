@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <mutex>
 
 #include "convert/decode_internal.h"
 #include "convert/image_io.h"
@@ -71,8 +72,19 @@ itk::ImageIOBase::Pointer NewIO(ImageKind kind) {
   return itk::NiftiImageIO::New().GetPointer();
 }
 
+// ITK 5.2's NiftiImageIO::ReadImageInformation keeps the name of the last file it read in
+// a function-local static std::string, compared and assigned without a lock: two header
+// reads at once whose names outgrow that string free its buffer twice and corrupt the
+// heap. So this process reads NIfTI headers through ITK one at a time (a few hundred bytes
+// each; the voxels, read in nifti.cpp, stay parallel).
+std::mutex& ItkNiftiHeaderMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
 // Geometry of a NIfTI-1 file as ITK reads it (3 spatial axes; missing axes are identity).
 Status ItkNiftiGeometry(const std::string& path, Geometry* g) {
+  std::lock_guard<std::mutex> lock(ItkNiftiHeaderMutex());
   auto io = itk::NiftiImageIO::New();
   io->SetFileName(path);
   RETURN_IF_ERROR(Guard(path, "read NIfTI header", [&] { io->ReadImageInformation(); }));

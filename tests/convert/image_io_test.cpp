@@ -2,10 +2,15 @@
 #include "convert/image_io.h"
 
 #include <png.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstring>
 #include <set>
+#include <thread>
 
 #include "tests/convert/convert_fixtures.h"
 
@@ -198,4 +203,63 @@ TEST_CASE("convert: real example files from insighttoolkit5-examples") {
     CHECK(v->pixels == ItkVoxels(path));
     CHECK(v->info.geometry == ItkGeometry(path));
   }
+}
+
+namespace {
+
+// The file `dir`/a.nii, named by a path of `length` characters (padded with "./").
+std::string PathOfLength(const std::string& dir, size_t length) {
+  const std::string name = "a.nii";
+  std::string path = dir + "/";
+  while (path.size() + 2 + name.size() <= length) path += "./";
+  if (path.size() + name.size() < length) path += "/";
+  return path + name;
+}
+
+// Reads the header of each of `paths` on two threads that start each read together.
+// Returns 0 when every read succeeds.
+int ReadHeadersOnTwoThreads(const std::vector<std::string>& paths) {
+  std::atomic<size_t> arrived{0};
+  std::atomic<bool> failed{false};
+  auto read = [&] {
+    for (size_t i = 0; i < paths.size(); ++i) {
+      arrived.fetch_add(1);
+      while (arrived.load() < 2 * (i + 1)) {
+      }
+      if (!ReadImageInfo(paths[i]).ok()) failed = true;
+    }
+  };
+  std::thread a(read);
+  std::thread b(read);
+  a.join();
+  b.join();
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+
+// ITK 5.2's NIfTI reader keeps the name of the last file it read in a static string that
+// it assigns without a lock; two reads at once whose names outgrow that string free its
+// buffer twice. Here every read outgrows it (each name is twice as long as the last), in
+// a fresh child process per round so that each round starts from the same short string;
+// a corrupted heap ends the child (glibc's checks, or the sanitizer's). Unguarded, the
+// first or second round ends that way; a second of rounds is a wide margin.
+TEST_CASE("convert: NIfTI headers read on two threads at once leave the heap intact") {
+  TempDir dir;
+  WriteVolume(dir / "a.nii", DType::kU8, 2, 3, 4, 1);
+  REQUIRE(ReadImageInfo(PathOfLength(dir.path(), dir.path().size() + 8)).ok());
+  std::vector<std::string> paths;
+  for (size_t n = 2 * dir.path().size(); n < 4000; n = 2 * n + 1) paths.push_back(PathOfLength(dir.path(), n));
+  int rounds = 0;
+  int status = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (std::chrono::steady_clock::now() < until && status == 0) {
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) ::_exit(ReadHeadersOnTwoThreads(paths));
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    ++rounds;
+  }
+  INFO("round " << rounds << ": wait status " << status);
+  CHECK(status == 0);
 }
