@@ -39,7 +39,7 @@ struct Flags {
   bool dict = false, no_dict = false, overwrite = false, dry_run = false, no_fsync = false, quiet = false;
   std::string patch_size, group_by;
   uint64_t fg_locations = 10000;
-  bool no_shuffle = false, nan_to_num = false;
+  bool no_shuffle = false, nan_to_num = false, labels_from_masks = false;
   std::string max_sample_memory = "2G", max_memory;
   std::string part;
   std::string dtype, spacing, resample_image = "cubic", resample_mask = "linear", crop = "none", normalize = "none";
@@ -167,6 +167,9 @@ void Define(CLI::App& app, Flags& f) {
                  "order, into DST/parts/; once all N are done, `shardify merge DST` makes DST the\n"
                  "dataset. auto: K/N from RANK/WORLD_SIZE, a Slurm array or SLURM_PROCID/SLURM_NTASKS.\n"
                  "A part already complete is not converted again (--overwrite does)");
+  app.add_flag("--labels-from-masks", f.labels_from_masks,
+               "nnunet layout: add mask values that dataset.json's labels do not declare as labels\n"
+               "label_<value> (without it they fail the run before anything is written)");
   DefinePreprocess(app, f);
   app.add_flag("-q,--quiet", f.quiet, "No progress output");
 }
@@ -245,6 +248,7 @@ Status ToOptions(const CLI::App& app, const Flags& f, ConvertOptions& o) {
   o.dry_run = f.dry_run;
   o.fsync = !f.no_fsync;
   o.class_names = SplitList(f.classes);
+  o.labels_from_masks = f.labels_from_masks;
   if (!f.part.empty()) {
     ASSIGN_OR_RETURN(const auto part,
                      ParsePart(f.part, [](const char* name) -> const char* { return std::getenv(name); }));

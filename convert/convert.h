@@ -87,6 +87,9 @@ struct ConvertOptions {
   uint32_t part = 0;
   uint32_t parts = 0;
   PreprocessOptions preprocess;  // dtype, crop, normalization, spacing (preprocess.h)
+  // nnunet layout: mask values that dataset.json's labels do not declare fail the run
+  // before anything is written; with this, integer ones become labels "label_<v>".
+  bool labels_from_masks = false;
 };
 
 // Bytes held while one sample is decoded and compressed, per decoded byte (the pixels,

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "convert/convert.h"
+#include "convert/integrity_internal.h"
 #include "convert/intensity_internal.h"
 #include "convert/parts_internal.h"
 #include "convert/schema_internal.h"
@@ -110,6 +111,7 @@ WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan,
                           {"on_error", o.skip_errors ? "skip" : "fail"}};
   if (o.codec == CodecChoice::kRaw) w.provenance.options.push_back({"codec", "raw"});  // zstd output stays as it was
   if (!o.group_by.empty()) w.provenance.options.push_back({"group_by", o.group_by});   // only then: output as before
+  if (o.labels_from_masks) w.provenance.options.push_back({"labels_from_masks", "true"});
   for (int f : {schema.image, schema.mask}) {  // only when used, so 8-bit output stays as it was
     if (f >= 0 && schema.fields[f].filter == Filter::kByteShuffle) {
       w.provenance.options.push_back({"shuffle", "true"});
@@ -224,6 +226,8 @@ Status Prepare(const ConvertOptions& o, int threads, ProgressSink* progress, Pre
   std::vector<Status> errors;
   RETURN_IF_ERROR(InspectAll(plan, o, threads, progress, &infos, &ok, &errors));
   if (IsCancelled(o)) return Cancelled("conversion cancelled");
+  const detail::LabelCheck labels{threads, o.max_sample_bytes, o.cancel, progress, o.labels_from_masks};
+  RETURN_IF_ERROR(detail::CheckMaskLabels(&plan, ok, labels, &sum->warnings));
   ApplySampleLimit(o, plan, infos, &ok, &errors);
   std::vector<uint64_t> work_bytes;  // preprocessing's own memory per case
   RETURN_IF_ERROR(detail::PlanPreprocessing(o.preprocess, plan, infos, ok, errors, &p->preprocess, &work_bytes,

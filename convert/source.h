@@ -81,11 +81,15 @@ struct SourcePlan {
   bool has_mask = false;                    // every case has a mask (HasMask)
   bool unlabeled_masks = false;             // some cases (nnU-Net imagesTs) have no mask
   std::string mask_labels_json;             // mask meta "labels"
-  bool multi_label_mask = false;            // mask meta "multi_label": one channel per class
-  std::string channel_names_json;           // image meta "channel_names"
-  std::vector<std::string> shared_files;    // files many cases read (idx arrays): counted once in bytes_in
-  std::vector<BadEntry> bad;                // entries that could not become cases
-  std::vector<std::string> warnings;        // e.g. empty class folders
+  // nnunet: every value that dataset.json's labels declare (the values of regions and
+  // "ignore" included), sorted; masks are checked against them before anything is
+  // written. Empty: none declared, nothing to check.
+  std::vector<int64_t> declared_mask_values;
+  bool multi_label_mask = false;          // mask meta "multi_label": one channel per class
+  std::string channel_names_json;         // image meta "channel_names"
+  std::vector<std::string> shared_files;  // files many cases read (idx arrays): counted once in bytes_in
+  std::vector<BadEntry> bad;              // entries that could not become cases
+  std::vector<std::string> warnings;      // e.g. empty class folders
   uint64_t ignored_files = 0;
   std::string excluded;  // a directory never read as input ("" none)
 };

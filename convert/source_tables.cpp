@@ -1,5 +1,7 @@
 // The csv, nnunet and rle planners (layouts described by a table or a JSON file), and the
 // rle layout's CaseSource (masks decoded from run-length strings).
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -179,6 +181,40 @@ void AddNnunetCases(const std::string& src, const std::string& folder, const std
 
 }  // namespace
 
+namespace {
+
+// Every integer that dataset.json's labels declare: a value, or a region's list of them
+// (as nnU-Net's LabelManager reads them; a string holding an integer counts).
+Status DeclaredLabels(const nlohmann::ordered_json& labels, const std::string& json_path, std::vector<int64_t>* out) {
+  auto add = [&](const std::string& name, const nlohmann::ordered_json& v) {
+    int64_t x = 0;
+    if (v.is_number_integer()) {
+      out->push_back(v.get<int64_t>());
+    } else if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() &&
+               std::fabs(v.get<double>()) < 9e15) {
+      out->push_back(static_cast<int64_t>(v.get<double>()));
+    } else if (v.is_string() && ParseInt(v.get<std::string>(), &x)) {
+      out->push_back(x);
+    } else {
+      return Corruption(json_path + ": label '" + name + "' is " + v.dump() + ", not an integer or a list of them");
+    }
+    return Status::Ok();
+  };
+  if (!labels.is_object()) return Corruption(json_path + ": 'labels' is not an object");
+  for (const auto& [name, v] : labels.items()) {
+    if (!v.is_array()) {
+      RETURN_IF_ERROR(add(name, v));
+      continue;
+    }
+    for (const auto& e : v) RETURN_IF_ERROR(add(name, e));
+  }
+  std::sort(out->begin(), out->end());
+  out->erase(std::unique(out->begin(), out->end()), out->end());
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status PlanNnunet(const std::string& src, const std::vector<std::string>&, SourcePlan* plan) {
   const std::string json_path = src + "/dataset.json";
   ASSIGN_OR_RETURN(std::string text, ReadTextFile(json_path));
@@ -196,7 +232,10 @@ Status PlanNnunet(const std::string& src, const std::vector<std::string>&, Sourc
   if (KindFromName("x" + ending) != ImageKind::kNifti)
     return Unsupported(json_path + ": file_ending " + ending + " (only NIfTI)");
   plan->channel_names_json = names->dump();
-  if (j.contains("labels")) plan->mask_labels_json = j["labels"].dump();
+  if (j.contains("labels")) {
+    plan->mask_labels_json = j["labels"].dump();
+    RETURN_IF_ERROR(DeclaredLabels(j["labels"], json_path, &plan->declared_mask_values));
+  }
   plan->has_mask = true;
   const int channels = static_cast<int>(names->size());
   AddNnunetCases(src, "imagesTr", ending, channels, true, plan);

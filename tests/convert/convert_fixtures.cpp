@@ -130,6 +130,13 @@ Geometry TestGeometry(double shift) {
   return g;
 }
 
+void WriteLabels(const std::string& path, int d, int h, int w, uint32_t seed, int labels, const Geometry& g) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::vector<uint8_t> px = Pixels(static_cast<size_t>(d * h * w), seed);
+  for (uint8_t& v : px) v = static_cast<uint8_t>(v % labels);
+  REQUIRE(WriteNifti(path, DType::kU8, {1, d, h, w}, px, g).ok());
+}
+
 void WriteVolume(const std::string& path, DType dtype, int d, int h, int w, uint32_t seed, const Geometry& g,
                  int channels) {
   fs::create_directories(fs::path(path).parent_path());

@@ -48,6 +48,9 @@ void DamageImageData(const std::string& png_path);
 Geometry TestGeometry(double shift = 0);
 void WriteVolume(const std::string& path, DType dtype, int d, int h, int w, uint32_t seed,
                  const Geometry& g = TestGeometry(), int channels = 1);
+// A u8 label map [1, d, h, w] with the values 0 .. labels - 1, from Pixels(seed).
+void WriteLabels(const std::string& path, int d, int h, int w, uint32_t seed, int labels = 2,
+                 const Geometry& g = TestGeometry());
 
 // A class-folder source `dir`/src of `n` PNGs in 3 classes, sizes varying with the index.
 std::string ManyPngs(const TempDir& dir, int n, int size = 8);

@@ -3,11 +3,13 @@
 
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
 
 #include "convert/case.h"
+#include "convert/cli.h"
 #include "tests/convert/convert_fixtures.h"
 
 using namespace shardify;
@@ -206,7 +208,7 @@ TEST_CASE("convert: nnunet layout stacks channels, keeps geometry and header, im
   for (const char* c : {"case_001", "case_002"}) {
     WriteVolume(src + "/imagesTr/" + c + "_0000.nii.gz", DType::kI16, 3, 4, 5, 1);
     WriteVolume(src + "/imagesTr/" + c + "_0001.nii.gz", DType::kI16, 3, 4, 5, 2);
-    WriteVolume(src + "/labelsTr/" + std::string(c) + ".nii.gz", DType::kU8, 3, 4, 5, 3);
+    WriteLabels(src + "/labelsTr/" + std::string(c) + ".nii.gz", 3, 4, 5, 3);
   }
   WriteVolume(src + "/imagesTs/case_009_0000.nii.gz", DType::kI16, 3, 4, 5, 4);
   WriteVolume(src + "/imagesTs/case_009_0001.nii.gz", DType::kI16, 3, 4, 5, 5);
@@ -238,6 +240,58 @@ TEST_CASE("convert: nnunet layout stacks channels, keeps geometry and header, im
   CHECK(std::vector<uint8_t>(hdr.begin(), hdr.end()) == GunzipHead(src + "/imagesTr/case_001_0000.nii.gz", 348));
   CHECK(rb.ShapeOf(2, "mask") == Shape{0, 3, 4, 5});
   CHECK(rb.Str(2, "path") == "imagesTs/case_009");
+}
+
+TEST_CASE("convert: nnunet mask values dataset.json does not declare fail before anything is written") {
+  TempDir dir;
+  const std::string src = dir / "Dataset002";
+  // Regions and the ignore label declare their values too: 0, 1, 2, 3.
+  WriteText(src + "/dataset.json", R"({"channel_names": {"0": "MR"}, "labels": {"background": 0, "whole": [1, 2],
+    "core": 2, "ignore": 3}, "file_ending": ".nii.gz"})");
+  const std::vector<std::pair<std::string, std::vector<uint16_t>>> masks = {
+      {"a", {0, 1, 2, 3}}, {"b", {0, 7, 1605}}, {"c", {0, 2}}, {"d", {7, 0}}};
+  for (const auto& [name, values] : masks) {
+    WriteVolume(src + "/imagesTr/" + name + "_0000.nii.gz", DType::kI16, 2, 3, 4, 1);
+    std::vector<uint8_t> px(24 * 2, 0);
+    for (size_t i = 0; i < values.size(); ++i) std::memcpy(&px[i * 2], &values[i], 2);
+    MakeDirs(src + "/labelsTr");
+    REQUIRE(WriteNifti(src + "/labelsTr/" + name + ".nii.gz", DType::kU16, {1, 2, 3, 4}, px, TestGeometry()).ok());
+  }
+  ConvertOptions dry;
+  dry.dry_run = true;
+  for (const ConvertOptions& o : {ConvertOptions{}, dry}) {
+    auto r = RunConvert(src, dir / "out", o);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(
+        r.status().ToString(),
+        Catch::Contains("masks hold values that dataset.json's labels (0, 1, 2, 3) do not declare: 7, 1605, "
+                        "in 2 of 4 masks, first " +
+                        src + "/labelsTr/b.nii.gz (7, 1605), " + src + "/labelsTr/d.nii.gz (7); training would " +
+                        "ignore those voxels. Fix the masks or dataset.json, or pass --labels-from-masks"));
+    CHECK_FALSE(std::filesystem::exists(dir / "out"));  // nothing written, not even the directory
+  }
+  ConvertOptions adopt;
+  adopt.labels_from_masks = true;
+  auto r = RunConvert(src, dir / "out", adopt);
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  CHECK_THAT(FormatSummary(*r), Catch::Contains("warning: mask values 7, 1605 are not declared in dataset.json; added "
+                                                "as labels label_<value> (--labels-from-masks)"));
+  auto rb = Open(dir / "out");
+  CHECK(Meta(rb.ds->manifest().fields[rb.Field("mask")], "labels") ==
+        R"({"background":0,"whole":[1,2],"core":2,"ignore":3,"label_7":7,"label_1605":1605})");
+  CHECK(ParseCommandLine({"s", "-o", "d", "--labels-from-masks"})->options.labels_from_masks);
+
+  // Values that are not integers cannot become labels.
+  std::filesystem::remove(src + "/labelsTr/d.nii.gz");
+  std::vector<uint8_t> half(24 * 4, 0);
+  const float v = 0.5f;
+  std::memcpy(half.data(), &v, 4);
+  REQUIRE(WriteNifti(src + "/labelsTr/d.nii.gz", DType::kF32, {1, 2, 3, 4}, half, TestGeometry()).ok());
+  r = RunConvert(src, dir / "out2", adopt);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.status().ToString(), Catch::Contains("do not declare: 0.5, 7, 1605"));
+  CHECK_THAT(r.status().ToString(), Catch::Contains("(values that are not integers cannot become labels)"));
 }
 
 TEST_CASE("convert: nifti layout stores differing sizes as variable dims (-1)") {
