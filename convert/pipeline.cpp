@@ -226,8 +226,11 @@ Status Prepare(const ConvertOptions& o, int threads, ProgressSink* progress, Pre
   std::vector<Status> errors;
   RETURN_IF_ERROR(InspectAll(plan, o, threads, progress, &infos, &ok, &errors));
   if (IsCancelled(o)) return Cancelled("conversion cancelled");
-  const detail::LabelCheck labels{threads, o.max_sample_bytes, o.cancel, progress, o.labels_from_masks};
-  RETURN_IF_ERROR(detail::CheckMaskLabels(&plan, ok, labels, &sum->warnings));
+  // Masks are read for the label check unless an input's own error fails the run anyway.
+  if (o.skip_errors || std::all_of(errors.begin(), errors.end(), [](const Status& e) { return e.ok(); })) {
+    const detail::LabelCheck labels{threads, o.max_sample_bytes, o.cancel, progress, o.labels_from_masks};
+    RETURN_IF_ERROR(detail::CheckMaskLabels(&plan, ok, labels, &sum->warnings));
+  }
   ApplySampleLimit(o, plan, infos, &ok, &errors);
   std::vector<uint64_t> work_bytes;  // preprocessing's own memory per case
   RETURN_IF_ERROR(detail::PlanPreprocessing(o.preprocess, plan, infos, ok, errors, &p->preprocess, &work_bytes,
