@@ -4,8 +4,9 @@
 // "source.*", "<f>.source_dtype", "image.normalization"; docs/CONVENTIONS.md), so every
 // stored array maps back onto its source grid.
 //
-// Order per case: crop (source dtype, exact) -> normalize (float) -> resample (float) ->
-// the field's dtype. Without any option the output is what it always was.
+// Order per case: NaN check (nan_to_num) -> crop (source dtype, exact) -> normalize
+// (float) -> resample (float, clipped to the input's range) -> the field's dtype. Without
+// any option the output is what it always was.
 #pragma once
 
 #include <cstdint>
@@ -36,16 +37,18 @@ struct PreprocessOptions {
   // Crop each case to the bounding box of the voxels that are nonzero in any channel.
   bool crop_nonzero = false;
   // One entry for every channel, or one per channel; empty: none. zscore: per case and
-  // channel, (x - mean) / std. ct: clipped to the 0.5 and 99.5 percentiles of the
-  // foreground (mask > 0) voxels of the training split, then z-scored with their mean and
-  // std (a first pass over the data).
+  // channel, (x - mean) / std; with crop_nonzero, when cropping keeps a median of less than
+  // 3/4 of the training cases' voxels (nnU-Net's use_mask_for_norm), over the nonzero
+  // region (holes filled, labelled voxels included) and 0 outside it. ct: clipped to the 0.5 and 99.5 percentiles of
+  // the foreground (mask > 0) voxels of the training split, then z-scored with their mean and std (a first pass over
+  // the data).
   std::vector<Normalization> normalize;
   // The image field's dtype. Default: the smallest dtype that holds every input's values
   // exactly (PromoteDTypes), f32 when normalized. Normalized data may be f32, f16 or f64.
   std::optional<DType> dtype;
-  // --normalize ct: foreground values kept for the statistics over the whole training
-  // split, divided evenly among its cases (each case keeps at most its share, evenly
-  // strided over its foreground voxels in memory order).
+  // --normalize ct: foreground values drawn for the statistics over the whole training
+  // split, divided evenly among its cases with a mask: each draws its share with
+  // replacement, as nnU-Net's fingerprint (which draws 100,000,000 in all).
   uint64_t intensity_samples = 10000000;
   // NaN and infinite image voxels become 0 before any other step (and before the ct
   // statistics). Without it they stay, unless the case is normalized or resampled, which
