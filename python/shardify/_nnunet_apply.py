@@ -223,6 +223,25 @@ def _spatial_matrix(angles, scale, rank, in_plane):
     return m
 
 
+def theta(maps, size_in, size_out, device):
+    """affine_grid's theta [n, rank, rank + 1] for per-sample maps (A, t): output offset o
+    (voxels from the centre, array axis order) samples the input at A o + t. Grid axes run
+    x, y(, z), the array axes reversed, in units of each axis' half size."""
+    rank, out = len(size_in), []
+    for a, t in maps:
+        for g in range(rank):
+            i = rank - 1 - g
+            out += [a[i][rank - 1 - h] * float(size_out[rank - 1 - h]) / float(size_in[i]) for h in range(rank)]
+            out.append(2 * t[i] / size_in[i])
+    return _floats(out, device).view(len(maps), rank, rank + 1)
+
+
+def sample_labels(sample, labels, pad):
+    """Label maps resampled by nearest neighbour with `pad` outside: sampling labels - pad
+    with zero padding, then adding pad back. In the labels' dtype."""
+    return (sample((labels.long() - pad).float(), "nearest").round().long() + pad).to(labels.dtype)
+
+
 def _rotate_scale_crop(image, mask, plan, geometry, image_pad, label_pad):
     """The batch cropped to the patch, as new tensors (the input is left alone); samples
     that rotate or scale are resampled instead, drawing on the margin."""
@@ -242,18 +261,8 @@ def _rotate_scale_crop(image, mask, plan, geometry, image_pad, label_pad):
     idx = _picked(pick)
     if not idx:
         return x, m
-    theta = []  # grid axes run x, y(, z): array axes reversed
-    for s in idx:
-        mat = _spatial_matrix(plan.angles[s], plan.scale[s], rank, geometry.in_plane)
-        for g in range(rank):
-            i = rank - 1 - g
-            for h in range(rank):
-                j = rank - 1 - h
-                theta.append(mat[i][j] * float(size_out[j]) / float(size_in[i]))
-            theta.append(0.0)
-    n = len(idx)
-    t = _floats(theta, image.device).view(n, rank, rank + 1)
-    grid = F.affine_grid(t, [n, 1] + size_out, align_corners=False)
+    maps = [(_spatial_matrix(plan.angles[s], plan.scale[s], rank, geometry.in_plane), [0.0] * rank) for s in idx]
+    grid = F.affine_grid(theta(maps, size_in, size_out, image.device), [len(idx), 1] + size_out, align_corners=False)
     rows = _longs(idx, image.device)
 
     def sample(v, mode):
@@ -266,8 +275,7 @@ def _rotate_scale_crop(image, mask, plan, geometry, image_pad, label_pad):
     if m is not None:
         pad = label_pad if isinstance(label_pad, int) else _longs(label_pad, mask.device).view(
             _broadcast_shape(mask, 1, mask.size(1)))
-        mm = sample((mask.index_select(0, rows).long() - pad).float(), "nearest").round().long() + pad
-        m.index_copy_(0, rows, mm.to(m.dtype))
+        m.index_copy_(0, rows, sample_labels(sample, mask.index_select(0, rows), pad))
     return x, m
 
 

@@ -211,21 +211,14 @@ def _resample(batch, key, x, masks, maps, mode, padding, label_pad):
         raise ValueError("RandAffine(mode='bicubic') resamples 2D images only (torch's grid_sample)")
     idx = [s for s, m in enumerate(maps) if m is not None]
     if idx:
-        theta = []
-        for s in idx:
-            a, t = maps[s]
-            for g in range(rank):  # grid axes run x, y(, z): array axes reversed; units of each axis' half size
-                i = rank - 1 - g
-                theta += [a[i][rank - 1 - h] * size[rank - 1 - h] / size[i] for h in range(rank)] + [2 * t[i] / size[i]]
-        grid = _affine_grid(A._floats(theta, x.device).view(len(idx), rank, rank + 1), size)
+        grid = _affine_grid(A.theta([maps[s] for s in idx], size, size, x.device), size)
 
         def sample(v, how):
             return torch.nn.functional.grid_sample(v, grid.to(v.dtype), mode=how, padding_mode=padding,
                                                    align_corners=False)
 
         x = A._merge(x, idx, sample(A._rows(x, idx), mode))
-        masks = [(mk, A._merge(m, idx, (sample((A._rows(m, idx).long() - label_pad).float(), "nearest").round()
-                                        .long() + label_pad).to(m.dtype)), ch) for mk, m, ch in masks]
+        masks = [(mk, A._merge(m, idx, A.sample_labels(sample, A._rows(m, idx), label_pad)), ch) for mk, m, ch in masks]
     _store(batch, key, x, masks)
 
 
