@@ -457,7 +457,7 @@ TEST_CASE("convert: 2D --patch-size HxW chunks images and without it the output 
   }
 }
 
-TEST_CASE("convert: bad --patch-size values are refused with a clear message") {
+TEST_CASE("convert: bad --patch-size values are refused with a clear message", "[subprocess]") {
   for (const char* bad :
        {"", "64", "0x64x64", "64x64x64x64", "axb", "64x", "x64", "-1x4", "1e3x4x4", "9999999999x2", "64X64"}) {
     INFO("'" << bad << "'");
@@ -496,8 +496,8 @@ TEST_CASE("convert: bad --patch-size values are refused with a clear message") {
   CHECK(out.find("--fg-locations") != std::string::npos);
 }
 
-TEST_CASE(
-    "convert: --codec raw stores every array and chunk raw and unshuffled, --codec auto picks it for small data") {
+TEST_CASE("convert: --codec raw stores every array and chunk raw and unshuffled, --codec auto picks it for small data",
+          "[subprocess]") {
   TempDir dir;
   const std::string src = dir / "Dataset002";
   MakeNnunet(src);

@@ -310,7 +310,7 @@ TEST_CASE("parts: --part K/N and auto from the launcher's environment") {
   CHECK(ParseCommandLine({"src", "-o", "dst"})->options.parts == 0);
 }
 
-TEST_CASE("parts: shardify --part and shardify merge on the command line") {
+TEST_CASE("parts: shardify --part and shardify merge on the command line", "[subprocess]") {
   TempDir dir;
   const std::string src = ManyPngs(dir, 8), dst = dir / "ds", bin = SHARDIFY_BIN;
   std::string out;

@@ -70,7 +70,7 @@ TEST_CASE("convert: a cancelled conversion leaves no dataset files and a re-run 
   CHECK(Open(dir / "out").ds->num_samples() == 40);
 }
 
-TEST_CASE("convert: kill -9 of shardify mid-way leaves no manifest, running again works") {
+TEST_CASE("convert: kill -9 of shardify mid-way leaves no manifest, running again works", "[subprocess]") {
   TempDir dir;
   std::string src = ManyPngs(dir, 600, 24);
   const std::string out = dir / "out";
@@ -91,7 +91,7 @@ TEST_CASE("convert: kill -9 of shardify mid-way leaves no manifest, running agai
   for (const auto& e : fs::directory_iterator(out)) CHECK(e.path().extension() != ".tmp");
 }
 
-TEST_CASE("convert: Ctrl-C (SIGINT) stops shardify with exit 130 and removes its files") {
+TEST_CASE("convert: Ctrl-C (SIGINT) stops shardify with exit 130 and removes its files", "[subprocess]") {
   TempDir dir;
   std::string src = ManyPngs(dir, 600, 24);
   const std::string out = dir / "out";
@@ -155,7 +155,7 @@ TEST_CASE("convert: integer options refuse negative values instead of wrapping t
   CHECK(ParseCommandLine({"src", "-o", "dst", "--seed", "18446744073709551615"})->options.seed == UINT64_MAX);
 }
 
-TEST_CASE("convert: the shardify CLI prints a summary, explains --help and refuses bad usage") {
+TEST_CASE("convert: the shardify CLI prints a summary, explains --help and refuses bad usage", "[subprocess]") {
   TempDir dir;
   std::string src = ManyPngs(dir, 6);
   std::string out;

@@ -120,7 +120,7 @@ std::vector<uint8_t> NiftiClaiming(int16_t d, int16_t h, int16_t w, size_t extra
 
 }  // namespace
 
-TEST_CASE("convert: shardify refuses a destination another writer holds, and leaves it alone") {
+TEST_CASE("convert: shardify refuses a destination another writer holds, and leaves it alone", "[subprocess]") {
   TempDir dir;
   const std::string src = ManyPngs(dir, 3);
   const std::string out = dir / "out";
@@ -149,7 +149,8 @@ TEST_CASE("convert: shardify refuses a destination another writer holds, and lea
   CHECK(r.Int(0, "index") == 7);
 }
 
-TEST_CASE("convert: of two shardify runs on one destination, one fails, and the dataset is the other's") {
+TEST_CASE("convert: of two shardify runs on one destination, one fails, and the dataset is the other's",
+          "[subprocess]") {
   TempDir dir;
   const std::string src = ManyPngs(dir, 600, 24);
   TempDir other;
@@ -190,7 +191,7 @@ TEST_CASE("convert: a decode error half-way through --overwrite keeps the previo
   CHECK(Names(dir / "data") == std::vector<std::string>{"out"});  // no staging directory left
 }
 
-TEST_CASE("convert: kill -9 during --overwrite keeps the previous dataset, the next run cleans up") {
+TEST_CASE("convert: kill -9 during --overwrite keeps the previous dataset, the next run cleans up", "[subprocess]") {
   TempDir dir;
   const std::string out = dir / "out";
   REQUIRE(RunConvert(ManyPngs(dir, 30), out).ok());

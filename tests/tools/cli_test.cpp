@@ -22,7 +22,7 @@ int Run(const std::string& args) {
   return WEXITSTATUS(rc);
 }
 
-TEST_CASE("tools: shardtool exits 0 on success, 1 on damage, 2 on misuse", "[tools]") {
+TEST_CASE("tools: shardtool exits 0 on success, 1 on damage, 2 on misuse", "[tools][subprocess]") {
   TempDir tmp;
   const std::string ds = tmp / "ds";
   test::WriteGray8(ds);
@@ -66,7 +66,7 @@ void WriteRawPages(const std::string& ds) {
 }
 
 TEST_CASE("tools: --io pread reads as mmap does, a shard truncated under bench ends it with an error, not a signal",
-          "[tools]") {
+          "[tools][subprocess]") {
   TempDir tmp;
   const std::string ds = tmp / "ds";
   WriteRawPages(ds);

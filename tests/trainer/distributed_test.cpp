@@ -246,7 +246,8 @@ std::string TrainArgs(const std::string& data, const std::string& out, int batch
 
 }  // namespace
 
-TEST_CASE("distributed: ranks of batch 32 or 16 x 2 end with the weights and metrics of 1 rank of batch 64") {
+TEST_CASE("distributed: ranks of batch 32 or 16 x 2 end with the weights and metrics of 1 rank of batch 64",
+          "[subprocess][distributed][slow]") {
   testing::TempDir dir;
   REQUIRE(testing::WriteClassFixture(dir / "data", false, 192).ok());  // 3 global batches of 64
   REQUIRE(Run(std::string(SHARDTRAIN_BIN) + " " + TrainArgs(dir / "data", dir / "one", 64, 2) + " --json >" +
@@ -297,7 +298,8 @@ std::pair<Json, Json> OneThenResumed(const std::string& dir, const std::string& 
   return {Summary(dir + "/one.log"), Summary(dir + "/many.log")};
 }
 
-TEST_CASE("distributed: Dice counts summed over 3 ranks equal the single process's Dice") {
+TEST_CASE("distributed: Dice counts summed over 3 ranks equal the single process's Dice",
+          "[subprocess][distributed][slow]") {
   testing::TempDir dir;
   REQUIRE(testing::WriteSegFixture(dir / "data").ok());
   const std::string args = "train " + dir / "data" +
@@ -310,7 +312,8 @@ TEST_CASE("distributed: Dice counts summed over 3 ranks equal the single process
   }
 }
 
-TEST_CASE("distributed: a multi-label unet's Dice per organ over 2 ranks equals 1 rank's") {
+TEST_CASE("distributed: a multi-label unet's Dice per organ over 2 ranks equals 1 rank's",
+          "[subprocess][distributed][slow]") {
   testing::TempDir dir;
   REQUIRE(testing::WriteOrganFixture(dir / "data", 16, 9).ok());  // val: 5 samples on rank 0, 4 on rank 1
   const std::string args = "train " + dir / "data" +
@@ -326,7 +329,8 @@ TEST_CASE("distributed: a multi-label unet's Dice per organ over 2 ranks equals 
   }
 }
 
-TEST_CASE("distributed: --max-steps within an epoch validates on every rank, and rank 0 writes the outputs") {
+TEST_CASE("distributed: --max-steps within an epoch validates on every rank, and rank 0 writes the outputs",
+          "[subprocess][distributed][slow]") {
   testing::TempDir dir;
   REQUIRE(testing::WriteOrganFixture(dir / "data", 32, 8).ok());  // 4 steps of 4 samples per rank and epoch
   const std::string args = "train " + dir / "data" +
@@ -364,7 +368,8 @@ TEST_CASE("distributed: --max-steps within an epoch validates on every rank, and
 
 // The stop reaches the ranks at different steps; they agree on one, validate, and rank 0
 // writes the outputs and its summary: an orderly end on every rank, exit code 130.
-TEST_CASE("distributed: a stop asked on one rank, or at the launcher's terminal, stops every rank after one step") {
+TEST_CASE("distributed: a stop asked on one rank, or at the launcher's terminal, stops every rank after one step",
+          "[subprocess][distributed][slow]") {
   testing::TempDir dir;
   REQUIRE(testing::WriteClassFixture(dir / "data", false, 64).ok());
   const std::string args =
@@ -396,7 +401,8 @@ TEST_CASE("distributed: a stop asked on one rank, or at the launcher's terminal,
   CHECK_FALSE(MetricLines(dir / "out/metrics.jsonl").empty());
 }
 
-TEST_CASE("distributed: a rank that dies or hangs stops the others with an error naming it") {
+TEST_CASE("distributed: a rank that dies or hangs stops the others with an error naming it",
+          "[subprocess][distributed][slow]") {
   testing::TempDir dir;
   REQUIRE(testing::WriteClassFixture(dir / "data", false, 64).ok());
   PortLease lease;
@@ -464,7 +470,8 @@ TEST_CASE("distributed: every option that changes the run is compared, and a dif
   CHECK_THAT(st::detail::Disagreement(agreed, fewer, 1), Catch::Contains("different builds"));
 }
 
-TEST_CASE("distributed: ranks started with different options or datasets stop before training, saying what differs") {
+TEST_CASE("distributed: ranks started with different options or datasets stop before training, saying what differs",
+          "[subprocess][distributed][slow]") {
   testing::TempDir dir;
   REQUIRE(testing::WriteClassFixture(dir / "data", false, 64).ok());
   REQUIRE(testing::WriteClassFixture(dir / "other", false, 48).ok());
@@ -488,7 +495,7 @@ TEST_CASE("distributed: ranks started with different options or datasets stop be
   }
 }
 
-TEST_CASE("distributed: a rank that fails tells the others why") {
+TEST_CASE("distributed: a rank that fails tells the others why", "[subprocess][distributed][slow]") {
   testing::TempDir dir;
   REQUIRE(testing::WriteClassFixture(dir / "data", false, 64).ok());
   PortLease lease;
@@ -504,7 +511,7 @@ TEST_CASE("distributed: a rank that fails tells the others why") {
   CHECK_THAT(Slurp(dir / "rank0.log"), Catch::Contains("rank 1 stopped") && Catch::Contains("bad.pt"));
 }
 
-TEST_CASE("distributed: the launcher's environment and bad values") {
+TEST_CASE("distributed: the launcher's environment and bad values", "[subprocess][slow]") {
   std::map<std::string, std::string> env = {{"RANK", "1"},
                                             {"WORLD_SIZE", "4"},
                                             {"LOCAL_RANK", "1"},

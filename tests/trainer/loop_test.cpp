@@ -222,7 +222,7 @@ TEST_CASE("trainer: an output directory that cannot be written is refused before
   CHECK(epochs == 0);
 }
 
-TEST_CASE("trainer: CUDA runs where a device answers, and is refused cleanly where none does") {
+TEST_CASE("trainer: CUDA runs where a device answers, and is refused cleanly where none does", "[subprocess]") {
   auto device = st::detail::PickDevice("cuda");
   if (!torch::cuda::is_available()) {
     REQUIRE_FALSE(device.ok());
@@ -384,7 +384,7 @@ TEST_CASE("trainer: predict quotes class names with commas, quotes and line brea
   CHECK(rows == 32);
 }
 
-TEST_CASE("trainer: shardtrain exits 2 on usage errors, 1 on failed runs") {
+TEST_CASE("trainer: shardtrain exits 2 on usage errors, 1 on failed runs", "[subprocess][slow]") {
   testing::TempDir dir;
   REQUIRE(WriteClassFixture(dir / "data", false, 32).ok());
   const std::string run = "train " + dir / "data" + " -q -o " + dir / "out" + " -e 1 ";

@@ -153,7 +153,8 @@ TEST_CASE("trainer: each sample of a padded batch is resized from its own size, 
 
 TEST_CASE(
     "trainer: three overlapping organs train to Dice > 0.5 each, reported by name, and predict writes [3, H, W] "
-    "masks") {
+    "masks",
+    "[slow]") {
   testing::TempDir dir;
   REQUIRE(WriteOrganFixture(dir / "data").ok());
   st::TrainOptions o = OrganRun(dir / "data", dir / "out");
@@ -299,7 +300,7 @@ TEST_CASE("trainer: a stop request ends the run like max_steps, and progress com
   CHECK(!evaluated.empty());
 }
 
-TEST_CASE("trainer: Ctrl-C stops shardtrain after its step, writes its outputs and exits 130") {
+TEST_CASE("trainer: Ctrl-C stops shardtrain after its step, writes its outputs and exits 130", "[subprocess]") {
   testing::TempDir dir;
   REQUIRE(WriteOrganFixture(dir / "data", 32, 8).ok());
   const std::string log = dir / "log.txt";
