@@ -1,9 +1,47 @@
 #!/usr/bin/env bash
-# The whole test suite, from a fresh Debian 12 machine: installs missing packages, checks
-# formatting (tools/lint.sh), builds, runs every Catch2 test under CTest in a Release build
-# and again under ASan+UBSan, then fuzzes shard opening for a bounded time.
-# Environment: JOBS (default: all cores), FUZZ_SECONDS (default 60).
+# The test suite, from a fresh Debian 12 machine: the quick one for people (lint, Release
+# build, every test in it) or, with --full, the one CI runs (adds ASan+UBSan and fuzzing).
+# usage() below says what each runs.
 set -euo pipefail
+
+usage() {
+  cat <<'EOF'
+usage: tools/test.sh [--full]
+
+  (none)   install missing packages, lint, build Release (build/), run every test in it
+  --full   all of the above, then build under ASan+UBSan (build-asan/) and run every
+           test there, then fuzz shard opening for FUZZ_SECONDS (default 60); CI runs this
+  --help   print this and exit
+
+Environment: JOBS (parallel jobs; default: all cores), FUZZ_SECONDS.
+To run a part of the Release tests: ctest --test-dir build -L unit (README, "Tests").
+EOF
+}
+
+full=0
+case $# in
+  0) ;;
+  1)
+    case $1 in
+      --full) full=1 ;;
+      -h | --help)
+        usage
+        exit 0
+        ;;
+      *)
+        echo "tools/test.sh: unknown argument '$1'" >&2
+        usage >&2
+        exit 2
+        ;;
+    esac
+    ;;
+  *)
+    echo "tools/test.sh: takes at most one argument, got $#" >&2
+    usage >&2
+    exit 2
+    ;;
+esac
+
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 jobs=${JOBS:-$(nproc)}
@@ -17,6 +55,11 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSHARDIFY_WITH_ITK=ON -
   -DSHARDIFY_SANITIZE=OFF >/dev/null
 cmake --build build -j "$jobs"
 ctest --test-dir build -j "$jobs" --output-on-failure
+
+if [ "$full" = 0 ]; then
+  echo "all Release tests passed (tools/test.sh --full adds ASan+UBSan and fuzzing)"
+  exit 0
+fi
 
 echo "== ASan+UBSan build and tests"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDIFY_WITH_ITK=ON -DSHARDIFY_WITH_TORCH=ON \
