@@ -8,6 +8,7 @@
 #include <random>
 
 #include "convert/convert.h"
+#include "convert/fg_locations.h"
 #include "convert/schema_internal.h"
 #include "format/chunking.h"
 #include "format/elements.h"
@@ -178,6 +179,7 @@ Status DrawPerClass(const FieldSpec& spec, const FieldValue& mask, uint64_t voxe
 }
 
 }  // namespace
+}  // namespace detail
 
 Result<FieldValue> FgLocations(const FieldSpec& mask_spec, const FieldValue& mask, uint64_t cap, uint64_t seed,
                                uint64_t case_index) {
@@ -198,8 +200,8 @@ Result<FieldValue> FgLocations(const FieldSpec& mask_spec, const FieldValue& mas
   std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(case_index),
                     static_cast<uint32_t>(case_index >> 32)};
   std::mt19937_64 rng(seq);
-  std::map<int64_t, Reservoir> classes;
-  RETURN_IF_ERROR(DrawPerClass(mask_spec, mask, voxels, cap, rng, &classes));
+  std::map<int64_t, detail::Reservoir> classes;
+  RETURN_IF_ERROR(detail::DrawPerClass(mask_spec, mask, voxels, cap, rng, &classes));
   std::vector<uint8_t> out;
   int64_t rows = 0;
   std::vector<int64_t> coord(spatial);
@@ -210,13 +212,12 @@ Result<FieldValue> FgLocations(const FieldSpec& mask_spec, const FieldValue& mas
         coord[a] = static_cast<int64_t>(v % static_cast<uint64_t>(space[a]));
         v /= static_cast<uint64_t>(space[a]);
       }
-      PutI32(out, cls);
-      for (int64_t x : coord) PutI32(out, x);
+      detail::PutI32(out, cls);
+      for (int64_t x : coord) detail::PutI32(out, x);
       ++rows;
     }
   }
   return FieldValue::Array(std::move(out), {rows, static_cast<int64_t>(1 + spatial)});
 }
 
-}  // namespace detail
 }  // namespace shardify::convert

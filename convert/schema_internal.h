@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "convert/case.h"
+#include "convert/fg_locations.h"
 #include "convert/preprocess_internal.h"
 #include "convert/source.h"
 #include "format/manifest.h"
@@ -79,13 +80,8 @@ void SeededShuffle(std::vector<size_t>& v, std::mt19937_64& rng);
 Status ApplyPatchSize(Schema& schema, const std::vector<CaseInfo>& infos, const std::vector<bool>& ok,
                       const Shape& patch, uint64_t fg_cap, uint64_t seed);
 
-// Foreground locations of one case's mask [C, spatial...]: for every class (the voxel value
-// when C is 1; channel index + 1 for a one-hot mask with C > 1; 0 is background), at most
-// `cap` voxels drawn uniformly without replacement (reservoir sampling over the voxels in
-// memory order, one mt19937_64 seeded by `seed` and `case_index`). Rows [class, coords...]
-// are sorted by class, then by position. A mask with 0 channels gives 0 rows.
-Result<FieldValue> FgLocations(const FieldSpec& mask_spec, const FieldValue& mask, uint64_t cap, uint64_t seed,
-                               uint64_t case_index);
+// Foreground locations of one case's mask (convert/fg_locations.h).
+using convert::FgLocations;
 
 // Builds the sample for a decoded case. Errors name the case.
 Result<SampleInput> BuildSample(const Schema& schema, const CaseInput& in, CaseData&& data);

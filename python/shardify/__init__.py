@@ -4,6 +4,7 @@
     shardify.convert("fmnist-png", "fmnist")          # once: PNG/JPEG/NIfTI/idx -> shards
     ds = shardify.Dataset("fmnist")                   # random access, numpy arrays
     loader = shardify.Loader("fmnist", batch_size=64) # batches of torch tensors, no workers
+    with shardify.Writer("mine") as w:                # any samples: w.write({"image": a, "label": 1})
     for batch in loader:
         x, y = batch["image"], batch["label"]
 
@@ -14,5 +15,6 @@ from ._core import CorruptionError, __version__, cuda_available
 from ._convert import ConvertSummary, MergeSummary, convert, convert_options, merge
 from ._dataset import Dataset
 from ._loader import Loader
+from ._writer import Writer, write
 
-__all__ = ["Dataset", "Loader", "convert", "convert_options", "merge", "ConvertSummary", "MergeSummary", "CorruptionError", "cuda_available", "__version__"]
+__all__ = ["Dataset", "Loader", "Writer", "write", "convert", "convert_options", "merge", "ConvertSummary", "MergeSummary", "CorruptionError", "cuda_available", "__version__"]

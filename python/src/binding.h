@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "format/status.h"
+#include "base/status.h"
 #include "format/types.h"
 
 namespace shardify::python {
@@ -60,5 +60,6 @@ void RegisterErrors(py::module_& m);
 void RegisterDataset(py::module_& m);
 void RegisterLoader(py::module_& m);
 void RegisterConvert(py::module_& m);
+void RegisterWriter(py::module_& m);
 
 }  // namespace shardify::python

@@ -9,4 +9,5 @@ PYBIND11_MODULE(_core, m) {
   shardify::python::RegisterDataset(m);
   shardify::python::RegisterLoader(m);
   shardify::python::RegisterConvert(m);
+  shardify::python::RegisterWriter(m);
 }

@@ -1,0 +1,503 @@
+// `_core.Writer`: a DatasetWriter fed from Python. Each write() checks the sample against
+// the schema and copies its arrays once, with the GIL held; encoding, checksums and file
+// writes then run on C++ threads (an ordered pipeline, so the bytes do not depend on the
+// thread count), with the GIL released.
+#include "format/writer.h"
+
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/parallel.h"
+#include "format/fields.h"
+#include "format/layout.h"
+#include "python/src/binding.h"
+
+#ifdef SHARDIFY_PYTHON_CONVERT
+#include "convert/fg_locations.h"
+#endif
+
+namespace shardify::python {
+namespace {
+
+constexpr size_t kBatchSamples = 256;       // samples handed to the encode threads at once
+constexpr size_t kBatchBytes = 8ull << 20;  // ... or fewer, once they hold this many bytes
+
+// Samples numbered from `first`, encoded together by one thread.
+struct Batch {
+  uint64_t first = 0;
+  std::vector<SampleInput> inputs;
+  std::vector<EncodedSamplePtr> encoded;
+  size_t bytes = 0;
+  Status status;
+  bool ready = false;
+};
+
+// Encodes batches on `threads` threads and appends them to the writer in the order pushed.
+// The first error stops it; Push() and Drain() return it from then on.
+class Pipeline {
+ public:
+  // `prepare` completes a sample before it is encoded (foreground locations); may be empty.
+  Pipeline(DatasetWriter* writer, size_t threads, std::function<Status(SampleInput&, uint64_t)> prepare)
+      : writer_(writer), prepare_(std::move(prepare)), window_(2 * threads + 2) {
+    for (size_t t = 0; t < threads; ++t) encoders_.push_back(writer->NewEncoder());
+    for (size_t t = 0; t < threads; ++t) threads_.emplace_back([this, t] { EncodeLoop(*encoders_[t]); });
+    threads_.emplace_back([this] { AppendLoop(); });
+  }
+  ~Pipeline() { Stop(); }
+
+  // Blocks while the window is full.
+  Status Push(Batch&& batch) {
+    std::unique_lock<std::mutex> l(mu_);
+    space_cv_.wait(l, [&] { return !status_.ok() || pushed_ - appended_ < window_; });
+    if (!status_.ok()) return status_;
+    queue_.push_back(std::make_unique<Batch>(std::move(batch)));
+    order_.push_back(queue_.back().get());
+    ++pushed_;
+    work_cv_.notify_one();
+    return Status::Ok();
+  }
+
+  // Waits until every batch pushed is appended.
+  Status Drain() {
+    std::unique_lock<std::mutex> l(mu_);
+    space_cv_.wait(l, [&] { return !status_.ok() || appended_ == pushed_; });
+    return status_;
+  }
+
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    work_cv_.notify_all();
+    ready_cv_.notify_all();
+    space_cv_.notify_all();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
+ private:
+  void Fail(const Status& s) {  // with mu_ held
+    if (status_.ok()) status_ = s;
+    space_cv_.notify_all();
+    ready_cv_.notify_all();
+  }
+
+  void EncodeLoop(Encoder& encoder) {
+    for (;;) {
+      Batch* b;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        work_cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
+        if (stop_) return;
+        b = queue_.front().get();
+        owned_.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      Status s;
+      for (size_t k = 0; k < b->inputs.size() && s.ok(); ++k) {
+        const uint64_t number = b->first + k;
+        if (prepare_) s = prepare_(b->inputs[k], number);
+        if (!s.ok()) break;
+        Result<EncodedSamplePtr> e = encoder.Encode(std::move(b->inputs[k]));
+        if (!e.ok()) s = e.status();
+        if (s.ok()) b->encoded.push_back(std::move(e).value());
+        if (!s.ok()) s = s.WithContext("sample " + std::to_string(number));
+      }
+      std::lock_guard<std::mutex> l(mu_);
+      b->status = s;
+      b->ready = true;
+      if (b == order_.front()) ready_cv_.notify_one();
+    }
+  }
+
+  void AppendLoop() {
+    for (;;) {
+      Batch* b;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        ready_cv_.wait(l, [&] { return stop_ || (!order_.empty() && order_.front()->ready); });
+        if (stop_) return;
+        b = order_.front();
+        if (!b->status.ok()) return Fail(b->status);
+      }
+      Status s;
+      for (size_t k = 0; k < b->encoded.size() && s.ok(); ++k) {
+        s = writer_->Append(std::move(b->encoded[k]));
+        if (!s.ok()) s = s.WithContext("sample " + std::to_string(b->first + k));
+      }
+      std::lock_guard<std::mutex> l(mu_);
+      if (!s.ok()) return Fail(s);
+      order_.pop_front();
+      owned_.erase(std::find_if(owned_.begin(), owned_.end(), [&](const auto& p) { return p.get() == b; }));
+      ++appended_;
+      space_cv_.notify_all();
+    }
+  }
+
+  DatasetWriter* writer_;
+  std::function<Status(SampleInput&, uint64_t)> prepare_;
+  const size_t window_;  // batches pushed but not yet appended
+  std::vector<std::unique_ptr<Encoder>> encoders_;
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::condition_variable work_cv_, ready_cv_, space_cv_;
+  std::deque<std::unique_ptr<Batch>> queue_;   // waiting for an encode thread
+  std::vector<std::unique_ptr<Batch>> owned_;  // being encoded or waiting to be appended
+  std::deque<Batch*> order_;                   // pushed, not yet appended, in order
+  size_t pushed_ = 0, appended_ = 0;
+  bool stop_ = false;
+  Status status_;
+};
+
+// The role a conventional field name implies (format/fields.h), or "".
+std::string DefaultRole(const std::string& name, FieldKind kind) {
+  const bool array = kind == FieldKind::kNdarray;
+  if (name == kImageField && array) return kRoleImage;
+  if (name == kMaskField && array) return kRoleMask;
+  if (name == kLabelField && kind == FieldKind::kInt) return kRoleLabel;
+  if (name == kPathField && kind == FieldKind::kString) return kRolePath;
+  auto ends = [&](const char* suffix) {
+    const size_t n = std::strlen(suffix);
+    return name.size() > n && name.compare(name.size() - n, n, suffix) == 0;
+  };
+  if (array && (ends(kSpacingSuffix) || ends(kOriginSuffix) || ends(kDirectionSuffix))) return kRoleGeometry;
+  if (kind == FieldKind::kBytes && ends(kNiftiHeaderSuffix)) return kRoleNiftiHeader;
+  if (array && ends(kFgLocationsSuffix)) return kRoleFgLocations;
+  return "";
+}
+
+struct Field {
+  FieldSpec spec;
+  bool finite = false;    // NaN and infinities are refused
+  bool computed = false;  // written by the writer (mask.fg_locations), not by the caller
+  py::object dtype;       // numpy's, for ndarray fields
+};
+
+bool AllFinite(DType t, const uint8_t* p, size_t bytes) {
+  if (t == DType::kF32) {
+    for (size_t k = 0; k < bytes; k += 4) {
+      float v;
+      std::memcpy(&v, p + k, 4);
+      if (!std::isfinite(v)) return false;
+    }
+  } else if (t == DType::kF64) {
+    for (size_t k = 0; k < bytes; k += 8) {
+      double v;
+      std::memcpy(&v, p + k, 8);
+      if (!std::isfinite(v)) return false;
+    }
+  } else if (t == DType::kF16) {
+    for (size_t k = 0; k < bytes; k += 2) {
+      uint16_t h;
+      std::memcpy(&h, p + k, 2);
+      if ((h & 0x7c00) == 0x7c00) return false;
+    }
+  }
+  return true;
+}
+
+class PyWriter {
+ public:
+  PyWriter(const std::string& dir, const py::list& fields, const py::dict& options) {
+    for (const auto& item : fields) fields_.push_back(ParseField(py::cast<py::dict>(item)));
+    WriterOptions o = ParseOptions(options);
+    const size_t threads = WorkerCount(options.contains("threads") ? py::cast<size_t>(options["threads"]) : 0, 1 << 20);
+    std::function<Status(SampleInput&, uint64_t)> prepare;
+    if (options.contains("fg_locations")) prepare = FgPreparer(py::cast<uint64_t>(options["fg_locations"]));
+    std::vector<FieldSpec> specs;
+    for (const Field& f : fields_) specs.push_back(f.spec);
+    const std::string where = o.part.count > 0 ? PartDir(dir, o.part) : dir;
+    first_ = o.part.first_sample;
+    writer_ = Unwrap(WithoutGil([&] { return DatasetWriter::Create(where, std::move(specs), o); }));
+    pipeline_ = std::make_unique<Pipeline>(writer_.get(), threads, std::move(prepare));
+  }
+  ~PyWriter() { Abort(); }
+
+  void Write(const py::dict& sample, const std::string& split) {
+    if (!pipeline_) Throw(InvalidArgument("write() on a writer that is closed"));
+    const uint64_t number = first_ + written_;
+    const std::string where = "sample " + std::to_string(number);
+    if (split.empty()) Throw(InvalidArgument(where + ": empty split name"));
+    const bool new_split = split != last_split_;
+    if (new_split && std::find(splits_.begin(), splits_.end(), split) != splits_.end())
+      Throw(InvalidArgument(where + ": split '" + split +
+                            "' must be written as one contiguous run, but it resumes here"));
+    SampleInput in;
+    in.split = split;
+    in.values.resize(fields_.size());
+    size_t used = 0, bytes = 0;
+    for (size_t f = 0; f < fields_.size(); ++f) {
+      const Field& field = fields_[f];
+      if (field.computed) continue;
+      const py::str key(field.spec.name);
+      if (!sample.contains(key)) Throw(InvalidArgument(where + ": field '" + field.spec.name + "' is missing"));
+      in.values[f] = ToValue(field, sample[key], where + ": field '" + field.spec.name + "'");
+      bytes += in.values[f].bytes.size();
+      ++used;
+    }
+    if (used != py::len(sample)) Throw(InvalidArgument(where + ": " + UnknownKeys(sample)));
+    if (new_split) splits_.push_back(split);
+    last_split_ = split;
+    ++written_;
+    batch_.bytes += bytes;
+    batch_.inputs.push_back(std::move(in));
+    if (batch_.inputs.size() >= kBatchSamples || batch_.bytes >= kBatchBytes) Flush();
+  }
+
+  // Writes what is queued and the manifest; returns {samples, shards, bytes}.
+  py::dict Close() {
+    if (!pipeline_) Throw(InvalidArgument("close() on a writer that is closed"));
+    Flush();
+    Status s = WithoutGil([&] {
+      RETURN_IF_ERROR(pipeline_->Drain());
+      pipeline_.reset();
+      return writer_->Finish();
+    });
+    if (!s.ok()) {
+      Abort();
+      Throw(s);
+    }
+    py::dict out;
+    out["samples"] = writer_->manifest().num_samples;
+    out["shards"] = writer_->manifest().shards.size();
+    out["bytes"] = writer_->bytes_written();
+    writer_.reset();
+    return out;
+  }
+
+  // Stops without a manifest: the files written so far are removed.
+  void Abort() {
+    py::gil_scoped_release nogil;
+    pipeline_.reset();
+    writer_.reset();
+  }
+
+  uint64_t written() const { return written_; }
+
+ private:
+  void Flush() {
+    if (batch_.inputs.empty()) return;
+    batch_.first = first_ + written_ - batch_.inputs.size();
+    Status s = WithoutGil([&] { return pipeline_->Push(std::move(batch_)); });
+    batch_ = Batch{};
+    if (!s.ok()) {
+      Abort();
+      Throw(s);
+    }
+  }
+
+  std::string UnknownKeys(const py::dict& sample) const {
+    std::string extra;
+    for (const auto& item : sample) {
+      const std::string k = py::str(item.first);
+      const bool known =
+          std::any_of(fields_.begin(), fields_.end(), [&](const Field& f) { return f.spec.name == k && !f.computed; });
+      if (!known) extra += (extra.empty() ? "'" : ", '") + k + "'";
+    }
+    return "fields " + extra + " are not in the schema";
+  }
+
+  Field ParseField(const py::dict& d) {
+    Field f;
+    f.spec.name = py::cast<std::string>(d["name"]);
+    const std::string kind = py::cast<std::string>(d["kind"]);
+    const char* kinds[] = {"ndarray", "int", "float", "string", "bytes"};
+    const auto k = std::find_if(std::begin(kinds), std::end(kinds), [&](const char* n) { return kind == n; });
+    if (k == std::end(kinds)) Throw(InvalidArgument("field '" + f.spec.name + "': unknown kind '" + kind + "'"));
+    f.spec.kind = static_cast<FieldKind>(k - std::begin(kinds));
+    if (f.spec.kind == FieldKind::kNdarray) {
+      const std::string dtype = py::cast<std::string>(d["dtype"]);
+      const auto t = ParseDType(dtype);
+      if (!t) Throw(InvalidArgument("field '" + f.spec.name + "': unknown dtype '" + dtype + "'"));
+      f.spec.dtype = *t;
+      f.spec.shape = py::cast<Shape>(d["shape"]);
+      if (d.contains("chunks")) f.spec.chunk_shape = py::cast<Shape>(d["chunks"]);
+      f.dtype = NumpyDtype(*t);
+    }
+    if (d.contains("meta")) {
+      for (const auto& [key, value] : py::cast<std::vector<std::pair<std::string, std::string>>>(d["meta"]))
+        f.spec.meta.push_back({key, value});
+    }
+    const std::string role = DefaultRole(f.spec.name, f.spec.kind);
+    if (MetaValue(f.spec, kMetaRole).empty() && !role.empty())
+      f.spec.meta.insert(f.spec.meta.begin(), {kMetaRole, role});
+    f.finite = d.contains("finite") ? py::cast<bool>(d["finite"]) : role == kRoleGeometry;
+    f.computed = d.contains("computed") && py::cast<bool>(d["computed"]);
+    return f;
+  }
+
+  static WriterOptions ParseOptions(const py::dict& d) {
+    WriterOptions o;
+    auto get = [&](const char* key) { return d.contains(key) ? d[key] : py::object(py::none()); };
+    if (!get("shard_bytes").is_none()) o.target_shard_bytes = py::cast<uint64_t>(get("shard_bytes"));
+    if (!get("codec").is_none()) {
+      const std::string c = py::cast<std::string>(get("codec"));
+      if (c != "zstd" && c != "raw") Throw(InvalidArgument("codec must be 'zstd' or 'raw', got '" + c + "'"));
+      o.codec = c == "raw" ? Codec::kRaw : Codec::kZstd;
+    }
+    if (!get("level").is_none()) o.level = py::cast<int>(get("level"));
+    if (!get("field_levels").is_none())
+      o.field_levels = py::cast<std::vector<std::pair<std::string, int>>>(get("field_levels"));
+    if (!get("stats").is_none()) o.compute_stats = py::cast<bool>(get("stats"));
+    if (!get("overwrite").is_none()) o.overwrite = py::cast<bool>(get("overwrite"));
+    if (!get("fsync").is_none()) o.fsync = py::cast<bool>(get("fsync"));
+    if (!get("classes").is_none()) o.classes = py::cast<std::vector<std::string>>(get("classes"));
+    o.provenance.converter = "shardify.Writer";
+    o.provenance.converter_version = SHARDIFY_VERSION;
+    if (!get("source").is_none()) o.provenance.source = py::cast<std::string>(get("source"));
+    if (!get("provenance").is_none()) {
+      for (const auto& [k, v] : py::cast<std::vector<std::pair<std::string, std::string>>>(get("provenance")))
+        o.provenance.options.push_back({k, v});
+    }
+    if (!get("part").is_none()) {
+      const auto p = py::cast<std::vector<uint64_t>>(get("part"));
+      if (p.size() != 4) Throw(InvalidArgument("part is (index, count, first_sample, samples)"));
+      o.part = {static_cast<uint32_t>(p[0]), static_cast<uint32_t>(p[1]), p[2], p[3]};
+    }
+    return o;
+  }
+
+  std::function<Status(SampleInput&, uint64_t)> FgPreparer(uint64_t cap) {
+    auto named = [&](const char* n) {
+      for (size_t f = 0; f < fields_.size(); ++f)
+        if (fields_[f].spec.name == n) return static_cast<int>(f);
+      return -1;
+    };
+    const int mask = named(kMaskField), loc = named(kMaskFgLocationsField);
+    if (mask < 0 || loc < 0) Throw(InvalidArgument("foreground locations need the fields mask and mask.fg_locations"));
+#ifdef SHARDIFY_PYTHON_CONVERT
+    const FieldSpec spec = fields_[mask].spec;
+    return [spec, mask, loc, cap](SampleInput& in, uint64_t number) -> Status {
+      ASSIGN_OR_RETURN(in.values[loc], convert::FgLocations(spec, in.values[mask], cap, 0, number));
+      return Status::Ok();
+    };
+#else
+    (void)cap;
+    Throw(Unsupported("foreground locations need a shardify built with its converter (ITK)"));
+#endif
+  }
+
+  FieldValue ToValue(const Field& field, const py::handle& obj, const std::string& where) const {
+    const FieldSpec& spec = field.spec;
+    switch (spec.kind) {
+      case FieldKind::kInt:
+        if (!py::isinstance<py::int_>(obj) && !py::hasattr(obj, "__index__"))
+          Throw(InvalidArgument(where + ": an int field, got " + TypeName(obj)));
+        return FieldValue::Int(py::cast<int64_t>(py::reinterpret_steal<py::object>(PyNumber_Index(obj.ptr()))));
+      case FieldKind::kFloat: {
+        if (!py::isinstance<py::float_>(obj) && !py::isinstance<py::int_>(obj) && !py::hasattr(obj, "__float__"))
+          Throw(InvalidArgument(where + ": a float field, got " + TypeName(obj)));
+        const double v = py::cast<double>(py::float_(py::reinterpret_borrow<py::object>(obj)));
+        if (field.finite && !std::isfinite(v))
+          Throw(InvalidArgument(where + ": " + std::to_string(v) + " is not finite"));
+        return FieldValue::Float(v);
+      }
+      case FieldKind::kString:
+        if (!py::isinstance<py::str>(obj)) Throw(InvalidArgument(where + ": a string field, got " + TypeName(obj)));
+        return FieldValue::String(py::cast<std::string>(obj));
+      case FieldKind::kBytes: {
+        if (!py::isinstance<py::bytes>(obj) && !py::isinstance<py::bytearray>(obj) &&
+            !py::isinstance<py::memoryview>(obj))
+          Throw(InvalidArgument(where + ": a bytes field, got " + TypeName(obj)));
+        const auto copy = py::reinterpret_steal<py::bytes>(PyBytes_FromObject(obj.ptr()));
+        if (!copy) throw py::error_already_set();
+        const std::string b = copy;
+        return FieldValue::Bytes(std::vector<uint8_t>(b.begin(), b.end()));
+      }
+      case FieldKind::kNdarray:
+        break;
+    }
+    return ArrayValue(field, obj, where);
+  }
+
+  // The array's elements, copied once (numpy copies a non-contiguous array straight in).
+  FieldValue ArrayValue(const Field& field, const py::handle& obj, const std::string& where) const {
+    const FieldSpec& spec = field.spec;
+    py::array a;
+    if (py::isinstance<py::array>(obj)) {
+      a = py::reinterpret_borrow<py::array>(obj);
+      if (!a.dtype().equal(field.dtype))
+        Throw(InvalidArgument(where + ": dtype " + std::string(py::str(a.dtype())) + ", the field is " +
+                              DTypeName(spec.dtype) + " (" + std::string(py::str(field.dtype)) + ")"));
+    } else if (py::isinstance<py::list>(obj) || py::isinstance<py::tuple>(obj)) {
+      a = py::module_::import("numpy").attr("asarray")(obj, field.dtype);
+    } else {
+      Throw(InvalidArgument(where + ": an ndarray field, got " + TypeName(obj)));
+    }
+    const Shape shape(a.shape(), a.shape() + a.ndim());
+    if (!ShapeMatches(spec.shape, shape))
+      Throw(InvalidArgument(where + ": shape " + ShapeToString(shape) + " does not fit the field's " +
+                            ShapeToString(spec.shape)));
+    std::vector<uint8_t> bytes(static_cast<size_t>(a.nbytes()));
+    if (a.flags() & py::array::c_style) {
+      if (!bytes.empty()) std::memcpy(bytes.data(), a.data(), bytes.size());
+    } else {
+      py::array into(field.dtype, std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()), bytes.data(),
+                     py::str(""));  // a base: numpy writes into `bytes`
+      py::module_::import("numpy").attr("copyto")(into, a);
+    }
+    if (field.finite && !AllFinite(spec.dtype, bytes.data(), bytes.size()))
+      Throw(InvalidArgument(where + ": holds NaN or infinity"));
+    return FieldValue::Array(std::move(bytes), shape);
+  }
+
+  static std::string TypeName(const py::handle& obj) { return py::str(py::type::of(obj).attr("__name__")); }
+
+  std::vector<Field> fields_;
+  std::unique_ptr<DatasetWriter> writer_;
+  std::unique_ptr<Pipeline> pipeline_;  // destroyed before writer_
+  Batch batch_;
+  uint64_t first_ = 0, written_ = 0;
+  std::string last_split_;
+  std::vector<std::string> splits_;
+};
+
+// The state of part `index` of `count` at `dir`: None while it is not complete, else the
+// part's (first_sample, samples planned, samples written).
+py::object PartState(const std::string& dir, uint32_t index, uint32_t count) {
+  const std::string part_dir = PartDir(dir, PartInfo{index, count, 0, 0});
+  Result<Manifest> m = WithoutGil([&] { return ReadPartManifest(part_dir); });
+  if (!m.ok() && m.status().code() == StatusCode::kNotFound) return py::none();
+  const Manifest manifest = Unwrap(std::move(m));
+  const PartInfo p = Unwrap(PartOf(manifest, part_dir));
+  return py::make_tuple(p.first_sample, p.samples, manifest.num_samples);
+}
+
+py::dict MergeAll(const std::string& dir, bool fsync) {
+  MergeOptions o;
+  o.fsync = fsync;
+  const MergeSummary s = Unwrap(WithoutGil([&] { return MergeParts(dir, o); }));
+  py::dict out;
+  out["parts"] = s.parts;
+  out["samples"] = s.samples;
+  out["shards"] = s.shards;
+  out["already_merged"] = s.already_merged;
+  return out;
+}
+
+}  // namespace
+
+void RegisterWriter(py::module_& m) {
+  py::class_<PyWriter>(m, "Writer")
+      .def(py::init<const std::string&, const py::list&, const py::dict&>(), py::arg("path"), py::arg("fields"),
+           py::arg("options"))
+      .def("write", &PyWriter::Write, py::arg("sample"), py::arg("split"))
+      .def("close", &PyWriter::Close)
+      .def("abort", &PyWriter::Abort)
+      .def_property_readonly("samples_written", &PyWriter::written);
+  m.def("part_state", &PartState, py::arg("path"), py::arg("index"), py::arg("count"));
+  m.def("merge_parts", &MergeAll, py::arg("path"), py::arg("fsync") = true);
+}
+
+}  // namespace shardify::python

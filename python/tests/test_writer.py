@@ -1,0 +1,216 @@
+"""shardify.Writer: any samples into the dataset the converter writes."""
+
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import shardify
+
+SHARDTOOL = os.path.join(os.path.dirname(os.path.abspath(shardify.__file__)), "..", "..", "bin", "shardtool")
+
+FIELDS = {"image": ("u16", (1, None, None)), "label": "int", "age": "float", "path": "string"}
+
+
+def samples(n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    for i in range(n):
+        yield {"image": rng.integers(0, 4000, size=(1, 8 + i % 3, 12), dtype=np.uint16), "label": i % 2,
+               "age": 20.0 + i, "path": f"case{i:03d}"}
+
+
+def write(path, items, **options):
+    with shardify.Writer(path, fields=FIELDS, classes=["benign", "malignant"], shard_size="4K", **options) as w:
+        for i, s in enumerate(items):
+            w.write(s, split="train" if i < 30 else "val")
+    return w
+
+
+def shardtool(*args):
+    out = subprocess.run([SHARDTOOL, *map(str, args)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+def files(path):
+    return {name: (path / name).read_bytes() for name in sorted(os.listdir(path)) if not name.startswith(".")}
+
+
+def test_samples_read_back_with_splits_classes_roles_and_stats(tmp_path):
+    items = list(samples())
+    summary = write(tmp_path / "ds", items).close()
+    assert summary["samples"] == 40 and summary["shards"] > 1
+    ds = shardify.Dataset(tmp_path / "ds")
+    assert len(ds) == 40 and ds.classes == ["benign", "malignant"]
+    assert ds.split_range("val") == range(30, 40)
+    for i in (0, 17, 39):
+        got = ds[i]
+        np.testing.assert_array_equal(got["image"], items[i]["image"])
+        assert (got["label"], got["age"], got["path"]) == (items[i]["label"], items[i]["age"], items[i]["path"])
+    roles = {f["name"]: f["meta"].get("role") for f in ds.fields}
+    assert roles == {"image": "image", "label": "label", "age": None, "path": "path"}
+    pixels = np.concatenate([s["image"].ravel() for s in items]).astype(np.float64)
+    stats = next(s for s in ds.stats if s["field"] == "image")
+    assert (stats["min"], stats["max"]) == (pixels.min(), pixels.max())
+    assert stats["mean"] == pytest.approx(pixels.mean()) and stats["std"] == pytest.approx(pixels.std())
+    assert "40 samples" in shardtool("verify", tmp_path / "ds")
+    assert "case017" in shardtool("show", tmp_path / "ds", 17)
+
+
+def test_schema_is_inferred_from_the_first_sample(tmp_path):
+    with shardify.Writer(tmp_path / "ds") as w:
+        w.write({"x": np.zeros((2, 3), np.float32), "n": np.int64(3), "s": "a", "b": b"\x00\x01", "f": 0.5})
+        w.write({"x": np.ones((2, 3), np.float32), "n": 4, "s": "b", "b": b"", "f": 1})
+        assert [(f["name"], f["kind"]) for f in w.fields] == [("x", "ndarray"), ("n", "int"), ("s", "string"),
+                                                              ("b", "bytes"), ("f", "float")]
+        with pytest.raises(ValueError, match=r"sample 2: field 'x': shape \[3, 3\] does not fit the field's \[2, 3\]"):
+            w.write({"x": np.ones((3, 3), np.float32), "n": 4, "s": "b", "b": b"", "f": 1})
+    ds = shardify.Dataset(tmp_path / "ds")
+    assert len(ds) == 2 and ds[1]["n"] == 4 and ds[0]["b"] == b"\x00\x01" and ds[1]["f"] == 1.0
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda s: s.update(image=s["image"].astype(np.int32)), r"sample 1: field 'image': dtype int32, the field is u16"),
+    (lambda s: s.update(image=s["image"][0]), r"sample 1: field 'image': shape \[\d+, 12\] does not fit the field's \[1, \?, \?\]"),
+    (lambda s: s.pop("age"), r"sample 1: field 'age' is missing"),
+    (lambda s: s.update(extra=1), r"sample 1: fields 'extra' are not in the schema"),
+    (lambda s: s.update(label=1.5), r"sample 1: field 'label': an int field, got float"),
+    (lambda s: s.update(age=float("nan")), r"sample 1: field 'age': nan is not finite"),
+])
+def test_a_bad_sample_raises_naming_sample_and_field_and_writes_nothing(tmp_path, change, message):
+    items = list(samples(3))
+    fields = dict(FIELDS, age={"kind": "float", "finite": True})
+    with shardify.Writer(tmp_path / "ds", fields=fields) as w:
+        w.write(items[0])
+        bad = dict(items[1])
+        change(bad)
+        with pytest.raises(ValueError, match=message):
+            w.write(bad)
+        w.write(items[2])
+    ds = shardify.Dataset(tmp_path / "ds")
+    assert [ds[i]["path"] for i in range(len(ds))] == ["case000", "case002"]
+
+
+def test_a_split_that_resumes_is_refused(tmp_path):
+    items = list(samples(3))
+    with shardify.Writer(tmp_path / "ds", fields=FIELDS) as w:
+        w.write(items[0], split="train")
+        w.write(items[1], split="val")
+        with pytest.raises(ValueError, match="sample 2: split 'train' must be written as one contiguous run"):
+            w.write(items[2], split="train")
+    assert shardify.Dataset(tmp_path / "ds").splits == {"train": 1, "val": 1}
+
+
+def test_an_exception_in_the_block_leaves_no_dataset_and_keeps_the_old_one(tmp_path):
+    with pytest.raises(RuntimeError):
+        write(tmp_path / "ds", (s if i < 35 else _raise() for i, s in enumerate(samples())))
+    assert not any(n.endswith((".sfm", ".sfs", ".tmp")) for n in os.listdir(tmp_path / "ds"))
+    write(tmp_path / "ds", samples())
+    before = files(tmp_path / "ds")
+    with pytest.raises(RuntimeError):
+        write(tmp_path / "ds", (s if i < 35 else _raise() for i, s in enumerate(samples(seed=1))), overwrite=True)
+    assert files(tmp_path / "ds") == before
+    with pytest.raises(FileExistsError):
+        write(tmp_path / "ds", samples())
+
+
+def _raise():
+    raise RuntimeError("the source failed")
+
+
+def test_same_samples_give_the_same_bytes_whatever_the_threads(tmp_path):
+    items = list(samples())
+    write(tmp_path / "a", items, threads=1)
+    write(tmp_path / "b", items, threads=3)
+    assert files(tmp_path / "a") == files(tmp_path / "b")
+
+
+needs_convert = pytest.mark.skipif(not shardify._core.HAVE_CONVERT, reason="built without the converter (ITK)")
+
+
+@needs_convert
+def test_chunked_volumes_get_foreground_locations_and_train_in_patches(tmp_path):
+    rng = np.random.default_rng(3)
+    fields = {"image": ("i16", (1, None, None, None)), "mask": ("u8", (1, None, None, None)),
+              "image.spacing": ("f64", (3,))}
+    masks = []
+    with shardify.Writer(tmp_path / "ds", fields=fields, chunks=(8, 8, 8), fg_locations=5) as w:
+        for case in range(3):
+            mask = np.zeros((1, 12, 16, 16), np.uint8)
+            mask[0, 2:5, 3:6, 4 + case:7 + case] = 1 + case % 2
+            masks.append(mask)
+            w.write({"image": rng.integers(-50, 50, size=mask.shape, dtype=np.int16), "mask": mask,
+                     "image.spacing": (0.8, 0.8, 2.0)})
+        with pytest.raises(ValueError, match="sample 3: field 'image.spacing': holds NaN or infinity"):
+            w.write({"image": np.zeros((1, 4, 4, 4), np.int16), "mask": np.zeros((1, 4, 4, 4), np.uint8),
+                     "image.spacing": (np.nan, 1.0, 1.0)})
+    ds = shardify.Dataset(tmp_path / "ds")
+    spec = {f["name"]: f for f in ds.fields}
+    assert spec["image"]["chunk_shape"] == (1, 8, 8, 8) and spec["mask.fg_locations"]["meta"]["role"] == "fg_locations"
+    loc = ds[1]["mask.fg_locations"]
+    assert loc.shape == (5, 4) and (loc[:, 0] == 2).all()
+    assert all(masks[1][0, z, y, x] == 2 for _, z, y, x in loc)
+    np.testing.assert_array_equal(ds.region(2, "mask", (0, 2, 3, 6), (1, 3, 3, 3)), masks[2][:, 2:5, 3:6, 6:9])
+    shardtool("verify", tmp_path / "ds")
+    loader = shardify.Loader(tmp_path / "ds", batch_size=2, patch=(8, 8, 8), output="numpy")
+    assert next(iter(loader))["image"].shape == (2, 1, 8, 8, 8)
+
+
+@needs_convert
+def test_parts_merge_into_the_dataset_of_one_writer(tmp_path):
+    items = list(samples())
+    write(tmp_path / "one", items)
+    for index, first, count in ((1, 0, 25), (2, 25, 15)):
+        with shardify.Writer(tmp_path / "parts", fields=FIELDS, classes=["benign", "malignant"], shard_size="4K",
+                             part=(index, 2, first, count)) as w:
+            for i in range(first, first + count):
+                w.write(items[i], split="train" if i < 30 else "val")
+    shardify.merge(tmp_path / "parts")
+    a, b = shardify.Dataset(tmp_path / "one"), shardify.Dataset(tmp_path / "parts")
+    assert len(b) == 40 and b.split_range("val") == range(30, 40)
+    assert b.stats[0]["mean"] == pytest.approx(a.stats[0]["mean"]) and b.stats[0]["max"] == a.stats[0]["max"]
+    np.testing.assert_array_equal(b[33]["image"], items[33]["image"])
+
+
+def make_sample(i):
+    if i % 7 == 3:
+        return None  # skipped
+    rng = np.random.default_rng(i)
+    return {"image": rng.integers(0, 4000, size=(1, 6, 5 + i % 2), dtype=np.uint16), "label": i % 2,
+            "age": float(i), "path": f"case{i:03d}"}
+
+
+def test_write_in_parallel_equals_one_process_and_skips_none(tmp_path):
+    split = ["train"] * 50 + ["val"] * 10
+    kw = dict(fields=FIELDS, split=split, parts=4, progress=False, shard_size="4K")
+    one = shardify.write(tmp_path / "one", make_sample, range(60), workers=1, **kw)
+    two = shardify.write(tmp_path / "two", make_sample, range(60), workers=2, **kw)
+    assert one == two == dict(samples=51, skipped=9, parts=4, resumed=0, shards=one["shards"])
+    assert files(tmp_path / "one") == files(tmp_path / "two")
+    ds = shardify.Dataset(tmp_path / "two")
+    assert ds.splits == {"train": 43, "val": 8} and ds[3]["path"] == "case004"
+    np.testing.assert_array_equal(ds[3]["image"], make_sample(4)["image"])
+    assert "51 samples" in shardtool("verify", tmp_path / "two")
+
+
+def test_write_resumes_after_a_crash_with_the_parts_not_yet_complete(tmp_path):
+    calls, crash = [], [True]
+
+    def flaky(i):
+        calls.append(i)
+        if i == 40 and crash[0]:
+            raise OSError("disk full")
+        return make_sample(i)
+
+    with pytest.raises(OSError, match="disk full") as failed:
+        shardify.write(tmp_path / "ds", flaky, range(60), workers=1, parts=4, progress=False, fields=FIELDS)
+    assert "shardify.write: input 40" in "".join(failed.value.__notes__)
+    assert not (tmp_path / "ds" / "manifest.sfm").exists()
+    calls.clear()
+    crash[0] = False
+    done = shardify.write(tmp_path / "ds", flaky, range(60), workers=1, parts=4, progress=False, fields=FIELDS)
+    assert done["resumed"] == 2 and min(calls) == 30  # parts 1 and 2 (inputs 0..29) were complete
+    assert len(shardify.Dataset(tmp_path / "ds")) == 51
+    again = shardify.write(tmp_path / "ds", flaky, range(60), workers=1, parts=4, progress=False, fields=FIELDS)
+    assert again["samples"] == 51 and again["resumed"] == 4

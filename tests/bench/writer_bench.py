@@ -1,0 +1,66 @@
+"""Samples/s of shardify.Writer and shardify.write on Fashion-MNIST (README, "Python:
+writing any dataset"). Usage:
+  writer_bench.py arrays OUT            the 60,000 training images as numpy arrays, one Writer
+  writer_bench.py npy OUT               the same arrays saved as one .npy file per sample
+  writer_bench.py pngs PNG_DIR OUT [W]  shardify.write over class-folder PNGs, PIL in fn, W workers
+"""
+import glob
+import gzip
+import os
+import shutil
+import struct
+import sys
+import time
+
+import numpy as np
+
+import shardify
+
+FMNIST = "/usr/share/datasets/fashion-mnist"
+
+
+def read_idx(path):
+    data = gzip.open(path, "rb").read()
+    dims = struct.unpack(">" + "I" * data[3], data[4:4 + 4 * data[3]])
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * data[3]).reshape(dims)
+
+
+def report(what, n, seconds):
+    print(f"{what}: {n} samples in {seconds:.2f} s = {n / seconds:,.0f} samples/s")
+
+
+def main(mode, *args):
+    out = args[-1] if mode != "pngs" else args[1]
+    shutil.rmtree(out, ignore_errors=True)
+    if mode in ("arrays", "npy"):
+        images = read_idx(f"{FMNIST}/train-images-idx3-ubyte.gz")[:, None]
+        labels = read_idx(f"{FMNIST}/train-labels-idx1-ubyte.gz")
+        start = time.perf_counter()
+        if mode == "arrays":
+            with shardify.Writer(out, fields={"image": ("u8", (1, 28, 28)), "label": "int"}) as w:
+                for image, label in zip(images, labels):
+                    w.write({"image": image, "label": int(label)})
+        else:
+            os.makedirs(out)
+            for i, image in enumerate(images):
+                np.save(f"{out}/{i:05d}.npy", image)
+        report(f"{mode}", len(images), time.perf_counter() - start)
+        return
+    from PIL import Image
+    root = args[0]
+    classes = sorted(os.listdir(root))
+    inputs = sorted(glob.glob(f"{root}/*/*.png"))
+
+    def load(path):
+        label = classes.index(os.path.basename(os.path.dirname(path)))
+        return {"image": np.asarray(Image.open(path))[None], "label": label, "path": os.path.relpath(path, root)}
+
+    workers = int(args[2]) if len(args) > 2 else 0
+    start = time.perf_counter()
+    r = shardify.write(out, load, inputs, workers=workers, classes=classes, progress=False,
+                       fields={"image": ("u8", (1, 28, 28)), "label": "int", "path": "string"})
+    report(f"shardify.write workers={workers or os.cpu_count()}", r["samples"], time.perf_counter() - start)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
