@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "convert/convert.h"
-#include "format/status.h"
 
 namespace shardify::convert {
 

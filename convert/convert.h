@@ -19,11 +19,11 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
 #include "convert/image_io.h"
 #include "convert/preprocess.h"
 #include "convert/source.h"
 #include "format/parts.h"
-#include "format/status.h"
 #include "format/types.h"
 
 namespace shardify::convert {

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "format/status.h"
+#include "base/status.h"
 
 struct gzFile_s;
 

@@ -17,10 +17,10 @@
 #include <functional>
 #include <mutex>
 
+#include "base/strings.h"
 #include "convert/decode_internal.h"
 #include "convert/image_io.h"
 #include "convert/nifti_internal.h"
-#include "format/strings.h"
 
 namespace shardify::convert {
 namespace {

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "convert/case.h"
 #include "convert/convert.h"
 #include "convert/preprocess.h"
-#include "format/status.h"
 
 namespace shardify::convert::detail {
 

@@ -5,11 +5,11 @@
 #include <cstring>
 #include <filesystem>
 
+#include "base/strings.h"
 #include "convert/idx.h"
 #include "convert/image_io.h"
 #include "convert/source.h"
 #include "convert/source_internal.h"
-#include "format/strings.h"
 
 namespace fs = std::filesystem;
 

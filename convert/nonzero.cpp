@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "convert/preprocess_internal.h"
-#include "format/chunks_internal.h"
+#include "format/chunk_grid.h"
 #include "format/elements.h"
 
 namespace shardify::convert::detail {
@@ -73,7 +73,7 @@ void CropArray(DecodedImage& a, const Shape& start, const Shape& size) {
   const size_t es = DTypeSize(a.info.dtype);
   std::vector<uint8_t> out(Count(box) * es);
   if (!out.empty()) {
-    shardify::detail::CopyBox(a.pixels.data(), shape, origin, out.data(), box, Shape(box.size(), 0), box, es);
+    shardify::CopyBox(a.pixels.data(), shape, origin, out.data(), box, Shape(box.size(), 0), box, es);
   }
   a.pixels = std::move(out);
   a.info.shape = box;

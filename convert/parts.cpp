@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <sstream>
 
+#include "base/checksum.h"
+#include "base/file.h"
 #include "convert/parts_internal.h"
 #include "convert/source_internal.h"
-#include "format/checksum.h"
-#include "format/file.h"
 #include "format/layout.h"
 
 namespace shardify::convert {

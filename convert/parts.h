@@ -18,8 +18,8 @@
 #include <string>
 #include <utility>
 
+#include "base/status.h"
 #include "format/parts.h"
-#include "format/status.h"
 
 namespace shardify::convert {
 

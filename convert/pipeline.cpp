@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "base/file.h"
 #include "convert/convert.h"
 #include "convert/integrity_internal.h"
 #include "convert/intensity_internal.h"
@@ -19,7 +20,6 @@
 #include "convert/schema_internal.h"
 #include "convert/source_internal.h"
 #include "convert/work_internal.h"
-#include "format/file.h"
 #include "format/writer.h"
 
 #ifndef SHARDIFY_VERSION

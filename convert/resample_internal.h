@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/status.h"
 #include "convert/image_io.h"
-#include "format/status.h"
 #include "format/types.h"
 
 namespace shardify::convert::detail {

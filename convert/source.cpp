@@ -15,11 +15,11 @@
 #include <set>
 #include <sstream>
 
+#include "base/file.h"
+#include "base/strings.h"
 #include "convert/idx.h"
 #include "convert/image_io.h"
 #include "convert/source_internal.h"
-#include "format/file.h"
-#include "format/strings.h"
 
 namespace fs = std::filesystem;
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "convert/image_io.h"
-#include "format/status.h"
 
 namespace shardify::convert {
 

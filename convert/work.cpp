@@ -6,10 +6,10 @@
 #include <mutex>
 #include <thread>
 
+#include "base/file.h"
+#include "base/parallel.h"
 #include "convert/work_internal.h"
 #include "format/fields.h"
-#include "format/file.h"
-#include "format/parallel.h"
 
 namespace shardify::convert::detail {
 namespace {

@@ -7,10 +7,10 @@
 #include <mutex>
 #include <optional>
 
-#include "format/checksum.h"
-#include "format/chunks_internal.h"
+#include "base/checksum.h"
+#include "base/file.h"
+#include "format/chunk_grid.h"
 #include "format/codec_internal.h"
-#include "format/file.h"
 #include "format/shard_index_internal.h"
 
 namespace shardify {
@@ -575,10 +575,10 @@ Status SampleView::DecodeRegion(size_t field, const Shape& start, const Shape& s
     ASSIGN_OR_RETURN(const uint64_t whole, ByteSize(shape, f.dtype));
     decoder.scratch_.resize(whole);
     RETURN_IF_ERROR(Decode(field, decoder.scratch_.data(), whole, decoder));
-    detail::CopyBox(decoder.scratch_.data(), shape, lo, out, size, at, box, elem);
+    CopyBox(decoder.scratch_.data(), shape, lo, out, size, at, box, elem);
     return Status::Ok();
   }
-  ASSIGN_OR_RETURN(const detail::ChunkGrid grid, detail::MakeChunkGrid(shape, f.chunk_shape));
+  ASSIGN_OR_RETURN(const ChunkGrid grid, MakeChunkGrid(shape, f.chunk_shape));
   Shape first(rank), last(rank), idx(rank), origin, extent;
   for (size_t i = 0; i < rank; ++i) {
     first[i] = lo[i] / grid.chunk[i];
@@ -588,7 +588,7 @@ Status SampleView::DecodeRegion(size_t field, const Shape& start, const Shape& s
   while (true) {
     uint64_t k = 0;
     for (size_t i = 0; i < rank; ++i) k = k * static_cast<uint64_t>(grid.grid[i]) + static_cast<uint64_t>(idx[i]);
-    detail::ChunkBox(grid, k, &origin, &extent);
+    ChunkBox(grid, k, &origin, &extent);
     ASSIGN_OR_RETURN(const uint64_t chunk_bytes, ByteSize(extent, f.dtype));
     decoder.scratch_.resize(chunk_bytes);
     RETURN_IF_ERROR(DecodeChunk(field, k, decoder.scratch_.data(), decoder));
@@ -599,7 +599,7 @@ Status SampleView::DecodeRegion(size_t field, const Shape& start, const Shape& s
       dst_at[i] = a - start[i];
       part[i] = b - a;
     }
-    detail::CopyBox(decoder.scratch_.data(), extent, src_at, out, size, dst_at, part, elem);
+    CopyBox(decoder.scratch_.data(), extent, src_at, out, size, dst_at, part, elem);
     size_t i = rank;
     while (i-- > 0) {
       if (++idx[i] <= last[i]) break;

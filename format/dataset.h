@@ -25,9 +25,9 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
 #include "format/layout.h"
 #include "format/manifest.h"
-#include "format/status.h"
 #include "format/types.h"
 
 namespace shardify {

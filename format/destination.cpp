@@ -7,9 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/strings.h"
 #include "format/destination_internal.h"
 #include "format/layout.h"
-#include "format/strings.h"
 
 namespace shardify::detail {
 namespace {

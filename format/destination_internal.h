@@ -27,8 +27,8 @@
 #include <string>
 #include <vector>
 
-#include "format/file.h"
-#include "format/status.h"
+#include "base/file.h"
+#include "base/status.h"
 
 namespace shardify::detail {
 

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "format/checksum.h"
+#include "base/checksum.h"
 
 namespace shardify {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "format/status.h"
+#include "base/status.h"
 
 namespace shardify {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <set>
 
-#include "format/checksum.h"
+#include "base/checksum.h"
 #include "format/layout.h"
 #include "schemas/manifest_generated.h"
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "format/status.h"
+#include "base/status.h"
 #include "format/types.h"
 
 namespace shardify {

@@ -9,9 +9,9 @@
 #include <memory>
 #include <set>
 
-#include "format/checksum.h"
+#include "base/checksum.h"
+#include "base/file.h"
 #include "format/destination_internal.h"
-#include "format/file.h"
 #include "format/layout.h"
 #include "format/moments_internal.h"
 #include "format/shard_index_internal.h"

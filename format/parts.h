@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "format/manifest.h"
-#include "format/status.h"
 
 namespace shardify {
 

@@ -1,4 +1,4 @@
-#include "format/chunks_internal.h"
+#include "format/chunk_grid.h"
 #include "format/codec_internal.h"
 #include "format/shard_index_internal.h"
 #include "schemas/shard_index_generated.h"

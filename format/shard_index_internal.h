@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "format/layout.h"
 #include "format/manifest.h"
-#include "format/status.h"
 
 namespace shardify::fb {
 struct ShardIndex;

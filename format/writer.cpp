@@ -6,11 +6,11 @@
 #include <limits>
 #include <set>
 
-#include "format/checksum.h"
-#include "format/chunks_internal.h"
+#include "base/checksum.h"
+#include "base/file.h"
+#include "format/chunk_grid.h"
 #include "format/codec_internal.h"
 #include "format/destination_internal.h"
-#include "format/file.h"
 #include "format/moments_internal.h"
 #include "format/shard_index_internal.h"
 
@@ -225,16 +225,16 @@ class EncoderImpl final : public Encoder {
   // Cuts the array into the field's chunks (grid order, edges clipped) and compresses each.
   Status EncodeChunks(size_t f, const std::vector<uint8_t>& array, EncodedField* out) {
     const FieldSpec& spec = (*fields_)[f];
-    ASSIGN_OR_RETURN(const detail::ChunkGrid grid, detail::MakeChunkGrid(out->shape, spec.chunk_shape));
+    ASSIGN_OR_RETURN(const ChunkGrid grid, MakeChunkGrid(out->shape, spec.chunk_shape));
     const size_t elem = DTypeSize(spec.dtype);
     const Shape zero(out->shape.size(), 0);
     Shape origin, extent;
     out->chunks.resize(grid.count);
     for (uint64_t k = 0; k < grid.count; ++k) {
-      detail::ChunkBox(grid, k, &origin, &extent);
+      ChunkBox(grid, k, &origin, &extent);
       ASSIGN_OR_RETURN(const uint64_t bytes, ByteSize(extent, spec.dtype));
       scratch_.resize(bytes);
-      detail::CopyBox(array.data(), out->shape, origin, scratch_.data(), extent, zero, extent, elem);
+      CopyBox(array.data(), out->shape, origin, scratch_.data(), extent, zero, extent, elem);
       EncodedChunk& c = out->chunks[k];
       c.raw_size = bytes;
       ASSIGN_OR_RETURN(c.codec, Compress(f, scratch_.data(), bytes, &c.stored));

@@ -24,10 +24,10 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
 #include "format/layout.h"
 #include "format/manifest.h"
 #include "format/parts.h"
-#include "format/status.h"
 #include "format/types.h"
 
 namespace shardify {

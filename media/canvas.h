@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "format/status.h"
+#include "base/status.h"
 
 namespace shardify::media {
 

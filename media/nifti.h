@@ -14,7 +14,7 @@
 #include <optional>
 #include <vector>
 
-#include "format/status.h"
+#include "base/status.h"
 #include "format/types.h"
 
 namespace shardify::media {

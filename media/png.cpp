@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "format/file.h"
+#include "base/file.h"
 
 namespace shardify::media {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "format/status.h"
+#include "base/status.h"
 #include "reader/loader.h"
 
 namespace shardify {

@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <utility>
 
-#include "format/status.h"
+#include "base/status.h"
 
 namespace shardify::detail {
 

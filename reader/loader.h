@@ -31,8 +31,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "format/dataset.h"
-#include "format/status.h"
 #include "format/types.h"
 #include "reader/patch_sampler.h"
 #include "reader/sampler.h"

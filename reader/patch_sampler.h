@@ -22,9 +22,9 @@
 #include <memory>
 #include <string>
 
+#include "base/status.h"
 #include "format/dataset.h"
 #include "format/fields.h"
-#include "format/status.h"
 #include "format/types.h"
 
 namespace shardify {

@@ -9,7 +9,7 @@
 #include <optional>
 #include <vector>
 
-#include "format/status.h"
+#include "base/status.h"
 
 namespace shardify {
 

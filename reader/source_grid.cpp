@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "format/chunks_internal.h"
+#include "format/chunk_grid.h"
 #include "format/elements.h"
 #include "format/fields.h"
 
@@ -142,7 +142,7 @@ Result<std::vector<uint8_t>> Uncrop(const SourceGrid& g, DType dtype, const Shap
   }
   Shape origin = {0};
   origin.insert(origin.end(), g.crop_start.begin(), g.crop_start.end());
-  if (!array.empty()) detail::CopyBox(array.data(), shape, Shape(shape.size(), 0), out.data(), full, origin, shape, es);
+  if (!array.empty()) CopyBox(array.data(), shape, Shape(shape.size(), 0), out.data(), full, origin, shape, es);
   *out_shape = full;
   return out;
 }

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "format/dataset.h"
-#include "format/status.h"
 #include "format/types.h"
 
 namespace shardify {

@@ -7,8 +7,8 @@
 #include <numeric>
 #include <vector>
 
+#include "base/parallel.h"
 #include "format/dataset.h"
-#include "format/parallel.h"
 #include "tools/tool_internal.h"
 
 #ifdef SHARDIFY_TOOLS_WITH_READER

@@ -5,8 +5,8 @@
 #include <ostream>
 #include <string>
 
+#include "base/status.h"
 #include "format/dataset.h"
-#include "format/status.h"
 #include "format/types.h"
 
 namespace shardify::tools {

@@ -4,7 +4,7 @@
 // std::ostream and returns a Status; it never prints elsewhere and never exits.
 #pragma once
 
-#include "format/status.h"
+#include "base/status.h"
 
 namespace shardify::tools {
 

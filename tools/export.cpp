@@ -5,9 +5,9 @@
 #include <optional>
 #include <vector>
 
+#include "base/strings.h"
 #include "format/dataset.h"
 #include "format/elements.h"
-#include "format/strings.h"
 #include "media/nifti.h"
 #include "media/png.h"
 #include "tools/nifti.h"

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "format/dataset.h"
-#include "format/status.h"
 
 namespace shardify::tools {
 

@@ -36,5 +36,20 @@ if grep -n 'TEST_CASE("[^"]*;' "${sources[@]}" >&2; then
   echo "lint: a test name above holds ';', which CTest cuts short (the test would never run)" >&2
   status=1
 fi
-[ $status -eq 0 ] && echo "lint: ${#sources[@]} sources formatted, test names fine"
+# A header named *_internal.h belongs to its folder: only that folder and its tests
+# (tests/<folder>/) may include it.
+crossing=()
+for f in "${sources[@]}"; do
+  own=${f%%/*}
+  [ "$own" = tests ] && { rest=${f#tests/}; own=${rest%%/*}; }
+  while IFS= read -r inc; do
+    [ "${inc%%/*}" = "$own" ] || crossing+=("$f includes $inc")
+  done < <(sed -n 's|^#include "\([^"]*_internal\.h\)".*|\1|p' "$f")
+done
+if [ ${#crossing[@]} -gt 0 ]; then
+  echo "lint: an *_internal.h header is included from outside its folder:" >&2
+  printf '  %s\n' "${crossing[@]}" >&2
+  status=1
+fi
+[ $status -eq 0 ] && echo "lint: ${#sources[@]} sources formatted, test names fine, internal headers stay home"
 exit $status

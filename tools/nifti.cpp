@@ -8,7 +8,7 @@
 #include <cstring>
 #include <memory>
 
-#include "format/strings.h"
+#include "base/strings.h"
 #include "media/nifti.h"
 
 namespace shardify::tools {

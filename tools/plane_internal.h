@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "format/status.h"
+#include "base/status.h"
 #include "format/types.h"
 
 namespace shardify::tools::detail {

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "base/parallel.h"
 #include "format/dataset.h"
-#include "format/parallel.h"
 #include "tools/tool_internal.h"
 
 namespace shardify::tools {

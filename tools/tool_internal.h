@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "format/dataset.h"
 #include "format/elements.h"
 #include "format/fields.h"
 #include "format/manifest.h"
-#include "format/status.h"
 #include "format/types.h"
 
 namespace shardify::tools::detail {

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <mutex>
 
+#include "base/parallel.h"
 #include "format/dataset.h"
 #include "format/layout.h"
-#include "format/parallel.h"
 #include "tools/tool_internal.h"
 
 namespace shardify::tools {

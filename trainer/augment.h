@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "format/status.h"
+#include "base/status.h"
 #include "trainer/transforms.h"
 
 namespace shardify::trainer {

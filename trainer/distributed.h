@@ -14,7 +14,7 @@
 #include <functional>
 #include <string>
 
-#include "format/status.h"
+#include "base/status.h"
 
 namespace shardify::trainer {
 

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "format/status.h"
+#include "base/status.h"
 #include "reader/sampler.h"
 #include "trainer/distributed.h"
 #include "trainer/metrics.h"

@@ -7,10 +7,10 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "format/checksum.h"
-#include "format/file.h"
+#include "base/checksum.h"
+#include "base/file.h"
+#include "base/strings.h"
 #include "format/manifest.h"
-#include "format/strings.h"
 #include "trainer/distributed_internal.h"
 #include "trainer/loop_internal.h"
 #include "trainer/metrics.h"

@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
 #include "format/dataset.h"
 #include "format/fields.h"
-#include "format/status.h"
 #include "reader/loader.h"
 #include "trainer/models.h"
 

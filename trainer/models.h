@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "format/status.h"
+#include "base/status.h"
 
 namespace shardify::trainer {
 

@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "format/checksum.h"
-#include "format/file.h"
+#include "base/checksum.h"
+#include "base/file.h"
 
 namespace shardify::trainer {
 namespace {

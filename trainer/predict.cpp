@@ -3,8 +3,8 @@
 #include <iomanip>
 #include <nlohmann/json.hpp>
 
+#include "base/file.h"
 #include "format/fields.h"
-#include "format/file.h"
 #include "format/writer.h"
 #include "trainer/loop_internal.h"
 #include "trainer/metrics.h"

@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "format/dataset.h"
 #include "format/manifest.h"
-#include "format/status.h"
 #include "format/writer.h"
 
 namespace shardify::trainer::detail {

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "format/status.h"
+#include "base/status.h"
 #include "media/canvas.h"
 
 namespace shardify::trainer {

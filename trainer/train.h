@@ -28,9 +28,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
 #include "format/dataset.h"
 #include "format/fields.h"
-#include "format/status.h"
 #include "reader/sampler.h"
 #include "trainer/augment.h"
 #include "trainer/distributed.h"

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "format/status.h"
+#include "base/status.h"
 #include "format/types.h"
 #include "reader/loader.h"
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "base/file.h"
 #include "format/dataset.h"
-#include "format/file.h"
 #include "format/writer.h"
 
 using namespace shardify;

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "base/file.h"
 #include "format/chunking.h"
 #include "format/dataset.h"
-#include "format/file.h"
 #include "format/writer.h"
 #include "media/nifti.h"
 

@@ -3,8 +3,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "base/strings.h"
 #include "convert/case.h"
-#include "format/strings.h"
 #include "tests/convert/convert_fixtures.h"
 
 using namespace shardify;

@@ -2,11 +2,11 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 
+#include "base/checksum.h"
+#include "base/file.h"
 #include "fixtures.h"
-#include "format/checksum.h"
 #include "format/codec_internal.h"
 #include "format/dataset.h"
-#include "format/file.h"
 #include "format/shard_index_internal.h"
 #include "tests/common/temp_dir.h"
 

@@ -9,9 +9,9 @@
 #include <fstream>
 #include <thread>
 
+#include "base/file.h"
 #include "fixtures.h"
 #include "format/dataset.h"
-#include "format/file.h"
 #include "format/writer.h"
 #include "tests/common/temp_dir.h"
 

@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 
+#include "base/file.h"
 #include "format/dataset.h"
-#include "format/file.h"
 #include "format/writer.h"
 #include "tests/common/temp_dir.h"
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "base/file.h"
 #include "format/dataset.h"
-#include "format/file.h"
 #include "format/writer.h"
 #include "tests/common/temp_dir.h"
 #include "tests/format/fixtures.h"

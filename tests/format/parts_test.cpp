@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <set>
 
+#include "base/file.h"
 #include "format/dataset.h"
 #include "format/destination_internal.h"
-#include "format/file.h"
 #include "tests/common/temp_dir.h"
 #include "tests/format/fixtures.h"
 

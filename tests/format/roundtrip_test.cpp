@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "base/file.h"
 #include "fixtures.h"
 #include "format/dataset.h"
-#include "format/file.h"
 #include "format/writer.h"
 #include "tests/common/temp_dir.h"
 

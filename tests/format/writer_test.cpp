@@ -3,9 +3,9 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 
+#include "base/file.h"
 #include "fixtures.h"
 #include "format/dataset.h"
-#include "format/file.h"
 #include "tests/common/temp_dir.h"
 
 using namespace shardify;

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "format/checksum.h"
+#include "base/checksum.h"
+#include "base/file.h"
 #include "format/dataset.h"
-#include "format/file.h"
 #include "format/layout.h"
 #include "format/manifest.h"
 #include "format/writer.h"

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "base/parallel.h"
 #include "format/dataset.h"
-#include "format/parallel.h"
 #include "reader/bench.h"
 
 namespace {

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "format/fault_internal.h"
+#include "base/fault_internal.h"
 
 namespace shardify::detail {
 namespace {

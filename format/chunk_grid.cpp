@@ -1,9 +1,9 @@
+#include "format/chunk_grid.h"
+
 #include <algorithm>
 #include <cstring>
 
-#include "format/chunks_internal.h"
-
-namespace shardify::detail {
+namespace shardify {
 
 Result<ChunkGrid> MakeChunkGrid(const Shape& shape, const Shape& chunk) {
   if (shape.size() != chunk.size() || shape.empty())
@@ -61,4 +61,4 @@ void CopyBox(const uint8_t* src, const Shape& src_shape, const Shape& src_origin
   }
 }
 
-}  // namespace shardify::detail
+}  // namespace shardify

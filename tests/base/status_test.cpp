@@ -1,4 +1,4 @@
-#include "format/status.h"
+#include "base/status.h"
 
 #include <catch2/catch.hpp>
 
@@ -20,7 +20,7 @@ Status CheckEven(int x) {
 }
 }  // namespace
 
-TEST_CASE("format: Status carries code and message") {
+TEST_CASE("base: Status carries code and message") {
   Status ok;
   CHECK(ok.ok());
   CHECK(ok.ToString() == "ok");
@@ -32,7 +32,7 @@ TEST_CASE("format: Status carries code and message") {
   CHECK(Status::Ok().WithContext("x").ok());
 }
 
-TEST_CASE("format: Result and the macros propagate errors") {
+TEST_CASE("base: Result and the macros propagate errors") {
   CHECK(*Quarter(8) == 2);
   Result<int> r = Quarter(6);
   REQUIRE_FALSE(r.ok());

@@ -1,4 +1,4 @@
-#include "format/parallel.h"
+#include "base/parallel.h"
 
 #include <atomic>
 #include <catch2/catch.hpp>

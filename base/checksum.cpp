@@ -1,4 +1,4 @@
-#include "format/checksum.h"
+#include "base/checksum.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>

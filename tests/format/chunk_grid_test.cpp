@@ -1,11 +1,12 @@
+#include "format/chunk_grid.h"
+
 #include <catch2/catch.hpp>
 #include <cstring>
 
+#include "base/file.h"
 #include "fixtures.h"
 #include "format/chunking.h"
-#include "format/chunks_internal.h"
 #include "format/dataset.h"
-#include "format/file.h"
 #include "format/writer.h"
 #include "tests/common/temp_dir.h"
 
@@ -66,16 +67,16 @@ struct ChunkedFixture {
 }  // namespace
 
 TEST_CASE("format chunks: grids clip edge chunks and copies land in place") {
-  auto g = detail::MakeChunkGrid({10, 7}, {4, 4});
+  auto g = MakeChunkGrid({10, 7}, {4, 4});
   REQUIRE(g.ok());
   CHECK(g->grid == Shape{3, 2});
   CHECK(g->count == 6);
   Shape origin, extent;
-  detail::ChunkBox(*g, 5, &origin, &extent);
+  ChunkBox(*g, 5, &origin, &extent);
   CHECK(origin == Shape{8, 4});
   CHECK(extent == Shape{2, 3});
-  CHECK_FALSE(detail::MakeChunkGrid({10, 7}, {4}).ok());
-  CHECK_FALSE(detail::MakeChunkGrid({10, 7}, {4, 0}).ok());
+  CHECK_FALSE(MakeChunkGrid({10, 7}, {4}).ok());
+  CHECK_FALSE(MakeChunkGrid({10, 7}, {4, 0}).ok());
 }
 
 TEST_CASE("format chunks: a chunked dataset is version 2 and decodes whole") {

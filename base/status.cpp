@@ -1,4 +1,4 @@
-#include "format/status.h"
+#include "base/status.h"
 
 namespace shardify {
 

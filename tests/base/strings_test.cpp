@@ -1,4 +1,4 @@
-#include "format/strings.h"
+#include "base/strings.h"
 
 #include <catch2/catch.hpp>
 

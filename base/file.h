@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "format/status.h"
+#include "base/status.h"
 
 namespace shardify {
 
@@ -20,7 +20,7 @@ class FaultGuard;
 // A read-only mapping of a whole file. Move-only through unique_ptr; unmapped on destruction.
 // A read of a page the file no longer holds (it was truncated after Open, or the file
 // system failed to read it) does not kill the process with SIGBUS: the page reads as
-// zeros and faulted() turns true (format/fault_internal.h). Callers check it after reading.
+// zeros and faulted() turns true (base/fault_internal.h). Callers check it after reading.
 class MappedFile {
  public:
   static Result<std::unique_ptr<MappedFile>> Open(const std::string& path);

@@ -22,7 +22,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "format/status.h"
+#include "base/status.h"
 
 namespace shardify::detail {
 

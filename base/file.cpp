@@ -1,4 +1,4 @@
-#include "format/file.h"
+#include "base/file.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 #include <cstring>
 #include <utility>
 
-#include "format/fault_internal.h"
+#include "base/fault_internal.h"
 
 namespace shardify {
 

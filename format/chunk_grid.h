@@ -1,13 +1,14 @@
-// Chunk grids of chunked ndarray fields, and n-d box copies between row-major arrays.
+// Chunk grids of chunked ndarray fields, and n-d box copies between row-major arrays. Used by
+// the format itself and by the rooms that assemble or cut volumes (convert/, reader/).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-#include "format/status.h"
+#include "base/status.h"
 #include "format/types.h"
 
-namespace shardify::detail {
+namespace shardify {
 
 // The grid of chunks covering an array: grid[i] = ceil(shape[i] / chunk[i]).
 struct ChunkGrid {
@@ -27,4 +28,4 @@ void ChunkBox(const ChunkGrid& g, uint64_t k, Shape* origin, Shape* extent);
 void CopyBox(const uint8_t* src, const Shape& src_shape, const Shape& src_origin, uint8_t* dst, const Shape& dst_shape,
              const Shape& dst_origin, const Shape& box, size_t elem);
 
-}  // namespace shardify::detail
+}  // namespace shardify
