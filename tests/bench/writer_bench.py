@@ -1,5 +1,5 @@
-"""Samples/s of shardify.Writer and shardify.write on Fashion-MNIST (README, "Python:
-writing any dataset"). Usage:
+"""Samples/s of shardify.Writer and shardify.write on Fashion-MNIST (README, "Writing any
+dataset"). Usage:
   writer_bench.py arrays OUT            the 60,000 training images as numpy arrays, one Writer
   writer_bench.py npy OUT               the same arrays saved as one .npy file per sample
   writer_bench.py pngs PNG_DIR OUT [W]  shardify.write over class-folder PNGs, PIL in fn, W workers
