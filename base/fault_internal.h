@@ -27,7 +27,7 @@
 namespace shardify::detail {
 
 // Registered address ranges at most (each mapped file holds one while it is mapped).
-inline constexpr size_t kMaxGuardedMappings = 4096;
+inline constexpr size_t kMaxGuardedMappings = 32768;
 
 class FaultGuard {
  public:

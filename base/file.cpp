@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -347,6 +348,12 @@ Result<std::vector<std::string>> ListDir(const std::string& dir) {
   }
   std::sort(names.begin(), names.end());
   return names;
+}
+
+uint64_t OpenFileLimit() {
+  struct rlimit limit {};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return UINT64_MAX;
+  return static_cast<uint64_t>(limit.rlim_cur);
 }
 
 }  // namespace shardify

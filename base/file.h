@@ -138,5 +138,7 @@ Status MakeDirs(const std::string& dir);
 // Names in `dir` (not "." or ".."), sorted.
 Result<std::vector<std::string>> ListDir(const std::string& dir);
 std::string JoinPath(const std::string& dir, const std::string& name);
+// The process's soft limit on open file descriptors (RLIMIT_NOFILE); UINT64_MAX when unlimited.
+uint64_t OpenFileLimit();
 
 }  // namespace shardify

@@ -28,18 +28,30 @@ Decoder::~Decoder() = default;
 
 namespace detail {
 
-// One open and fully checked shard: its file (mapped, or read with pread) and a copy of
-// its index, which the column views point into. The index is copied because it is read
-// again for every sample: offsets read from a file that is rewritten later would no
-// longer be the ones that were checked.
+// A shard's index as read and checked completely once: its bytes, copied out of the file,
+// and the column views into them. The index is copied because it is read again for every
+// sample: offsets read from a file that is rewritten later would no longer be the ones
+// that were checked. It outlives the shard's file: a shard closed to stay within
+// max_open_shards opens again without reading and checking its index again.
+struct CheckedIndex {
+  std::vector<uint8_t> bytes;
+  std::vector<ColumnView> columns;
+};
+
+// One open shard: its file (mapped, or read with pread) and its checked index.
 class MappedShard {
  public:
+  // Opens shard n and checks its ends and footer against the manifest. With `known` (the
+  // index checked when the shard was open before) the footer's index checksum must be the
+  // one it was checked with, and the index is not read again; otherwise it is read and
+  // checked completely.
   static Result<std::shared_ptr<const MappedShard>> Open(const std::string& dir, const Manifest& m, size_t n,
-                                                         const ReadOptions& options) {
+                                                         const ReadOptions& options,
+                                                         std::shared_ptr<const CheckedIndex> known) {
     const ShardInfo& info = m.shards[n];
     std::shared_ptr<MappedShard> shard(new MappedShard(JoinPath(dir, info.file_name), info.file_name, n));
     Status opened = shard->OpenFile(options.io);
-    if (opened.ok()) opened = shard->Check(m, info, options);
+    if (opened.ok()) opened = shard->Check(m, info, options, std::move(known));
     if (opened.code() == StatusCode::kNotFound) return Corruption(shard->path() + ": shard is missing");
     if (!opened.ok()) return opened;
     return std::shared_ptr<const MappedShard>(std::move(shard));
@@ -50,6 +62,7 @@ class MappedShard {
   size_t number() const { return number_; }
   const uint8_t* mapped() const { return map_ ? map_->data() : nullptr; }
   const ColumnView& column(size_t f) const { return columns_[f]; }
+  const std::shared_ptr<const CheckedIndex>& index() const { return index_; }
   bool faulted() const { return map_ && map_->faulted(); }
 
   // Copies [offset, offset + size) of the file into dst. The range was checked against the
@@ -75,7 +88,8 @@ class MappedShard {
     return Status::Ok();
   }
 
-  Status Check(const Manifest& m, const ShardInfo& info, const ReadOptions& options) {
+  Status Check(const Manifest& m, const ShardInfo& info, const ReadOptions& options,
+               std::shared_ptr<const CheckedIndex> known) {
     const std::string& p = path();
     if (size_ != info.size_bytes)
       return Corruption(p + ": shard is " + std::to_string(size_) + " bytes, manifest says " +
@@ -92,12 +106,22 @@ class MappedShard {
                         std::to_string(m.format_version));
     if (footer.index_checksum != info.index_checksum)
       return Corruption(p + ": index checksum in footer disagrees with the manifest");
-    index_.resize(footer.index_length);  // CheckShardEnds: the index lies inside the file
-    RETURN_IF_ERROR(Read(footer.index_offset, footer.index_length, index_.data()));
-    if (Checksum64(index_.data(), index_.size()) != footer.index_checksum)
+    if (known) {  // checked before, against the same manifest entry, size and index checksum
+      index_ = std::move(known);
+      columns_ = index_->columns;
+      return Status::Ok();
+    }
+    auto index = std::make_shared<CheckedIndex>();
+    index->bytes.resize(footer.index_length);  // CheckShardEnds: the index lies inside the file
+    RETURN_IF_ERROR(Read(footer.index_offset, footer.index_length, index->bytes.data()));
+    if (Checksum64(index->bytes.data(), index->bytes.size()) != footer.index_checksum)
       return Corruption(p + ": index checksum mismatch");
-    return CheckShardIndex(index_.data(), index_.size(), m.fields, info.first_sample, info.num_samples,
-                           footer.index_offset, options.max_sample_bytes, p, &columns_);
+    RETURN_IF_ERROR(CheckShardIndex(index->bytes.data(), index->bytes.size(), m.fields, info.first_sample,
+                                    info.num_samples, footer.index_offset, options.max_sample_bytes, p,
+                                    &index->columns));
+    index_ = std::move(index);
+    columns_ = index_->columns;
+    return Status::Ok();
   }
 
   std::string path_, name_;
@@ -105,47 +129,80 @@ class MappedShard {
   uint64_t size_ = 0;
   std::unique_ptr<MappedFile> map_;     // IoMode::kMmap
   std::unique_ptr<ReadableFile> file_;  // IoMode::kPread
-  std::vector<uint8_t> index_;
-  std::vector<ColumnView> columns_;
+  std::shared_ptr<const CheckedIndex> index_;
+  std::vector<ColumnView> columns_;  // index_->columns, one pointer less on every sample's way
 };
 
 }  // namespace detail
 
 struct Dataset::Impl {
   std::vector<uint64_t> shard_starts;  // first sample of each shard
+  std::vector<uint64_t> shard_ends;    // one past its last (kept here, beside the starts, for batches)
   std::vector<std::shared_ptr<const detail::Dictionary>> dicts;
   mutable std::mutex mu;
   mutable std::vector<std::shared_ptr<const detail::MappedShard>> open;  // by shard number
-  mutable std::list<size_t> lru;                                         // front = most recent
+  // The indices of every shard opened so far, open or closed since (by shard number).
+  mutable std::vector<std::shared_ptr<const detail::CheckedIndex>> indices;
+  // Every shard's last open object, also once closed, while anything still holds it.
+  mutable std::vector<std::weak_ptr<const detail::MappedShard>> alive;
+  size_t max_open = 0;  // ReadOptions::max_open_shards, or what 0 chose
+  // SampleBatch calls so far, and the last call that pinned each shard's open object (so
+  // that a batch pins each shard once without searching its pins).
+  mutable uint64_t calls = 0;
+  mutable std::vector<uint64_t> pinned_by;
+  // max_open covers every shard: none is ever closed to make room, so the LRU order is not
+  // kept and SampleBatch pins nothing; a shard that Forget() drops moves to `retired`,
+  // where it lives as long as the Dataset, so views that a batch still holds stay valid.
+  bool all_open = false;
+  mutable std::vector<std::shared_ptr<const detail::MappedShard>> retired;
+  mutable std::list<size_t> lru;  // front = most recent
   mutable std::vector<std::list<size_t>::iterator> lru_pos;
   uint64_t manifest_checksum = 0;  // of the manifest file's bytes, as Open read them
 
   // Opens shard n of the dataset at `dir`. When that fails and the manifest now at `dir`
   // is not the one Open read (shardify --overwrite or a merge replaced the dataset since),
   // the error says so instead of blaming the shard, whose file is the new dataset's.
+  // `known`: the shard's index as checked before (see MappedShard::Open), or null.
   Result<std::shared_ptr<const detail::MappedShard>> OpenShard(const std::string& dir, const Manifest& m, size_t n,
-                                                               const ReadOptions& o) const;
+                                                               const ReadOptions& o,
+                                                               std::shared_ptr<const detail::CheckedIndex> known) const;
 
+  // The last shard whose first sample is <= index (index < num_samples). A binary search
+  // without branches: in a shuffled order each step's direction is a coin toss, which a
+  // branch would mispredict half the time.
   size_t ShardOf(uint64_t index) const {
-    return static_cast<size_t>(std::upper_bound(shard_starts.begin(), shard_starts.end(), index) -
-                               shard_starts.begin()) -
-           1;
+    const uint64_t* base = shard_starts.data();
+    size_t n = shard_starts.size();
+    while (n > 1) {
+      const size_t half = n / 2;
+      base = base[half] <= index ? base + half : base;
+      n -= half;
+    }
+    return static_cast<size_t>(base - shard_starts.data());
   }
-  // With `mu` held: the open shard n (marked most recently used), or null.
+  // With `mu` held: the open shard n (marked most recently used), or null. A shard closed
+  // to make room that a view or a batch still holds is taken back as it is, not opened again.
   const std::shared_ptr<const detail::MappedShard>* Touch(size_t n) const {
-    if (!open[n]) return nullptr;
-    lru.splice(lru.begin(), lru, lru_pos[n]);
+    if (!open[n]) {
+      std::shared_ptr<const detail::MappedShard> held = alive[n].lock();
+      if (!held) return nullptr;
+      Keep(n, std::move(held));
+    } else if (!all_open) {
+      lru.splice(lru.begin(), lru, lru_pos[n]);
+    }
     return &open[n];
   }
   // With `mu` held: keeps `shard` open as number n (unless another thread was first) and
-  // closes the least recently used beyond the cap. Returns the open one.
-  std::shared_ptr<const detail::MappedShard> Keep(size_t n, std::shared_ptr<const detail::MappedShard> shard,
-                                                  size_t cap) const {
+  // closes the least recently used beyond max_open (its index stays). Returns the open one.
+  std::shared_ptr<const detail::MappedShard> Keep(size_t n, std::shared_ptr<const detail::MappedShard> shard) const {
     if (!open[n]) {
+      if (alive[n].lock() != shard) pinned_by[n] = 0;  // a new object: no SampleBatch call has pinned it
       open[n] = std::move(shard);
+      alive[n] = open[n];
+      indices[n] = open[n]->index();
       lru.push_front(n);
       lru_pos[n] = lru.begin();
-      while (lru.size() > cap) {
+      while (lru.size() > max_open) {
         open[lru.back()].reset();  // closed once no SampleView holds it
         lru.pop_back();
       }
@@ -163,9 +220,10 @@ namespace {
 constexpr uint64_t kMaxManifestBytes = 1ull << 30;
 }  // namespace
 
-Result<std::shared_ptr<const detail::MappedShard>> Dataset::Impl::OpenShard(const std::string& dir, const Manifest& m,
-                                                                            size_t n, const ReadOptions& o) const {
-  Result<std::shared_ptr<const detail::MappedShard>> shard = detail::MappedShard::Open(dir, m, n, o);
+Result<std::shared_ptr<const detail::MappedShard>> Dataset::Impl::OpenShard(
+    const std::string& dir, const Manifest& m, size_t n, const ReadOptions& o,
+    std::shared_ptr<const detail::CheckedIndex> known) const {
+  Result<std::shared_ptr<const detail::MappedShard>> shard = detail::MappedShard::Open(dir, m, n, o, std::move(known));
   if (shard.ok()) return shard;
   const Result<std::vector<uint8_t>> now = ReadWholeFile(JoinPath(dir, kManifestFileName), kMaxManifestBytes);
   if (now.ok() && Checksum64(now->data(), now->size()) == manifest_checksum) return shard;
@@ -173,8 +231,15 @@ Result<std::shared_ptr<const detail::MappedShard>> Dataset::Impl::OpenShard(cons
                  "again (" + shard.status().message() + ")");
 }
 
+size_t AutomaticMaxOpenShards(IoMode io) {
+  if (io == IoMode::kMmap) return kAutomaticMappedShards;
+  const uint64_t limit = OpenFileLimit();
+  return static_cast<size_t>(std::clamp<uint64_t>(limit / 4, 16, kAutomaticMappedShards));
+}
+
+size_t Dataset::max_open_shards() const { return impl_->max_open; }
+
 Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& dir, const ReadOptions& options) {
-  if (options.max_open_shards == 0) return InvalidArgument("max_open_shards must be at least 1");
   const std::string path = JoinPath(dir, kManifestFileName);
   if (!IsDirectory(dir)) return NotFound(dir + ": no such directory");
   if (!PathExists(path)) return NotFound(dir + ": not a shardify dataset (no " + kManifestFileName + ")");
@@ -183,8 +248,16 @@ Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& dir, const Rea
   std::unique_ptr<Dataset> ds(new Dataset(dir, std::move(m), options));
   Impl& impl = *ds->impl_;
   impl.manifest_checksum = Checksum64(bytes.data(), bytes.size());
-  for (const auto& s : ds->manifest_.shards) impl.shard_starts.push_back(s.first_sample);
+  impl.max_open = options.max_open_shards != 0 ? options.max_open_shards : AutomaticMaxOpenShards(options.io);
+  for (const auto& s : ds->manifest_.shards) {
+    impl.shard_starts.push_back(s.first_sample);
+    impl.shard_ends.push_back(s.first_sample + s.num_samples);
+  }
   impl.open.resize(ds->manifest_.shards.size());
+  impl.indices.resize(ds->manifest_.shards.size());
+  impl.pinned_by.resize(ds->manifest_.shards.size());
+  impl.alive.resize(ds->manifest_.shards.size());
+  impl.all_open = impl.max_open >= ds->manifest_.shards.size();
   impl.lru_pos.resize(ds->manifest_.shards.size());
   for (const auto& f : ds->manifest_.fields) {
     std::shared_ptr<const detail::Dictionary> d;
@@ -211,10 +284,11 @@ Result<SampleView> Dataset::Sample(uint64_t index) const {
   if (const auto* open = impl_->Touch(n)) {
     v.owner_ = *open;
   } else {
+    std::shared_ptr<const detail::CheckedIndex> known = impl_->indices[n];
     lock.unlock();  // open and check without holding the lock
-    ASSIGN_OR_RETURN(auto shard, impl_->OpenShard(dir_, manifest_, n, options_));
+    ASSIGN_OR_RETURN(auto shard, impl_->OpenShard(dir_, manifest_, n, options_, std::move(known)));
     lock.lock();
-    v.owner_ = impl_->Keep(n, std::move(shard), options_.max_open_shards);
+    v.owner_ = impl_->Keep(n, std::move(shard));
   }
   v.shard_ = v.owner_.get();
   return v;
@@ -227,6 +301,7 @@ Status Dataset::SampleBatch(const uint64_t* indices, size_t n, SampleView* out,
   uint64_t lo = 0, hi = 0;  // sample range of `shard`
   const detail::MappedShard* current = nullptr;
   std::unique_lock<std::mutex> lock(impl.mu);
+  const uint64_t call = ++impl.calls;
   for (size_t i = 0; i < n; ++i) {
     const uint64_t index = indices[i];
     if (shard == SIZE_MAX || index < lo || index >= hi) {
@@ -235,19 +310,23 @@ Status Dataset::SampleBatch(const uint64_t* indices, size_t n, SampleView* out,
                           std::to_string(manifest_.num_samples) + " samples)");
       shard = impl.ShardOf(index);
       lo = impl.shard_starts[shard];
-      hi = lo + manifest_.shards[shard].num_samples;
-      std::shared_ptr<const detail::MappedShard> pin;
+      hi = impl.shard_ends[shard];
       if (const auto* open = impl.Touch(shard)) {
-        pin = *open;
+        current = open->get();
+        if (!impl.all_open && impl.pinned_by[shard] != call) {  // not yet pinned by this call
+          impl.pinned_by[shard] = call;
+          pins->push_back(*open);
+        }
       } else {
+        std::shared_ptr<const detail::CheckedIndex> known = impl.indices[shard];
         lock.unlock();
-        Result<std::shared_ptr<const detail::MappedShard>> opened = impl.OpenShard(dir_, manifest_, shard, options_);
+        Result<std::shared_ptr<const detail::MappedShard>> opened =
+            impl.OpenShard(dir_, manifest_, shard, options_, std::move(known));
         lock.lock();
         if (!opened.ok()) return opened.status().WithContext("sample " + std::to_string(index));
-        pin = impl.Keep(shard, std::move(opened).value(), options_.max_open_shards);
-      }
-      current = pin.get();
-      if (std::none_of(pins->begin(), pins->end(), [&](const auto& p) { return p.get() == current; })) {
+        std::shared_ptr<const detail::MappedShard> pin = impl.Keep(shard, std::move(opened).value());
+        current = pin.get();
+        impl.pinned_by[shard] = call;
         pins->push_back(std::move(pin));
       }
     }
@@ -264,14 +343,18 @@ Status Dataset::SampleBatch(const uint64_t* indices, size_t n, SampleView* out,
 void Dataset::Forget(const detail::MappedShard* shard) const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   const size_t n = shard->number();
-  if (impl_->open[n].get() != shard) return;
+  if (impl_->alive[n].lock().get() != shard) return;  // opened anew since
+  impl_->alive[n].reset();                            // never taken back
+  impl_->indices[n].reset();                          // the file changed: the next open checks everything anew
+  if (impl_->open[n].get() != shard) return;          // closed already
+  if (impl_->all_open) impl_->retired.push_back(std::move(impl_->open[n]));
   impl_->open[n].reset();
   impl_->lru.erase(impl_->lru_pos[n]);
 }
 
 Status Dataset::CheckShard(size_t n) const {
   if (n >= manifest_.shards.size()) return OutOfRange("no shard " + std::to_string(n));
-  return impl_->OpenShard(dir_, manifest_, n, options_).status();
+  return impl_->OpenShard(dir_, manifest_, n, options_, nullptr).status();
 }
 
 Status Dataset::CheckSampleCounts(uint64_t first, uint64_t count) const {

@@ -1,10 +1,15 @@
 // Dataset: read access to a shard dataset directory.
 //
 // Open() reads and verifies only the manifest; shards are opened lazily on first use and
-// at most ReadOptions::max_open_shards stay open (least recently used is closed). A shard
-// is checked completely when it is opened (ends, footer and index checksums, FlatBuffers
-// verifier, every offset, length and shape against the file), and its index is kept in
-// memory, so sample access afterwards is O(1) and cannot read out of bounds.
+// at most max_open_shards() stay open (the least recently used is closed). A shard is
+// checked completely when it is first opened (ends, footer and index checksums,
+// FlatBuffers verifier, every offset, length and shape against the file), and its index is
+// kept in memory from then on, also while its file is closed, so sample access is O(1) and
+// cannot read out of bounds, and opening the shard again reads only its ends and footer
+// (its size and index checksum must still be the manifest's). Memory: the indices of the
+// shards read so far (40 bytes a sample per ndarray field, 8 per int or float field,
+// strings their bytes and 8), besides the mapped pages, which are page cache the kernel
+// reclaims.
 //
 // Files that change underneath: blobs are read from a shared mapping (IoMode::kMmap) or
 // with pread (kPread), and every decode copies the stored bytes before it checks them, so
@@ -40,8 +45,19 @@ enum class IoMode : uint8_t {
 const char* IoModeName(IoMode m);  // "mmap", "pread"
 std::optional<IoMode> ParseIoMode(std::string_view name);
 
+// Shards kept mapped at once by default (ReadOptions::max_open_shards = 0, mmap): a mapping
+// costs address space and no file descriptor, so datasets of up to this many shards never
+// close one.
+inline constexpr size_t kAutomaticMappedShards = 8192;
+
+// What max_open_shards = 0 means for `io`: kAutomaticMappedShards for kMmap; for kPread,
+// which holds a file descriptor per open shard, a quarter of the soft RLIMIT_NOFILE (at
+// least 16, at most kAutomaticMappedShards). Beyond it, the least recently used shard is
+// closed and opened again when next read (its ends and footer read again, about 10 us).
+size_t AutomaticMaxOpenShards(IoMode io);
+
 struct ReadOptions {
-  size_t max_open_shards = 64;   // shards kept open at once (>= 1)
+  size_t max_open_shards = 0;    // shards kept open at once; 0 = AutomaticMaxOpenShards(io)
   bool verify_checksums = true;  // check each blob's XXH3 (of the bytes copied) before decoding it
   IoMode io = IoMode::kMmap;     // how blobs are read; both give the same bytes and checks
   // Largest decoded array accepted; guards allocation against hostile sizes.
@@ -169,7 +185,8 @@ class Dataset {
   // decode it on others: one lock for the batch, one shard lookup per change of shard, and
   // no reference count per sample. out[i] views indices[i] (out holds n views). These
   // views do not keep their shards open themselves: one reference per distinct shard is
-  // appended to `pins`, and the views are valid while `pins` holds it. On error `out` is
+  // appended to `pins` (none when max_open_shards() covers every shard: no shard is then
+  // closed while the Dataset lives), and the views are valid while `pins` holds it. On error `out` is
   // partly filled and the error names the first sample that failed.
   Status SampleBatch(const uint64_t* indices, size_t n, SampleView* out,
                      std::vector<std::shared_ptr<const void>>* pins) const;
@@ -184,8 +201,10 @@ class Dataset {
   // Corruption names the shard, the claim and the file's size.
   Status CheckSampleCounts(uint64_t first, uint64_t count) const;
 
-  // Shards currently open (for tests of the cap).
+  // Shards currently open (for tests of the cap), and the cap itself (ReadOptions'
+  // max_open_shards, or what 0 chose).
   size_t open_shards() const;
+  size_t max_open_shards() const;
 
  private:
   struct Impl;

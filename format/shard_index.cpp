@@ -114,12 +114,9 @@ Status SetIndexFirstSample(std::vector<uint8_t>* index, uint64_t first_sample, c
   return Status::Ok();
 }
 
-BlobEntry ReadBlobRef(const fb::BlobRef* base, uint64_t i) {
-  const fb::BlobRef* ref = base + i;
-  return {ref->offset(), ref->stored_size(), ref->raw_size(), ref->checksum(), static_cast<Codec>(ref->codec())};
-}
-
-const void* BlobRefAddress(const fb::BlobRef* base, uint64_t i) { return base + i; }
+// ReadBlobRef (shard_index_internal.h) reads BlobRefs without the generated code.
+static_assert(sizeof(fb::BlobRef) == kBlobRefBytes, "BlobRef layout");
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "BlobRefs are read as little-endian");
 
 namespace {
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -79,9 +80,26 @@ Status CheckShardIndex(const uint8_t* index, uint64_t length, const std::vector<
 // keep 0. `where` names the shard in errors.
 Status SetIndexFirstSample(std::vector<uint8_t>* index, uint64_t first_sample, const std::string& where);
 
-// Accessors for one BlobRef (keeps the generated header out of other files).
-BlobEntry ReadBlobRef(const fb::BlobRef* base, uint64_t i);
+// Accessors for one BlobRef, inline because a batch reads one per sample, without the
+// generated header: a BlobRef is a FlatBuffers struct of fixed layout, little-endian
+// (offset, stored_size, raw_size, checksum: u64 each; codec: u8; padded to 40 bytes),
+// which shard_index.cpp checks against the generated code at compile time.
+inline constexpr size_t kBlobRefBytes = 40;
+inline constexpr size_t kBlobRefCodecAt = 32;
+
+inline BlobEntry ReadBlobRef(const fb::BlobRef* base, uint64_t i) {
+  const auto* p = reinterpret_cast<const uint8_t*>(base) + i * kBlobRefBytes;
+  BlobEntry e;
+  std::memcpy(&e.offset, p, 8);
+  std::memcpy(&e.stored_size, p + 8, 8);
+  std::memcpy(&e.raw_size, p + 16, 8);
+  std::memcpy(&e.checksum, p + 24, 8);
+  e.codec = static_cast<Codec>(p[kBlobRefCodecAt]);
+  return e;
+}
 // Where BlobRef i lies (for prefetching), without reading it.
-const void* BlobRefAddress(const fb::BlobRef* base, uint64_t i);
+inline const void* BlobRefAddress(const fb::BlobRef* base, uint64_t i) {
+  return reinterpret_cast<const uint8_t*>(base) + i * kBlobRefBytes;
+}
 
 }  // namespace shardify::detail

@@ -57,9 +57,9 @@ struct LoaderOptions {
   // done with a batch's device memory, queued GPU work included, before releasing it.
   // Open() makes `device` the current CUDA device of the calling thread.
   bool stage_to_device = false;
-  int device = 0;               // CUDA device for staging
-  size_t max_open_shards = 64;  // Open(dir) only, as verify_checksums
-  IoMode io = IoMode::kMmap;    // Open(dir) only: how shards are read (see format/dataset.h)
+  int device = 0;              // CUDA device for staging
+  size_t max_open_shards = 0;  // Open(dir) only, as verify_checksums (0: AutomaticMaxOpenShards)
+  IoMode io = IoMode::kMmap;   // Open(dir) only: how shards are read (see format/dataset.h)
   // When the consumer holds every slot, add a slot instead of failing Next() with
   // ResourceExhausted: memory then grows with the batches the consumer keeps alive (and
   // the added slots stay in the ring). For consumers that cannot bound what they keep.

@@ -19,6 +19,10 @@ class Dataset:
     read when opening; each shard is opened and fully checked the first time it is used.
     ``io="mmap"`` (default) reads shards through a memory mapping, ``io="pread"`` with
     pread(2) (no page faults: for NFS or FUSE); both give the same values and checks.
+    ``max_open_shards`` caps the shard files open at once (the least recently used is
+    closed; its checked index stays in memory). ``None`` chooses: with mmap every shard of
+    a dataset of up to 8,192 stays mapped (a mapping holds no file descriptor); with pread,
+    a quarter of the process's soft file-descriptor limit (``ulimit -n``).
 
     It is a map-style dataset: ``torch.utils.data.DataLoader(ds, ...)`` works, worker
     processes included (a pickled Dataset reopens its path; in a forked child it reopens
@@ -33,18 +37,25 @@ class Dataset:
     naming it, never a crash.
     """
 
-    def __init__(self, path, *, verify_checksums=True, max_open_shards=64, io="mmap"):
+    def __init__(self, path, *, verify_checksums=True, max_open_shards=None, io="mmap"):
         path = os.fspath(path)
-        if max_open_shards < 1:
-            raise ValueError(f"max_open_shards must be >= 1, got {max_open_shards}")
+        if max_open_shards is not None:
+            if max_open_shards < 1:
+                raise ValueError(f"max_open_shards must be None or >= 1, got {max_open_shards}")
+            max_open_shards = int(max_open_shards)
         if io not in _IO_MODES:
             raise ValueError(f"io must be one of {_IO_MODES}, got {io!r}")
-        self._options = dict(verify_checksums=bool(verify_checksums), max_open_shards=int(max_open_shards), io=io)
-        self._opened = _core.Dataset(path, **self._options)
+        self._options = dict(verify_checksums=bool(verify_checksums), max_open_shards=max_open_shards, io=io)
+        self._opened = self._open_core(path)
         self._pid = os.getpid()
         self._path = path
         self._field_names = [f["name"] for f in self._opened.fields()]
         self._split_stats = {}
+
+    def _open_core(self, path):
+        o = self._options
+        return _core.Dataset(path, verify_checksums=o["verify_checksums"],
+                             max_open_shards=o["max_open_shards"] or 0, io=o["io"])
 
     @property
     def _core(self):
@@ -52,7 +63,7 @@ class Dataset:
         may have held its shard cache's lock at the fork, and no thread will release it
         in the child."""
         if self._pid != os.getpid():
-            self._opened = _core.Dataset(self._path, **self._options)
+            self._opened = self._open_core(self._path)
             self._pid = os.getpid()
         return self._opened
 

@@ -185,7 +185,7 @@ PyDataset Open(const std::string& path, bool verify_checksums, size_t max_open_s
 
 void RegisterDataset(py::module_& m) {
   py::class_<PyDataset>(m, "Dataset")
-      .def(py::init(&Open), py::arg("path"), py::arg("verify_checksums") = true, py::arg("max_open_shards") = 64,
+      .def(py::init(&Open), py::arg("path"), py::arg("verify_checksums") = true, py::arg("max_open_shards") = 0,
            py::arg("io") = "mmap")
       .def_property_readonly("path", [](const PyDataset& d) { return d.dataset->dir(); })
       .def_property_readonly("num_samples", [](const PyDataset& d) { return d.dataset->num_samples(); })
