@@ -210,7 +210,7 @@ Status TrainDictionaries(const EncodeJob& job, uint64_t max_sample_bytes, Conver
   const SourcePlan& plan = *job.plan;
   const std::vector<size_t>& order = *job.order;
   const uint64_t fit = std::max<uint64_t>(1, kDictionaryInputBudget / std::max<uint64_t>(1, max_sample_bytes));
-  const size_t want = static_cast<size_t>(std::min<uint64_t>({order.size(), 2000, fit}));
+  const size_t want = static_cast<size_t>(std::min<uint64_t>({order.size(), kDictionaryMaxSamples, fit}));
   std::vector<std::vector<uint8_t>> images(want), masks(want);
   Status st = ParallelFor(want, job.threads, nullptr, "dictionary", nullptr, [&](size_t k) {
     const CaseInput& in = plan.cases[order[k * order.size() / want]];

@@ -59,10 +59,10 @@ Result<std::vector<CaseFailure>> EncodeAll(const EncodeJob& job, bool skip, std:
 // machine, so the output does not depend on its memory).
 inline constexpr uint64_t kDictionaryInputBudget = 256ull << 20;
 
-// Trains a dictionary for the image (and mask) field of job.writer from up to 2,000
-// evenly spaced samples of job.order, fewer when samples of `max_sample_bytes` would
-// exceed kDictionaryInputBudget; a failure to train becomes a warning and the field
-// stays without one.
+// Trains a dictionary for the image (and mask) field of job.writer from up to
+// kDictionaryMaxSamples (format/writer.h) evenly spaced samples of job.order, fewer when
+// samples of `max_sample_bytes` would exceed kDictionaryInputBudget; a failure to train
+// becomes a warning and the field stays without one.
 Status TrainDictionaries(const EncodeJob& job, uint64_t max_sample_bytes, ConvertSummary* sum);
 
 // Size of a file, 0 when it cannot be read.

@@ -81,6 +81,15 @@ struct WriterOptions {
   PartInfo part;
 };
 
+// When a zstd dictionary pays (TrainDictionary), the rule `shardify --dict` (auto) and the
+// Python Writer share: ndarray samples of at most kSmallSampleBytes (28x28 digits,
+// thumbnails; these also gain from a higher level at little cost, while large ones would
+// mostly pay time), at least kDictionaryMinSamples of them, learnt from at most
+// kDictionaryMaxSamples.
+inline constexpr uint64_t kSmallSampleBytes = 64 << 10;
+inline constexpr size_t kDictionaryMinSamples = 1000;
+inline constexpr size_t kDictionaryMaxSamples = 2000;
+
 // Opaque result of encoding one sample; hand it to DatasetWriter::Append in order.
 struct EncodedSample;
 struct EncodedSampleDeleter {

@@ -132,7 +132,12 @@ class Writer:
     chunked; 0 for none), as ``shardify --patch-size`` does.
 
     ``classes``: names of the ``label`` values. ``shard_size``: bytes or "256M".
-    ``codec``: "zstd" or "raw"; ``level``: zstd's level (1..19). ``stats``: per-field
+    ``codec``: "zstd" or "raw"; ``level``: zstd's level (1..19). ``dict``: train a zstd
+    dictionary for each array field of one fixed shape of at most 64 KiB a sample (not
+    chunked) from the first 2,000 samples, which are held until then; by default (None)
+    when at least 1,000 samples are written, as ``shardify --dict`` decides; True also
+    from fewer; False never. Not for a part (``part=``, ``shardify.write``): the parts of
+    one dataset would need one dictionary. ``stats``: per-field
     min/max/mean/std in the manifest. ``overwrite``: replace a dataset at ``path``
     atomically (the old one stays readable until close()). ``threads``: encode threads
     (default: every core). ``part``: ``(index, count, first_sample, samples)`` to write
@@ -151,12 +156,13 @@ class Writer:
     BlockingIOError.
     """
 
-    def __init__(self, path, fields=None, *, classes=None, shard_size="256M", codec="zstd", level=3, chunks=None,
-                 meta=None, fg_locations=None, stats=True, overwrite=False, fsync=True, threads=0, part=None,
-                 source=None):
+    def __init__(self, path, fields=None, *, classes=None, shard_size="256M", codec="zstd", level=3, dict=None,
+                 chunks=None, meta=None, fg_locations=None, stats=True, overwrite=False, fsync=True, threads=0,
+                 part=None, source=None):
         self._path = os.fspath(path)
         self._chunks, self._meta, self._fg = chunks, meta or {}, fg_locations
         self._options = {"shard_bytes": _size_bytes(shard_size), "codec": codec, "level": int(level),
+                         "dict": None if dict is None else bool(dict),
                          "stats": bool(stats), "overwrite": bool(overwrite), "fsync": bool(fsync),
                          "threads": int(threads), "classes": list(classes or []), "source": source or "",
                          "part": None if part is None else [int(x) for x in part]}
@@ -210,7 +216,8 @@ class Writer:
         self._core.write(sample, split)
 
     def close(self):
-        """Writes what is queued and the manifest; returns {samples, shards, bytes}.
+        """Writes what is queued and the manifest; returns {samples, shards, bytes,
+        dictionaries} (the fields that got a dictionary).
         Closing twice returns the same."""
         if self._summary is None:
             if self._core is None:

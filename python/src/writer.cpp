@@ -220,12 +220,19 @@ class PyWriter {
     const std::string where = o.part.count > 0 ? PartDir(dir, o.part) : dir;
     first_ = o.part.first_sample;
     writer_ = Unwrap(WithoutGil([&] { return DatasetWriter::Create(where, std::move(specs), o); }));
-    pipeline_ = std::make_unique<Pipeline>(writer_.get(), threads, std::move(prepare));
+    threads_ = threads;
+    prepare_ = std::move(prepare);
+    const py::object dict = options.contains("dict") ? options["dict"] : py::object(py::none());
+    if (o.codec == Codec::kZstd && o.part.count == 0 && (dict.is_none() || py::cast<bool>(dict))) {
+      dict_forced_ = !dict.is_none();
+      dict_fields_ = SmallFixedArrays();
+    }
+    if (dict_fields_.empty()) pipeline_ = std::make_unique<Pipeline>(writer_.get(), threads_, prepare_);
   }
   ~PyWriter() { Abort(); }
 
   void Write(const py::dict& sample, const std::string& split) {
-    if (!pipeline_) Throw(InvalidArgument("write() on a writer that is closed"));
+    if (closed_) Throw(InvalidArgument("write() on a writer that is closed"));
     const uint64_t number = first_ + written_;
     const std::string where = "sample " + std::to_string(number);
     if (split.empty()) Throw(InvalidArgument(where + ": empty split name"));
@@ -257,8 +264,10 @@ class PyWriter {
 
   // Writes what is queued and the manifest; returns {samples, shards, bytes}.
   py::dict Close() {
-    if (!pipeline_) Throw(InvalidArgument("close() on a writer that is closed"));
+    if (closed_) Throw(InvalidArgument("close() on a writer that is closed"));
     Flush();
+    if (!pipeline_) StartPipeline();
+    closed_ = true;
     Status s = WithoutGil([&] {
       RETURN_IF_ERROR(pipeline_->Drain());
       pipeline_.reset();
@@ -272,12 +281,14 @@ class PyWriter {
     out["samples"] = writer_->manifest().num_samples;
     out["shards"] = writer_->manifest().shards.size();
     out["bytes"] = writer_->bytes_written();
+    out["dictionaries"] = dictionaries_;
     writer_.reset();
     return out;
   }
 
   // Stops without a manifest: the files written so far are removed.
   void Abort() {
+    closed_ = true;
     py::gil_scoped_release nogil;
     pipeline_.reset();
     writer_.reset();
@@ -288,9 +299,56 @@ class PyWriter {
  private:
   void Flush() {
     if (batch_.inputs.empty()) return;
+    if (!pipeline_) {  // holding the first samples for the dictionaries
+      for (SampleInput& in : batch_.inputs) held_.push_back(std::move(in));
+      batch_ = Batch{};
+      if (held_.size() >= kDictionaryMaxSamples) StartPipeline();
+      return;
+    }
     batch_.first = first_ + written_ - batch_.inputs.size();
     Status s = WithoutGil([&] { return pipeline_->Push(std::move(batch_)); });
     batch_ = Batch{};
+    if (!s.ok()) {
+      Abort();
+      Throw(s);
+    }
+  }
+
+  // Ndarray fields a dictionary may pay for (format/writer.h): one fixed shape, not chunked,
+  // at most kSmallSampleBytes a sample.
+  std::vector<size_t> SmallFixedArrays() const {
+    std::vector<size_t> out;
+    for (size_t f = 0; f < fields_.size(); ++f) {
+      const FieldSpec& spec = fields_[f].spec;
+      if (spec.kind != FieldKind::kNdarray || spec.chunked() || spec.variable_shape() || fields_[f].computed) continue;
+      uint64_t bytes = DTypeSize(spec.dtype);
+      for (int64_t d : spec.shape) bytes *= static_cast<uint64_t>(d);
+      if (bytes > 0 && bytes <= kSmallSampleBytes) out.push_back(f);
+    }
+    return out;
+  }
+
+  // Trains the dictionaries from the samples held (at least kDictionaryMinSamples of them,
+  // unless asked for; a field whose training fails goes without, as in the converter), then
+  // starts the encode threads with the held samples.
+  void StartPipeline() {
+    const size_t n = std::min(held_.size(), kDictionaryMaxSamples);
+    Status s = WithoutGil([&] {
+      for (size_t f : n >= kDictionaryMinSamples || (dict_forced_ && n > 0) ? dict_fields_ : std::vector<size_t>{}) {
+        std::vector<std::vector<uint8_t>> samples;
+        for (size_t k = 0; k < n; ++k) samples.push_back(held_[k].values[f].bytes);
+        if (writer_->TrainDictionary(fields_[f].spec.name, samples).ok()) dictionaries_.push_back(fields_[f].spec.name);
+      }
+      pipeline_ = std::make_unique<Pipeline>(writer_.get(), threads_, prepare_);
+      for (size_t k = 0; k < held_.size(); k += kBatchSamples) {
+        Batch b;
+        b.first = first_ + k;
+        for (size_t j = k; j < std::min(held_.size(), k + kBatchSamples); ++j) b.inputs.push_back(std::move(held_[j]));
+        RETURN_IF_ERROR(pipeline_->Push(std::move(b)));
+      }
+      return Status::Ok();
+    });
+    held_.clear();
     if (!s.ok()) {
       Abort();
       Throw(s);
@@ -456,7 +514,14 @@ class PyWriter {
 
   std::vector<Field> fields_;
   std::unique_ptr<DatasetWriter> writer_;
-  std::unique_ptr<Pipeline> pipeline_;  // destroyed before writer_
+  std::unique_ptr<Pipeline> pipeline_;  // destroyed before writer_; started once dictionaries are trained
+  size_t threads_ = 1;
+  std::function<Status(SampleInput&, uint64_t)> prepare_;
+  std::vector<size_t> dict_fields_;        // fields to train a dictionary for, from the first samples
+  bool dict_forced_ = false;               // dict=True: train from fewer than kDictionaryMinSamples too
+  std::vector<SampleInput> held_;          // the first samples, held until the dictionaries are trained
+  std::vector<std::string> dictionaries_;  // fields that got one
+  bool closed_ = false;
   Batch batch_;
   uint64_t first_ = 0, written_ = 0;
   std::string last_split_;

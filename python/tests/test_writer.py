@@ -130,6 +130,52 @@ needs_convert = pytest.mark.skipif(not shardify._core.HAVE_CONVERT, reason="buil
 
 
 @needs_convert
+def small_images(n, seed=0):
+    rng = np.random.default_rng(seed)
+    base = rng.integers(0, 255, size=(1, 16, 16), dtype=np.uint8)
+    return [{"image": (base + rng.integers(0, 8, size=(1, 16, 16), dtype=np.uint8)), "label": i % 3}
+            for i in range(n)]
+
+
+def test_small_fixed_arrays_get_a_dictionary_from_the_first_samples(tmp_path):
+    items = small_images(2500)
+    for name, threads in (("ds", 1), ("ds3", 3)):
+        with shardify.Writer(tmp_path / name, fields={"image": ("u8", (1, 16, 16)), "label": "int"},
+                             threads=threads, fsync=False) as w:
+            for s in items:
+                w.write(s)
+        assert w.close()["dictionaries"] == ["image"]
+    assert files(tmp_path / "ds") == files(tmp_path / "ds3")  # the same bytes whatever the threads
+    ds = shardify.Dataset(tmp_path / "ds")
+    assert len(ds) == 2500
+    for i in (0, 1999, 2000, 2499):
+        np.testing.assert_array_equal(ds[i]["image"], items[i]["image"])
+    assert "2500 samples" in shardtool("verify", tmp_path / "ds")
+
+
+@pytest.mark.parametrize("n, options, fields", [
+    (999, {}, {"image": ("u8", (1, 16, 16)), "label": "int"}),             # too few samples
+    (1200, {"dict": False}, {"image": ("u8", (1, 16, 16)), "label": "int"}),
+    (1200, {}, {"image": ("u8", (1, None, 16)), "label": "int"}),           # shape varies
+    (1200, {"codec": "raw"}, {"image": ("u8", (1, 16, 16)), "label": "int"}),
+])
+def test_no_dictionary_where_the_rule_says_none(tmp_path, n, options, fields):
+    items = small_images(n)
+    with shardify.Writer(tmp_path / "ds", fields=fields, fsync=False, **options) as w:
+        for s in items:
+            w.write(s)
+    assert w.close()["dictionaries"] == []
+    np.testing.assert_array_equal(shardify.Dataset(tmp_path / "ds")[n - 1]["image"], items[-1]["image"])
+
+
+def test_dict_true_trains_from_fewer_samples(tmp_path):
+    with shardify.Writer(tmp_path / "ds", fields={"image": ("u8", (1, 16, 16)), "label": "int"}, dict=True) as w:
+        for s in small_images(300):
+            w.write(s)
+    assert w.close()["dictionaries"] == ["image"]
+    assert len(shardify.Dataset(tmp_path / "ds")) == 300
+
+
 def test_chunked_volumes_get_foreground_locations_and_train_in_patches(tmp_path):
     rng = np.random.default_rng(3)
     fields = {"image": ("i16", (1, None, None, None)), "mask": ("u8", (1, None, None, None)),

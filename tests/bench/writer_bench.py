@@ -1,6 +1,7 @@
 """Samples/s of shardify.Writer and shardify.write on Fashion-MNIST (README, "Writing any
 dataset"). Usage:
-  writer_bench.py arrays OUT            the 60,000 training images as numpy arrays, one Writer
+  writer_bench.py arrays OUT [nodict]   the 60,000 training images as numpy arrays, one Writer
+                                        (nodict: dict=False, without the default dictionary)
   writer_bench.py npy OUT               the same arrays saved as one .npy file per sample
   writer_bench.py pngs PNG_DIR OUT [W]  shardify.write over class-folder PNGs, PIL in fn, W workers
 """
@@ -30,21 +31,22 @@ def report(what, n, seconds):
 
 
 def main(mode, *args):
-    out = args[-1] if mode != "pngs" else args[1]
+    out = args[0] if mode != "pngs" else args[1]
     shutil.rmtree(out, ignore_errors=True)
     if mode in ("arrays", "npy"):
         images = read_idx(f"{FMNIST}/train-images-idx3-ubyte.gz")[:, None]
         labels = read_idx(f"{FMNIST}/train-labels-idx1-ubyte.gz")
         start = time.perf_counter()
         if mode == "arrays":
-            with shardify.Writer(out, fields={"image": ("u8", (1, 28, 28)), "label": "int"}) as w:
+            dictionary = False if args[1:] == ("nodict",) else None
+            with shardify.Writer(out, fields={"image": ("u8", (1, 28, 28)), "label": "int"}, dict=dictionary) as w:
                 for image, label in zip(images, labels):
                     w.write({"image": image, "label": int(label)})
         else:
             os.makedirs(out)
             for i, image in enumerate(images):
                 np.save(f"{out}/{i:05d}.npy", image)
-        report(f"{mode}", len(images), time.perf_counter() - start)
+        report(f"{mode} {' '.join(args[1:])}", len(images), time.perf_counter() - start)
         return
     from PIL import Image
     root = args[0]
