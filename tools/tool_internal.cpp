@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string_view>
 
+#include "base/strings.h"
 #include "format/layout.h"
 
 namespace shardify::tools::detail {
@@ -93,7 +95,69 @@ std::string HumanBytes(uint64_t n) {
   return buf;
 }
 
-std::string Dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+namespace {
+
+// `s` as a JSON string literal: well-formed UTF-8 as it is (", \ and control characters
+// escaped), and every byte that is not part of well-formed UTF-8, 0xHH, as \udcHH: the code
+// point Python's surrogateescape decodes it to, so that
+// os.fsencode(json.loads(text)) gives back the stored bytes.
+void AppendString(std::string& out, std::string_view s) {
+  out += '"';
+  while (!s.empty()) {
+    size_t n = Utf8SequenceLength(s);
+    const auto c = static_cast<unsigned char>(s[0]);
+    char escape[8];
+    if (n == 0) {
+      std::snprintf(escape, sizeof escape, "\\udc%02x", c);
+      out += escape;
+      n = 1;
+    } else if (n > 1) {
+      out.append(s.data(), n);
+    } else if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      std::snprintf(escape, sizeof escape, "\\u%04x", c);
+      out += escape;
+    } else {
+      out += static_cast<char>(c);
+    }
+    s.remove_prefix(n);
+  }
+  out += '"';
+}
+
+void AppendJson(std::string& out, const nlohmann::json& j) {
+  if (j.is_string()) {
+    AppendString(out, j.get_ref<const std::string&>());
+  } else if (j.is_object()) {
+    out += '{';
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (it != j.begin()) out += ',';
+      AppendString(out, it.key());
+      out += ':';
+      AppendJson(out, it.value());
+    }
+    out += '}';
+  } else if (j.is_array()) {
+    out += '[';
+    for (size_t i = 0; i < j.size(); ++i) {
+      if (i > 0) out += ',';
+      AppendJson(out, j[i]);
+    }
+    out += ']';
+  } else {
+    out += j.dump();  // numbers, booleans, null
+  }
+}
+
+}  // namespace
+
+std::string Dump(const nlohmann::json& j) {
+  std::string out;
+  AppendJson(out, j);
+  return out;
+}
 
 JsonObjectStream::JsonObjectStream(std::ostream& out) : out_(out) { out_ << "{"; }
 

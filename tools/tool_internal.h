@@ -68,7 +68,10 @@ Result<std::vector<uint8_t>> DecodeArray(const SampleView& s, size_t field, Deco
 // "1.5 MiB", "312 B".
 std::string HumanBytes(uint64_t n);
 
-// Compact JSON text; invalid UTF-8 from disk is replaced, never thrown on.
+// Compact JSON text. Strings are written byte for byte where they are well-formed UTF-8;
+// any other byte 0xHH (a name from a Latin-1 file system, bytes from disk) becomes the
+// escape \udcHH, as Python's surrogateescape spells it, so the text round-trips:
+// os.fsencode(json.loads(text)[...]) gives back the bytes. Never throws.
 std::string Dump(const nlohmann::json& j);
 
 // Writes one JSON object member by member, so output starts before all of it is known.

@@ -30,9 +30,18 @@ py::object ShapeTuple(const Shape& shape) {
   return py::tuple(out);
 }
 
+// Text from the manifest as a str: well-formed UTF-8 as it is, any other byte as Python's
+// surrogateescape decodes it (os.fsencode gives the bytes back), as shardtool's JSON does. A
+// source path from a Latin-1 file system then neither fails nor loses its bytes.
+py::str Text(const std::string& s) {
+  PyObject* text = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "surrogateescape");
+  if (text == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(text);
+}
+
 py::dict MetaDict(const std::vector<KeyValue>& kv) {
   py::dict out;
-  for (const KeyValue& e : kv) out[py::str(e.key)] = py::str(e.value);
+  for (const KeyValue& e : kv) out[Text(e.key)] = Text(e.value);
   return out;
 }
 
@@ -69,7 +78,7 @@ py::dict Provenance(const PyDataset& d) {
   py::dict out;
   out["converter"] = p.converter;
   out["converter_version"] = p.converter_version;
-  out["source"] = p.source;
+  out["source"] = Text(p.source);
   out["options"] = MetaDict(p.options);
   return out;
 }

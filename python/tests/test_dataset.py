@@ -135,3 +135,24 @@ def test_split_stats_cover_one_split(fmnist, volumes):
     got = {s["field"]: s for s in shardify.Dataset(path).split_stats("train", fields=["image", "mask"])}
     assert_stats_equal(got["image"], numpy_stats("image", [image for image, _ in arrays]))
     assert_stats_equal(got["mask"], numpy_stats("mask", [mask for _, mask in arrays]))
+
+
+def test_a_source_path_that_is_not_utf8_keeps_its_bytes_in_python_and_json(tmp_path, fmnist_png):
+    """A dataset converted from a folder named on a Latin-1 file system: Python's
+    provenance and shardtool's JSON give the bytes back through os.fsencode."""
+    import json
+    import subprocess
+    bin_dir = os.path.join(os.path.dirname(os.path.abspath(shardify.__file__)), "..", "..", "bin")
+    src = os.path.join(os.fsencode(tmp_path), b"caf\xe9")
+    for c in CLASSES[:2]:
+        os.makedirs(os.path.join(src, os.fsencode(c)))
+        for name in sorted(os.listdir(fmnist_png / c))[:3]:
+            shutil.copy(fmnist_png / c / name, os.path.join(src, os.fsencode(c), os.fsencode(name)))
+    out = tmp_path / "ds"
+    subprocess.run([os.path.join(bin_dir, "shardify"), src, "-o", str(out), "--quiet"], check=True)
+    info = subprocess.run([os.path.join(bin_dir, "shardtool"), "info", str(out), "--json"], check=True,
+                          capture_output=True).stdout
+    assert b"\\udce9" in info and "\ufffd".encode() not in info
+    source = json.loads(info)["provenance"]["source"]
+    assert os.fsencode(source).endswith(b"caf\xe9")
+    assert shardify.Dataset(out).provenance["source"] == source

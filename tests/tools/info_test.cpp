@@ -6,6 +6,7 @@
 
 #include "format/dataset.h"
 #include "tests/tools/fixtures.h"
+#include "tools/tool_internal.h"
 
 namespace shardify::tools {
 namespace {
@@ -118,6 +119,16 @@ TEST_CASE("tools: ls of an unknown split names the known ones", "[tools]") {
   Status st = RunLs(f.dir, o, out);
   REQUIRE(st.code() == StatusCode::kNotFound);
   CHECK(st.message().find("train") != std::string::npos);
+}
+
+TEST_CASE("tools: JSON keeps bytes that are not UTF-8 as surrogate escapes, and valid text as it is", "[tools]") {
+  CHECK(detail::Dump(json("caf\xE9/\xC3\xA9")) == "\"caf\\udce9/\xC3\xA9\"");
+  CHECK(detail::Dump(json::array({"\xFF", 1, nullptr})) == "[\"\\udcff\",1,null]");
+  // Well-formed text (quotes, backslashes, control characters, every UTF-8 length) reads
+  // back as the same JSON.
+  const json valid = {{"a\"b\\c", {1.5, "tab\tnew\nline\x01", "\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80"}},
+                      {"n", {{"x", true}, {"y", -3}}}};
+  CHECK(json::parse(detail::Dump(valid)) == valid);
 }
 
 }  // namespace
