@@ -191,22 +191,6 @@ bool ParseDouble(const std::string& s, double* v) {
   return true;
 }
 
-std::string JsonQuote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\u%04x", c);
-      out += b;
-    } else
-      out += c;
-  }
-  return out + "\"";
-}
-
 Status CheckClassName(const std::string& where, const std::string& name) {
   if (IsUtf8(name)) return Status::Ok();
   return InvalidArgument(where + ": class name '" + EscapeNonUtf8(name) +

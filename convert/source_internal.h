@@ -32,7 +32,6 @@ Result<std::string> ReadTextFile(const std::string& path);
 
 bool ParseInt(const std::string& s, int64_t* v);
 bool ParseDouble(const std::string& s, double* v);
-std::string JsonQuote(const std::string& s);
 
 // Names are stored as UTF-8, which JSON output, Python's str and checkpoints need.
 // InvalidArgument naming a class `name` read from `where` that is not (its bytes shown as \xHH).

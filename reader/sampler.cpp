@@ -92,6 +92,40 @@ Status CheckResume(const SamplerState& r, uint64_t epochs, uint64_t batches) {
 
 }  // namespace
 
+namespace {
+struct OrderName {
+  SampleOrder order;
+  const char* name;
+  const char* alias;  // also accepted by ParseSampleOrder; null when none
+};
+constexpr OrderName kOrderNames[] = {
+    {SampleOrder::kSequential, "sequential", nullptr},
+    {SampleOrder::kShuffle, "shuffle", nullptr},
+    {SampleOrder::kShardWindowed, "shard_windowed", "windowed"},
+    {SampleOrder::kClassBalanced, "class_balanced", "balanced"},
+};
+}  // namespace
+
+const char* SampleOrderName(SampleOrder order) {
+  for (const OrderName& o : kOrderNames) {
+    if (o.order == order) return o.name;
+  }
+  return "?";
+}
+
+std::optional<SampleOrder> ParseSampleOrder(std::string_view name) {
+  for (const OrderName& o : kOrderNames) {
+    if (name == o.name || (o.alias != nullptr && name == o.alias)) return o.order;
+  }
+  return std::nullopt;
+}
+
+std::string SampleOrderNames(const std::string& separator) {
+  std::string out;
+  for (const OrderName& o : kOrderNames) out += (out.empty() ? "" : separator) + std::string(o.name);
+  return out;
+}
+
 Result<Sampler> Sampler::Create(const SamplerOptions& options, uint64_t first, uint64_t count, size_t batch_size,
                                 std::vector<uint64_t> shard_starts, std::vector<int64_t> labels) {
   RETURN_IF_ERROR(CheckOptions(options, count, batch_size));

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -19,6 +21,14 @@ enum class SampleOrder {
   kShardWindowed,  // shuffle shard order, then samples within a window of shards
   kClassBalanced,  // draw with replacement, each class equally likely
 };
+
+// The orders' names, one set for the C++ API, `shardtrain --order` and Python's `order=`:
+// "sequential", "shuffle", "shard_windowed", "class_balanced". ParseSampleOrder also takes
+// "windowed" and "balanced", shardtrain's earlier names for the last two.
+const char* SampleOrderName(SampleOrder order);
+std::optional<SampleOrder> ParseSampleOrder(std::string_view name);
+// "sequential, shuffle, shard_windowed, class_balanced" with `separator` between them.
+std::string SampleOrderNames(const std::string& separator = ", ");
 
 struct SamplerState {
   uint64_t epoch = 0;

@@ -215,7 +215,12 @@ void AddTrain(CLI::App& app, Cli& c) {
       ->capture_default_str();
   app.add_option("--prefetch", t.prefetch, "Batches decoded ahead")->capture_default_str();
   AddIo(app, c);
-  app.add_option("--order", c.order, "shuffle | sequential | windowed | balanced")->capture_default_str();
+  app.add_option("--order", c.order,
+                 "sample order: " + shardify::SampleOrderNames(" | ") + " (windowed, balanced: short forms)")
+      ->check([](const std::string& v) {
+        return shardify::ParseSampleOrder(v) ? std::string() : "one of " + shardify::SampleOrderNames() + " is needed";
+      })
+      ->capture_default_str();
   app.add_option("--train-split", t.train_split, "Split to train on")->capture_default_str();
   app.add_option("--val-split", t.val_split, "Split validated every epoch (skipped when absent)")
       ->capture_default_str();
@@ -274,16 +279,7 @@ int RunTrain(Cli& c) {
   st::TrainOptions& t = c.train;
   t.io = *shardify::ParseIoMode(c.io);  // checked by CLI11
   t.legacy_checkpoint = Legacy(c);
-  if (c.order == "sequential")
-    t.order = shardify::SampleOrder::kSequential;
-  else if (c.order == "windowed")
-    t.order = shardify::SampleOrder::kShardWindowed;
-  else if (c.order == "balanced")
-    t.order = shardify::SampleOrder::kClassBalanced;
-  else if (c.order != "shuffle") {
-    std::fprintf(stderr, "shardtrain: unknown --order '%s'\n", c.order.c_str());
-    return 2;
-  }
+  t.order = *shardify::ParseSampleOrder(c.order);  // checked by CLI11
   if (c.resize.size() == 2) {
     t.augment.resize_h = c.resize[0];
     t.augment.resize_w = c.resize[1];

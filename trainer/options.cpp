@@ -30,7 +30,6 @@ std::string Pair(int64_t a, int64_t b) { return std::to_string(a) + " " + std::t
 namespace detail {
 
 AgreedValues AgreedOptions(const TrainOptions& o) {
-  const char* orders[] = {"sequential", "shuffle", "windowed", "balanced"};
   const char* presets[] = {"auto", "none", "nnunet"};
   std::string aug_p, patch;
   for (size_t t = 0; t < kNumAugTransforms; ++t) {
@@ -52,7 +51,7 @@ AgreedValues AgreedOptions(const TrainOptions& o) {
           {"--epochs", std::to_string(o.epochs)},
           {"--repeats", std::to_string(o.repeats)},
           {"--max-steps", std::to_string(o.max_steps)},
-          {"--order", orders[static_cast<int>(o.order)]},
+          {"--order", SampleOrderName(o.order)},
           {"drop last", o.drop_last ? "yes" : "no"},
           {"--optimizer", o.optimizer.name},
           {"--lr", Exact(o.optimizer.lr)},

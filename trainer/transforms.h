@@ -67,10 +67,6 @@ struct AugmentOptions {
   int64_t crop_h = 0, crop_w = 0;      // random crop, or zero pad, to this size (0 = off)
   int64_t resize_h = 0, resize_w = 0;  // resize to this size last (0 = off)
   uint64_t seed = 0;
-  bool any_random() const {
-    return flip_x || flip_y || rotate_deg != 0 || scale != 0 || translate != 0 || intensity_scale != 0 ||
-           intensity_shift != 0 || crop_h > 0 || crop_w > 0;
-  }
 };
 
 struct ImageMask {

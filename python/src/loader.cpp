@@ -20,14 +20,6 @@ namespace {
 // How often a wait for a batch returns to Python to run signal handlers (Ctrl-C).
 constexpr std::chrono::milliseconds kSignalPoll{50};
 
-std::optional<SampleOrder> ParseOrder(const std::string& s) {
-  if (s == "shuffle") return SampleOrder::kShuffle;
-  if (s == "sequential") return SampleOrder::kSequential;
-  if (s == "shard_windowed") return SampleOrder::kShardWindowed;
-  if (s == "class_balanced") return SampleOrder::kClassBalanced;
-  return std::nullopt;
-}
-
 struct LoaderArgs {
   std::string split = "train";
   size_t batch_size = 64;
@@ -61,10 +53,8 @@ class PyLoader {
     o.split = a.split;
     o.fields = a.fields;
     o.batch_size = a.batch_size;
-    const std::optional<SampleOrder> order = ParseOrder(a.order);
-    if (!order)
-      Throw(InvalidArgument("order must be shuffle, sequential, shard_windowed or class_balanced, got '" + a.order +
-                            "'"));
+    const std::optional<SampleOrder> order = ParseSampleOrder(a.order);
+    if (!order) Throw(InvalidArgument("order must be one of " + SampleOrderNames() + ", got '" + a.order + "'"));
     o.sampler.order = *order;
     o.sampler.seed = a.seed;
     o.sampler.epochs = a.epochs;

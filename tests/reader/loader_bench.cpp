@@ -160,8 +160,8 @@ int main(int argc, char** argv) {
   app.add_option("--prefetch", o.prefetch, "batches decoded ahead")->capture_default_str();
   app.add_option("--split", o.split, "split to read")->capture_default_str();
   app.add_option("--seed", o.sampler.seed, "shuffle seed")->capture_default_str();
-  app.add_option("--order", order, "sequential, shuffle, windowed or balanced")
-      ->check(CLI::IsMember({"sequential", "shuffle", "windowed", "balanced"}))
+  app.add_option("--order", order, shardify::SampleOrderNames())
+      ->check([](const std::string& v) { return shardify::ParseSampleOrder(v) ? "" : "unknown order"; })
       ->capture_default_str();
   app.add_flag("--no-verify", no_verify, "skip the per-blob XXH3 checksum");
   app.add_flag("--stage", o.stage_to_device, "also copy each batch to the CUDA device");
@@ -174,15 +174,11 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "print one JSON line instead of text");
   CLI11_PARSE(app, argc, argv);
 
-  const std::map<std::string, SampleOrder> orders = {{"sequential", SampleOrder::kSequential},
-                                                     {"shuffle", SampleOrder::kShuffle},
-                                                     {"windowed", SampleOrder::kShardWindowed},
-                                                     {"balanced", SampleOrder::kClassBalanced}};
   if (bare && order != "shuffle" && order != "sequential") {
     std::fprintf(stderr, "loader_bench: --bare-zstd reads in shuffle or sequential order, not %s\n", order.c_str());
     return 2;
   }
-  o.sampler.order = orders.at(order);
+  o.sampler.order = *shardify::ParseSampleOrder(order);
   o.verify_checksums = !no_verify;
   std::map<shardify::Codec, uint64_t> counts;
   auto r = bare ? RunBareZstd(dir, o.split, o.threads, o.sampler.epochs, o.sampler.seed, order == "sequential", &counts)

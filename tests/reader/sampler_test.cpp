@@ -227,5 +227,17 @@ TEST_CASE("sampler: repeats visit every sample that many times per epoch, in fre
   CHECK(Sampler::Create(o, 0, 5, 4).status().code() == StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("sampler: every order has one name, read back by ParseSampleOrder, with the short forms") {
+  for (SampleOrder o :
+       {SampleOrder::kSequential, SampleOrder::kShuffle, SampleOrder::kShardWindowed, SampleOrder::kClassBalanced}) {
+    INFO(SampleOrderName(o));
+    CHECK(ParseSampleOrder(SampleOrderName(o)) == o);
+  }
+  CHECK(ParseSampleOrder("windowed") == SampleOrder::kShardWindowed);
+  CHECK(ParseSampleOrder("balanced") == SampleOrder::kClassBalanced);
+  CHECK_FALSE(ParseSampleOrder("random").has_value());
+  CHECK(SampleOrderNames(" | ") == "sequential | shuffle | shard_windowed | class_balanced");
+}
+
 }  // namespace
 }  // namespace shardify
