@@ -10,8 +10,10 @@
 
 namespace shardify {
 
+size_t CoreCount() { return std::max(1u, std::thread::hardware_concurrency()); }
+
 size_t WorkerCount(size_t requested, uint64_t items) {
-  const size_t want = requested > 0 ? requested : std::max(1u, std::thread::hardware_concurrency());
+  const size_t want = requested > 0 ? requested : CoreCount();
   return static_cast<size_t>(std::max<uint64_t>(1, std::min<uint64_t>(want, items)));
 }
 

@@ -8,6 +8,10 @@
 
 namespace shardify {
 
+// The machine's cores (std::thread::hardware_concurrency(), at least 1): the default
+// thread count of every program and of the Loader.
+size_t CoreCount();
+
 // Threads to use for `items` work items: `requested`, or every core when it is 0; at most
 // `items` and at least 1.
 size_t WorkerCount(size_t requested, uint64_t items);

@@ -2,10 +2,10 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
-#include <thread>
 #include <tuple>
 
 #include "base/cli.h"
+#include "base/parallel.h"
 #include "convert/parts.h"
 
 namespace shardify::convert {
@@ -33,7 +33,7 @@ constexpr const char* kMergeDescription =
 // The flags as typed, before they are checked and turned into ConvertOptions.
 struct Flags {
   std::string src, dst, layout = "auto", split, on_error = "fail", shard_size = "256M", classes;
-  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = static_cast<int>(CoreCount());
   std::string level = "auto", codec = "zstd";
   uint64_t seed = 0;
   bool dict = false, no_dict = false, overwrite = false, dry_run = false, no_fsync = false, quiet = false;

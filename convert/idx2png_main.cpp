@@ -3,9 +3,9 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
-#include <thread>
 
 #include "base/cli.h"
+#include "base/parallel.h"
 #include "convert/idx2png.h"
 
 namespace {
@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
       "class-folder PNGs OUT/<class>/<prefix><index>.png, index = 5-digit position in the file.\n"
       "Example: idx2png train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz -o fmnist/train"};
   std::string classes;
-  o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  o.threads = static_cast<int>(shardify::CoreCount());
   app.add_option("IMAGES", o.images, "*-images-idx3-ubyte[.gz] (u8 [N, H, W] or [N, H, W, C])")->required();
   app.add_option("LABELS", o.labels, "*-labels-idx1-ubyte[.gz] (u8 [N])")->required();
   app.add_option("-o,--output", o.out, "Output directory (created)")->required();

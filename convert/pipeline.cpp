@@ -10,9 +10,9 @@
 #include <functional>
 #include <mutex>
 #include <set>
-#include <thread>
 
 #include "base/file.h"
+#include "base/parallel.h"
 #include "convert/convert.h"
 #include "convert/integrity_internal.h"
 #include "convert/intensity_internal.h"
@@ -367,8 +367,7 @@ namespace {
 
 Result<ConvertSummary> ConvertImpl(const ConvertOptions& options, ProgressSink* progress) {
   const auto start = Clock::now();
-  int threads =
-      options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = options.threads > 0 ? options.threads : static_cast<int>(CoreCount());
   ConvertSummary sum;
   sum.dry_run = options.dry_run;
   Prepared p;

@@ -1,9 +1,9 @@
 #include "reader/loader.h"
 
 #include <algorithm>
-#include <thread>
 #include <utility>
 
+#include "base/parallel.h"
 #include "format/dataset.h"
 #include "format/fields.h"
 #include "reader/cuda_internal.h"
@@ -189,7 +189,7 @@ Result<std::unique_ptr<Loader>> Loader::Open(std::shared_ptr<const Dataset> data
                                             options.batch_size, std::move(shard_starts), std::move(labels));
   if (!sampler.ok()) return sampler.status().WithContext("loader: " + dataset->dir());
   size_t threads = options.threads;
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  if (threads == 0) threads = CoreCount();
   const bool pinned = options.pin_memory && detail::CudaDeviceAnswers();
   ASSIGN_OR_RETURN(std::shared_ptr<detail::Ring> ring,
                    detail::Ring::Create(std::move(dataset), options, std::move(sampler).value(), std::move(fields),
