@@ -645,12 +645,17 @@ Result<TrainSummary> TrainJoined(const TrainOptions& o, detail::RankGroup* group
     s.rank = group->rank();
     s.world_size = group->world_size();
   }
+  // The Loader opens before the model is built, moved, restored and broadcast, so that its
+  // workers decode the first batches meanwhile. Otherwise the first step waits for a whole
+  // batch's decode: the only data-wait of a run whose ring keeps up, as epoch boundaries
+  // cost none (one Loader for all epochs, planning across them). It opens after
+  // RankDevice, so that its pinned slots belong to this rank's device.
+  ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, TrainLoader(o, s));
   ASSIGN_OR_RETURN(std::shared_ptr<Model> model, MakeModel(s.model));
   model->to(s.device);
   ASSIGN_OR_RETURN(std::unique_ptr<torch::optim::Optimizer> opt, MakeOptimizer(model->parameters(), o.optimizer));
   if (!o.resume.empty()) RETURN_IF_ERROR(LoadCheckpoint(o.resume, *model, opt.get(), o.legacy_checkpoint));
   if (group) RETURN_IF_ERROR(detail::BroadcastModel(*group, *model));
-  ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, TrainLoader(o, s));
   Trainer trainer(o, s, std::move(model), std::move(opt), std::move(loader), group, start);
   return trainer.Run();
 }
