@@ -1,5 +1,5 @@
 // Foreground locations of a mask, for patch sampling that oversamples the foreground
-// (nnU-Net's): the "mask.fg_locations" field of docs/CONVENTIONS.md. The converter
+// (nnU-Net's): the "mask.fg_locations" field of docs/fields.md. The converter
 // (--patch-size) and the Python Writer compute them with this one function.
 #pragma once
 

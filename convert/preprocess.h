@@ -1,7 +1,7 @@
 // Offline preprocessing of a dataset's images and masks, as nnU-Net does it once before
 // training: crop to the nonzero box, normalize intensities per channel, resample to one
 // target spacing, and store in one dtype. Every step is recorded per sample (the fields
-// "source.*", "<f>.source_dtype", "image.normalization"; docs/CONVENTIONS.md), so every
+// "source.*", "<f>.source_dtype", "image.normalization"; docs/fields.md), so every
 // stored array maps back onto its source grid.
 //
 // Order per case: NaN check (nan_to_num) -> crop (source dtype, exact) -> normalize

@@ -22,7 +22,7 @@ std::vector<uint8_t> Pixels(int k) {
   return p;
 }
 
-// A field with its role (docs/CONVENTIONS.md), so that shardtool and the Loader know it.
+// A field with its role (docs/fields.md), so that shardtool and the Loader know it.
 FieldSpec Field(const char* name, FieldKind kind, const char* role) {
   FieldSpec f;
   f.name = name;

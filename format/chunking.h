@@ -15,7 +15,7 @@ struct ChunkPolicy {
   // size, checksum) and a checksum call, and zstd compresses a small input worse (less
   // history to match against). At 4 KiB these rival the work on the data itself; at 64 KiB
   // they are a few percent. 64 KiB is also exactly a 32^3 u16 chunk, so 128^3 patches of
-  // u16 and f32 keep their 32^3 chunks (the patch_bench figures in the README).
+  // u16 and f32 keep their 32^3 chunks (the patch_bench figures in docs/benchmarks.md).
   uint64_t min_chunk_bytes = 64ull << 10;
   double max_patch_ratio = 1.5;  // ... and at most 1.5x the patch along each axis
   int64_t patch_divisor = 4;     // 3D: aim for chunks of a quarter of the patch per axis

@@ -1,5 +1,5 @@
 // The field names, meta keys and roles that shardify writes and that its readers rely on
-// (docs/CONVENTIONS.md). The format itself stores any field; these are conventions above
+// (docs/fields.md). The format itself stores any field; these are conventions above
 // it, named once here for convert/, reader/, trainer/, tools/ and the Python binding.
 #pragma once
 

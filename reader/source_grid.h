@@ -1,7 +1,7 @@
 // Mapping a preprocessed sample's arrays back onto the grid of its source file.
 //
 // shardify's preprocessing (--crop nonzero, --spacing) records with every sample where
-// its stored arrays came from (docs/CONVENTIONS.md): "source.shape" and "source.crop_box"
+// its stored arrays came from (docs/fields.md): "source.shape" and "source.crop_box"
 // (array axis order), "source.spacing", ".origin", ".direction" (ITK order). The stored
 // array covers the physical box of the crop box, resampled to its own size; its voxel j
 // along an axis lies at crop-box index (j + 0.5) * n / m - 0.5 for n crop-box voxels and

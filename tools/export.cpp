@@ -77,7 +77,7 @@ Result<std::vector<uint8_t>> NiftiHeaderFor(const Dataset& ds, const Array& a, D
     }
   }
   // Preprocessed and asked for the source grid: the source's geometry. A mask without
-  // geometry of its own lies on its image's grid (docs/CONVENTIONS.md).
+  // geometry of its own lies on its image's grid (docs/fields.md).
   std::string geometry = base;
   const int image = detail::FindImageField(m);
   if (a.source_grid) {

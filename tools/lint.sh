@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Checks what a review would otherwise catch by eye, in seconds: every C++ and CUDA source
 # is formatted as .clang-format says (clang-format-14; `tools/lint.sh --fix` rewrites them),
-# and no Catch2 test name holds a ';', which CTest would cut short so that the test
-# never runs. Exits 1 naming each offender.
+# no Catch2 test name holds a ';', which CTest would cut short so that the test never
+# runs, no *_internal.h is included from another folder, and every relative link of the
+# Markdown docs resolves (tools/check_docs.py). Exits 1 naming each offender.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -51,5 +52,7 @@ if [ ${#crossing[@]} -gt 0 ]; then
   printf '  %s\n' "${crossing[@]}" >&2
   status=1
 fi
-[ $status -eq 0 ] && echo "lint: ${#sources[@]} sources formatted, test names fine, internal headers stay home"
+# Every relative link of README.md and docs/ names an existing file and heading.
+python3 tools/check_docs.py || status=1
+[ $status -eq 0 ] && echo "lint: ${#sources[@]} sources formatted, test names fine, internal headers stay home, doc links resolve"
 exit $status

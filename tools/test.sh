@@ -14,7 +14,7 @@ usage: tools/test.sh [--full]
   --help   print this and exit
 
 Environment: JOBS (parallel jobs; default: all cores), FUZZ_SECONDS.
-To run a part of the Release tests: ctest --test-dir build -L unit (README, "Tests").
+To run a part of the Release tests: ctest --test-dir build -L unit (docs/extending.md, "Tests").
 EOF
 }
 

@@ -76,7 +76,7 @@ Status DescribeVolume(const TrainOptions& o, const Shape& shape, Setup& s) {
   return Status::Ok();
 }
 
-// A mask of one channel per class (docs/CONVENTIONS.md) trains one sigmoid per class.
+// A mask of one channel per class (docs/fields.md) trains one sigmoid per class.
 Status DescribeMultiLabel(const TrainOptions& o, Setup& s) {
   const int f = s.ds->manifest().FindField(o.mask_field);
   if (f < 0) return Status::Ok();  // CheckLabeled says so

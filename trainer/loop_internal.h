@@ -76,7 +76,7 @@ struct DataSpec {
   int spatial_rank() const { return patch.empty() ? 2 : static_cast<int>(patch.size()); }
 };
 
-// How a mask field labels its pixels (docs/CONVENTIONS.md): multi-label when its meta
+// How a mask field labels its pixels (docs/fields.md): multi-label when its meta
 // "multi_label" is "true", or, without that key, when it has K > 1 channels and its "labels"
 // name K classes numbered 0..K-1 (the rle layout before the key existed). `names` lists
 // the entries of "labels", those with an integer value by value first (empty without).

@@ -170,7 +170,7 @@ Result<std::unique_ptr<DatasetWriter>> MaskWriter(const PredictOptions& o, Predi
   const int64_t channels = p.spec.multi_label ? p.meta.model.num_classes : 1;
   const Shape shape = p.spec.patch.empty() ? Shape{channels, -1, -1} : Shape{channels, -1, -1, -1};
   fields.push_back({kMaskField, FieldKind::kNdarray, DType::kU8, shape, {}, {{kMetaRole, kRoleMask}}});
-  if (p.spec.multi_label) {  // the same declaration as the source's (docs/CONVENTIONS.md)
+  if (p.spec.multi_label) {  // the same declaration as the source's (docs/fields.md)
     nlohmann::json labels = nlohmann::json::object();
     for (size_t k = 0; k < p.spec.class_names.size(); ++k) labels[p.spec.class_names[k]] = k;
     if (!labels.empty()) fields.back().meta.push_back({kMetaLabels, labels.dump()});

@@ -15,7 +15,7 @@ orientation form a volume, sorted along the slice normal. A volume is one sample
     path, series     string        the first slice's file; SeriesInstanceUID
 
 These are the fields and the LPS convention the converter writes for NIfTI volumes
-(docs/CONVENTIONS.md); `shardtool export DS N -o x.nii.gz` turns them into the NIfTI
+(docs/fields.md); `shardtool export DS N -o x.nii.gz` turns them into the NIfTI
 affine (RAS). Default input: pydicom's test series (an axial CT of 5 slices, MR
 localizers in three orientations).
 

@@ -87,7 +87,7 @@ class Loader:
         shuffle). repeats: passes over the split per epoch. window_shards: shards mixed
         by "shard_windowed". patch_fields: (image field, label field or None).
         label_pad: label value outside a volume. pin_memory: pinned host buffers (default:
-        only for device="cuda"; see the README before copying pinned batches yourself).
+        only for device="cuda"; see docs/python.md before copying pinned batches yourself).
         output: "torch" or "numpy". verify_checksums: check every blob's XXH3. io: "mmap"
         or "pread", how shards are read (see Dataset; when ``dataset`` is a path).
       transform: None, or a callable applied to every batch before it is handed out:

@@ -19,7 +19,7 @@ def _none(spatial_dims=None, seed=0):
     return Compose([])
 
 
-# name: (builder, what it is). The values and their sources are in the README's table.
+# name: (builder, what it is). The values and their sources are in docs/transforms.md.
 PRESETS = {
     "nnunet": (_nnunet, "nnU-Net v2's default training augmentation (nnUNetTrainer.get_training_transforms)"),
     "mednist": (_mednist, "MONAI's MedNIST tutorial: ScaleIntensity, RandRotate(15 deg, p 0.5), "

@@ -122,7 +122,7 @@ class Writer:
     (a scalar kind), ``meta`` and ``finite``. Omitted: inferred from
     the first sample (arrays keep its exact shape). Fields named by the conventions
     (``image``, ``label``, ``mask``, ``path``, ``<f>.spacing``, ``.origin``, ``.direction``,
-    ``.nifti_header``; docs/CONVENTIONS.md) get their role, so ``shardtool`` and the Loader
+    ``.nifti_header``; docs/fields.md) get their role, so ``shardtool`` and the Loader
     treat them as a converted dataset's.
 
     ``chunks``: a spatial chunk shape such as ``(64, 64, 64)`` for every array of that rank

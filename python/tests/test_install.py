@@ -1,4 +1,4 @@
-"""`pip install .` and `pip wheel .` as the README gives them, offline: a venv that sees
+"""`pip install .` and `pip wheel .` as docs/python.md gives them, offline: a venv that sees
 Debian's site-packages (numpy, torch, setuptools, wheel), no build isolation, no index.
 CTest sets SHARDIFY_BUILD_DIR to its own build tree, so pip packages the extension built
 there instead of building the project a second time; without it the test skips."""
@@ -58,7 +58,7 @@ def run(command, cwd, timeout=240):
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory):
-    """A venv made as the README says, with shardify installed into it by pip from this repository."""
+    """A venv made as docs/python.md says, with shardify installed into it by pip from this repository."""
     path = tmp_path_factory.mktemp("venv")
     run([sys.executable, "-m", "venv", "--system-site-packages", path], cwd=path)
     run([path / "bin" / "python", "-m", "pip", "install", "--no-build-isolation", "--no-index", "."], cwd=ROOT)

@@ -1,4 +1,4 @@
-"""Samples/s of shardify.Writer and shardify.write on Fashion-MNIST (README, "Writing any
+"""Samples/s of shardify.Writer and shardify.write on Fashion-MNIST (docs/python.md, "Writing any
 dataset"). Usage:
   writer_bench.py arrays OUT [nodict]   the 60,000 training images as numpy arrays, one Writer
                                         (nodict: dict=False, without the default dictionary)

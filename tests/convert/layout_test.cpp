@@ -1,4 +1,4 @@
-// Each source layout converts into the fields of docs/CONVENTIONS.md.
+// Each source layout converts into the fields of docs/fields.md.
 #include <zlib.h>
 
 #include <catch2/catch.hpp>

@@ -49,7 +49,7 @@ TEST_CASE("format: MetaValue returns the first value of a key, or empty") {
   CHECK(MetaValue(f, kMetaMultiLabel).empty());
 }
 
-TEST_CASE("format: field names match docs/CONVENTIONS.md") {
+TEST_CASE("format: field names match docs/fields.md") {
   // The composed names agree with the ones written out in full.
   CHECK(std::string(kMaskField) + kFgLocationsSuffix == kMaskFgLocationsField);
   CHECK(std::string(kSourcePrefix) + kSpacingSuffix == kSourceSpacingField);

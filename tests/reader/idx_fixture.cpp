@@ -1,5 +1,5 @@
 // reader_idx_fixture: writes an MNIST-style idx pair (uncompressed) as a shard dataset
-// with the field conventions of docs/CONVENTIONS.md, for the loader race when the
+// with the field conventions of docs/fields.md, for the loader race when the
 // converter is not built. Same pixels as the class-folder PNGs made from the same files.
 #include <CLI/CLI.hpp>
 #include <cstdio>
