@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "base/strings.h"
@@ -92,6 +93,40 @@ Result<std::vector<uint8_t>> NiftiHeaderFor(const Dataset& ds, const Array& a, D
   return media::MakeNifti1Header(a.shape, a.dtype, spacing, origin, direction);
 }
 
+#ifdef SHARDIFY_TOOLS_WITH_READER
+// The conversion option `key` from the provenance, or "".
+std::string ProvenanceOption(const Manifest& m, const std::string& key) {
+  for (const KeyValue& kv : m.provenance.options) {
+    if (kv.key == key) return kv.value;
+  }
+  return "";
+}
+
+// What a voxel outside the crop (0 in every source channel) is stored as, per channel of
+// `norm` (image.normalization, [C, 4]): its normalization of 0, or 0 itself for a channel
+// z-scored within the nonzero region (provenance zscore_region=nonzero), which sets every
+// voxel outside that region to 0, as nnU-Net does. No normalization: 0.
+std::vector<double> OutsideFill(const Manifest& m, const std::vector<double>& norm) {
+  if (norm.size() < 4) return {0.0};
+  const bool in_region = ProvenanceOption(m, "zscore_region") == "nonzero";
+  std::vector<std::string> schemes;  // one for every channel, or one per channel
+  const std::string list = ProvenanceOption(m, "normalize");
+  for (size_t at = 0; !list.empty() && at <= list.size();) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    schemes.push_back(list.substr(at, comma - at));
+    at = comma + 1;
+  }
+  std::vector<double> fill;
+  for (size_t c = 0; c + 4 <= norm.size(); c += 4) {
+    const size_t channel = c / 4;
+    const std::string scheme = schemes.empty() ? "" : schemes[std::min(channel, schemes.size() - 1)];
+    fill.push_back(
+        in_region && scheme == "zscore" ? 0.0 : (std::clamp(0.0, norm[c], norm[c + 1]) - norm[c + 2]) / norm[c + 3]);
+  }
+  return fill;
+}
+#endif
+
 // Brings `a` back to its source form: onto the source grid when asked, and into the
 // source dtype unless it was normalized.
 Status ToSourceForm(const Dataset& ds, bool source_grid, Array* a, Decoder& d) {
@@ -102,11 +137,7 @@ Status ToSourceForm(const Dataset& ds, bool source_grid, Array* a, Decoder& d) {
   if (source_grid) {
     ASSIGN_OR_RETURN(const std::optional<SourceGrid> grid, ReadSourceGrid(ds, a->sample, d));
     if (grid) {
-      std::vector<double> fill = {0.0};  // a source 0, as stored: normalized per channel
-      for (size_t c = 0; c + 4 <= norm.size(); c += 4) {
-        if (c == 0) fill.clear();
-        fill.push_back((std::clamp(0.0, norm[c], norm[c + 1]) - norm[c + 2]) / norm[c + 3]);
-      }
+      const std::vector<double> fill = OutsideFill(ds.manifest(), norm);
       const bool mask = detail::MetaValue(spec, kMetaRole) == kRoleMask;
       ASSIGN_OR_RETURN(a->bytes, ToSourceGrid(*grid, a->dtype, a->shape, a->bytes,
                                               mask ? GridInterp::kNearest : GridInterp::kLinear, fill, &a->shape));

@@ -1,5 +1,7 @@
 """shardify.convert's preprocessing options (crop, ct normalization, spacing, dtype) against numpy."""
 
+import os
+
 import numpy as np
 from scipy import ndimage
 
@@ -126,6 +128,23 @@ def test_zscore_uses_the_nonzero_region_when_cropping_shrinks_the_median_case_be
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, atol=2e-6)
         assert np.count_nonzero(got == 0) > 0.5 * got[0].size  # outside the region: exactly 0
+
+    # Back on the source grid, outside the crop is outside the region too: 0, as inside.
+    import struct
+    import subprocess
+    shardtool = os.path.join(os.path.dirname(os.path.abspath(shardify.__file__)), "..", "..", "bin", "shardtool")
+    subprocess.run([shardtool, "export", str(tmp_path / "ds"), "0", "-o", str(tmp_path / "back.nii"), "--field", "image",
+                    "--source-grid"], check=True, capture_output=True)
+    raw = open(tmp_path / "back.nii", "rb").read()
+    offset = int(struct.unpack_from("<f", raw, 108)[0])
+    images, seg = cases[0]
+    back = np.frombuffer(raw, np.float32, offset=offset).reshape(images.shape)
+    nonzero = np.any(images != 0, axis=0)
+    box = tuple(slice(i.min(), i.max() + 1) for i in np.nonzero(nonzero))
+    np.testing.assert_array_equal(back[(slice(None),) + box], ds[0]["image"])
+    outside = np.ones(nonzero.shape, bool)
+    outside[box] = False
+    assert outside.any() and np.all(back[:, outside] == 0)
 
     # A ball filling most of its volume: cropping keeps over 3/4, every voxel counts.
     write_brains(tmp_path / "large", radius=9, cases=1)
