@@ -43,10 +43,17 @@ struct Flags {
   std::string max_sample_memory = "2G", max_memory;
   std::string part;
   std::string dtype, spacing, resample_image = "cubic", resample_mask = "linear", crop = "none", normalize = "none";
+  std::string preprocess = "none";
 };
 
 // The preprocessing flags (preprocess.h).
 void DefinePreprocess(CLI::App& app, Flags& f) {
+  app.add_option("--preprocess", f.preprocess,
+                 "nnunet: nnU-Net v2's default preprocessing (3d_fullres): --crop nonzero, --spacing auto,\n"
+                 "cubic images, masks per label, each channel normalized by its name in dataset.json\n"
+                 "(CT -> ct, noNorm -> none, else zscore; zscore without names). Flags given as well win")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "nnunet"}));
   app.add_option("--dtype", f.dtype,
                  "Store the image field in this dtype: u8, i8, u16, i16, u32, i32, i64, f16, f32 or f64.\n"
                  "Default: the smallest dtype that holds every input's values exactly (u8 + u16 -> u16,\n"
@@ -80,14 +87,21 @@ void DefinePreprocess(CLI::App& app, Flags& f) {
 Status ToPreprocessOptions(const CLI::App& app, const Flags& f, PreprocessOptions& o) {
   if (!f.spacing.empty()) {
     RETURN_IF_ERROR(ParseSpacing(f.spacing, &o));
-  } else if (app.count("--resample-image") > 0 || app.count("--resample-mask") > 0) {
-    return InvalidArgument("--resample-image and --resample-mask need --spacing");
+  } else if ((app.count("--resample-image") > 0 || app.count("--resample-mask") > 0) && f.preprocess != "nnunet") {
+    return InvalidArgument("--resample-image and --resample-mask need --spacing (or --preprocess nnunet)");
   }
   o.image_interp = f.resample_image == "linear" ? ImageInterp::kLinear : ImageInterp::kCubic;
   o.mask_interp = f.resample_mask == "nearest" ? MaskInterp::kNearest : MaskInterp::kLinear;
   o.crop_nonzero = f.crop == "nonzero";
   o.nan_to_num = f.nan_to_num;
   ASSIGN_OR_RETURN(o.normalize, ParseNormalize(f.normalize));
+  PresetGiven given;
+  given.crop = app.count("--crop") > 0;
+  given.spacing = app.count("--spacing") > 0;
+  given.normalize = app.count("--normalize") > 0;
+  given.resample_image = app.count("--resample-image") > 0;
+  given.resample_mask = app.count("--resample-mask") > 0;
+  RETURN_IF_ERROR(ApplyPreset(f.preprocess, given, &o));
   if (!f.dtype.empty()) {
     o.dtype = ParseDType(f.dtype);
     if (!o.dtype)

@@ -4,10 +4,12 @@
 #include "convert/preprocess.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "convert/preprocess_internal.h"
@@ -20,6 +22,7 @@
 namespace shardify::convert {
 
 bool PreprocessOptions::normalizes() const {
+  if (normalize_by_channel_names) return true;
   for (Normalization n : normalize) {
     if (n != Normalization::kNone) return true;
   }
@@ -110,6 +113,30 @@ const char* NormalizationName(Normalization n) {
       return "ct";
   }
   return "?";
+}
+
+Result<Normalization> ChannelSchemeOf(const std::string& name) {
+  std::string folded;
+  for (char c : name) folded += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (folded == "ct") return Normalization::kCt;
+  if (folded == "nonorm") return Normalization::kNone;
+  if (folded == "rescale_to_0_1" || folded == "rgb_to_0_1") {
+    return InvalidArgument("channel '" + name + "': nnU-Net's " + folded +
+                           " normalization has no counterpart; give --normalize for every channel");
+  }
+  return Normalization::kZScore;
+}
+
+Status ApplyPreset(const std::string& name, const PresetGiven& given, PreprocessOptions* o) {
+  if (name == "none" || name.empty()) return Status::Ok();
+  if (name != "nnunet") return InvalidArgument("--preprocess '" + name + "' is not nnunet or none");
+  o->preset = name;
+  if (!given.crop) o->crop_nonzero = true;
+  if (!given.spacing) o->auto_spacing = true, o->spacing.clear();
+  if (!given.resample_image) o->image_interp = ImageInterp::kCubic;
+  if (!given.resample_mask) o->mask_interp = MaskInterp::kLinear;
+  if (!given.normalize) o->normalize.clear(), o->normalize_by_channel_names = true;
+  return Status::Ok();
 }
 
 Result<std::vector<Normalization>> ParseNormalize(const std::string& text) {
@@ -302,11 +329,45 @@ void CheckCases(const PreprocessOptions& o, const SourcePlan& source, const std:
   }
 }
 
+// Each channel's scheme from dataset.json's channel_names ({"0": "CT", "1": "T2"}), in
+// channel order; {zscore} (every channel) without names.
+Result<std::vector<Normalization>> SchemesByChannelName(const SourcePlan& source, std::vector<std::string>* notes) {
+  if (source.channel_names_json.empty()) {
+    notes->push_back("normalization by channel name: no channel names, zscore for every channel");
+    return std::vector<Normalization>{Normalization::kZScore};
+  }
+  const nlohmann::json names = nlohmann::json::parse(source.channel_names_json, nullptr, false);
+  if (!names.is_object()) return Internal("channel names are not a JSON object");
+  std::vector<std::pair<int64_t, std::string>> channels;
+  for (const auto& [key, value] : names.items()) {
+    int64_t k = 0;
+    if (!ParseInt(key, &k) || !value.is_string()) {
+      return InvalidArgument("dataset.json: channel_names entry '" + key + "' is not \"<index>\": \"<name>\"");
+    }
+    channels.emplace_back(k, value.get<std::string>());
+  }
+  std::sort(channels.begin(), channels.end());
+  std::vector<Normalization> out;
+  std::string list;
+  for (const auto& [k, name] : channels) {
+    ASSIGN_OR_RETURN(const Normalization n, ChannelSchemeOf(name));
+    out.push_back(n);
+    list += (list.empty() ? "" : ", ") + name + " -> " + NormalizationName(n);
+  }
+  notes->push_back("normalization by channel name (nnU-Net's rule): " + list);
+  return out;
+}
+
 }  // namespace
 
-Status PlanPreprocessing(const PreprocessOptions& o, const SourcePlan& source, std::vector<CaseInfo>& infos,
+Status PlanPreprocessing(const PreprocessOptions& given, const SourcePlan& source, std::vector<CaseInfo>& infos,
                          std::vector<bool>& ok, std::vector<Status>& errors, PreprocessPlan* plan,
                          std::vector<uint64_t>* work_bytes, std::vector<std::string>* notes) {
+  PreprocessOptions o = given;
+  if (o.normalize_by_channel_names) {
+    ASSIGN_OR_RETURN(o.normalize, SchemesByChannelName(source, notes));
+    o.normalize_by_channel_names = false;
+  }
   plan->options = o;
   plan->normalize = o.normalizes() ? o.normalize : std::vector<Normalization>{};
   work_bytes->assign(infos.size(), 0);
@@ -473,6 +534,7 @@ std::vector<KeyValue> PreprocessProvenance(const PreprocessPlan& plan) {
   const PreprocessOptions& o = plan.options;
   std::vector<KeyValue> out;
   if (o.dtype) out.push_back({"dtype", DTypeName(*o.dtype)});
+  if (!o.preset.empty()) out.push_back({"preprocess", o.preset});
   if (o.nan_to_num) out.push_back({"nan_to_num", "true"});
   if (o.crop_nonzero) out.push_back({"crop", "nonzero"});
   if (!plan.spacing.empty()) {

@@ -43,6 +43,12 @@ struct PreprocessOptions {
   // the foreground (mask > 0) voxels of the training split, then z-scored with their mean and std (a first pass over
   // the data).
   std::vector<Normalization> normalize;
+  // Instead of `normalize` (which must then be empty): each channel's scheme from its name
+  // in dataset.json's channel_names, as nnU-Net picks it (ChannelSchemeOf); without
+  // channel names (other layouts), zscore for every channel.
+  bool normalize_by_channel_names = false;
+  // The preset that set these options ("nnunet"), recorded in the provenance; empty: none.
+  std::string preset;
   // The image field's dtype. Default: the smallest dtype that holds every input's values
   // exactly (PromoteDTypes), f32 when normalized. Normalized data may be f32, f16 or f64.
   std::optional<DType> dtype;
@@ -60,6 +66,22 @@ struct PreprocessOptions {
   // Any step that changes the grid or the values (crop, resampling, normalization, NaN).
   bool transforms() const { return crop_nonzero || resamples() || normalizes() || nan_to_num; }
 };
+
+// nnU-Net's normalization scheme for a channel named `name` in dataset.json (its
+// channel_name_to_normalization_mapping, case-insensitive): "CT" -> ct, "noNorm" -> none,
+// "zscore" -> zscore, any other name (T1, T2, FLAIR, ...) -> zscore. nnU-Net's
+// rescale_to_0_1 and rgb_to_0_1 have no counterpart here: InvalidArgument naming them.
+Result<Normalization> ChannelSchemeOf(const std::string& name);
+
+// --preprocess nnunet: nnU-Net v2's default preprocessing (3d_fullres) as options: crop to
+// the nonzero box, the target spacing by its rule (auto_spacing), images by cubic B-spline
+// and masks per label linearly, each channel normalized by its name. The flags a user
+// gives as well override the preset's (set `given` for each). InvalidArgument for another
+// preset name than nnunet or none.
+struct PresetGiven {
+  bool crop = false, spacing = false, normalize = false, resample_image = false, resample_mask = false;
+};
+Status ApplyPreset(const std::string& name, const PresetGiven& given, PreprocessOptions* o);
 
 // --spacing: "x=0.8,y=0.8,z=1.5" (the axes named, in any order; x, y, z as in NIfTI,
 // nibabel, ITK and every stored "*.spacing"), one value for every axis ("1" or "1,1,1"),

@@ -155,3 +155,34 @@ def test_zscore_uses_the_nonzero_region_when_cropping_shrinks_the_median_case_be
     image = ds2[0]["image"]
     np.testing.assert_allclose(image.reshape(2, -1).mean(axis=1), 0, atol=1e-5)
     np.testing.assert_allclose(image.reshape(2, -1).std(axis=1), 1, atol=1e-5)
+
+
+def test_preprocess_nnunet_is_the_explicit_flags_with_each_channel_normalized_by_its_name(tmp_path):
+    write_brains(tmp_path / "src", radius=4, cases=2)
+    (tmp_path / "src" / "dataset.json").write_text(
+        '{"channel_names": {"0": "CT", "1": "T2"}, "labels": {"background": 0, "a": 1, "b": 2}, '
+        '"numTraining": 2, "file_ending": ".nii"}')
+    summary = shardify.convert(tmp_path / "src", tmp_path / "preset", preprocess="nnunet", progress=False)
+    assert any("CT -> ct, T2 -> zscore" in line for line in summary.preprocessing)
+    shardify.convert(tmp_path / "src", tmp_path / "flags", crop="nonzero", spacing="auto", normalize="ct,zscore",
+                     progress=False)
+    preset, flags = shardify.Dataset(tmp_path / "preset"), shardify.Dataset(tmp_path / "flags")
+    options = preset.provenance["options"]
+    assert options["preprocess"] == "nnunet" and options["normalize"] == "ct,zscore"
+    assert options["crop"] == "nonzero" and options["spacing_rule"] == "auto"
+    assert {k: v for k, v in options.items() if k != "preprocess"} == flags.provenance["options"]
+    for i in range(len(preset)):
+        np.testing.assert_array_equal(preset[i]["image"], flags[i]["image"])
+        np.testing.assert_array_equal(preset[i]["mask"], flags[i]["mask"])
+    # A flag given as well wins over the preset's; a scheme nnU-Net has and shardify not is refused.
+    shardify.convert(tmp_path / "src", tmp_path / "z", preprocess="nnunet", normalize="zscore", progress=False)
+    assert shardify.Dataset(tmp_path / "z").provenance["options"]["normalize"] == "zscore"
+    (tmp_path / "src" / "dataset.json").write_text(
+        '{"channel_names": {"0": "rescale_to_0_1", "1": "T2"}, "labels": {"background": 0, "a": 1, "b": 2}, '
+        '"numTraining": 2, "file_ending": ".nii"}')
+    try:
+        shardify.convert(tmp_path / "src", tmp_path / "bad", preprocess="nnunet", progress=False)
+    except ValueError as e:
+        assert "rescale_to_0_1" in str(e)
+    else:
+        raise AssertionError("rescale_to_0_1 was accepted")

@@ -648,4 +648,31 @@ TEST_CASE("preprocess: ct draws as many foreground values from every case as num
   CHECK_THAT(r.status().ToString(), Catch::Contains("cannot be resampled"));
 }
 
+TEST_CASE("preprocess: --preprocess nnunet sets nnU-Net's options, flags given as well win, names pick schemes") {
+  CHECK(*ChannelSchemeOf("CT") == Normalization::kCt);
+  CHECK(*ChannelSchemeOf("ct") == Normalization::kCt);
+  CHECK(*ChannelSchemeOf("noNorm") == Normalization::kNone);
+  CHECK(*ChannelSchemeOf("T2") == Normalization::kZScore);
+  CHECK(*ChannelSchemeOf("ZScore") == Normalization::kZScore);
+  CHECK_THAT(ChannelSchemeOf("rgb_to_0_1").status().ToString(), Catch::Contains("no counterpart"));
+  auto preset = ParseCommandLine({"src", "-o", "dst", "--preprocess", "nnunet"});
+  REQUIRE(preset.ok());
+  const PreprocessOptions& p = preset->options.preprocess;
+  CHECK(p.crop_nonzero);
+  CHECK(p.auto_spacing);
+  CHECK(p.normalize_by_channel_names);
+  CHECK(p.normalize.empty());
+  CHECK(p.image_interp == ImageInterp::kCubic);
+  CHECK(p.mask_interp == MaskInterp::kLinear);
+  CHECK(p.preset == "nnunet");
+  auto mixed = ParseCommandLine({"src", "-o", "dst", "--preprocess", "nnunet", "--normalize", "zscore", "--spacing",
+                                 "1", "--resample-mask", "nearest"});
+  REQUIRE(mixed.ok());
+  CHECK_FALSE(mixed->options.preprocess.normalize_by_channel_names);
+  CHECK(mixed->options.preprocess.normalize == std::vector<Normalization>{Normalization::kZScore});
+  CHECK_FALSE(mixed->options.preprocess.auto_spacing);
+  CHECK(mixed->options.preprocess.mask_interp == MaskInterp::kNearest);
+  CHECK_FALSE(ParseCommandLine({"src", "-o", "dst", "--preprocess", "nnUNetPlans"}).ok());
+}
+
 }  // namespace shardify::convert
