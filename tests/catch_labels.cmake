@@ -35,6 +35,8 @@ foreach(name ${all})
   if(NOT "subprocess" IN_LIST labels)
     list(PREPEND labels unit)
   endif()
-  string(APPEND script "set_tests_properties([==[${name}]==] PROPERTIES LABELS \"${labels}\")\n")
+  # A test that prints SHARDIFY_SKIP's line (tests/common/skip.h) is reported as skipped.
+  string(APPEND script "set_tests_properties([==[${name}]==] PROPERTIES LABELS \"${labels}\" "
+                       "SKIP_REGULAR_EXPRESSION \"\\\\[shardify test skipped\\\\]\")\n")
 endforeach()
 file(WRITE "${OUTPUT}" "${script}")

@@ -12,6 +12,7 @@
 #include "reader/cuda_internal.h"
 #include "reader/loader.h"
 #include "tests/common/claims.h"
+#include "tests/common/skip.h"
 #include "tests/common/temp_dir.h"
 #include "tests/reader/reader_fixtures.h"
 
@@ -171,10 +172,7 @@ TEST_CASE("reader: resident memory stays bounded on a dataset 50x the ring") {
 }
 
 TEST_CASE("reader: without a CUDA device, slots are aligned host memory and staging is refused") {
-  if (CudaDeviceAvailable()) {
-    WARN("a CUDA device answers; the device test below covers this machine");
-    return;
-  }
+  if (CudaDeviceAvailable()) SHARDIFY_SKIP("a CUDA device answers; the device test below covers this machine");
   TempDir tmp;
   FixtureOptions fx;
   REQUIRE(testing::WriteFixture(tmp / "ds", fx).ok());
@@ -195,10 +193,7 @@ TEST_CASE("reader: without a CUDA device, slots are aligned host memory and stag
 }
 
 TEST_CASE("reader: staged batches hold the host bytes on the device (CUDA device only)") {
-  if (!CudaDeviceAvailable()) {
-    WARN("no CUDA device answers: the pinned-memory and staging path is not exercised here");
-    return;
-  }
+  if (!CudaDeviceAvailable()) SHARDIFY_SKIP("no CUDA device answers: the pinned-memory and staging path");
   TempDir tmp;
   FixtureOptions fx;
   fx.samples = 200;
