@@ -1,5 +1,7 @@
 #include "tools/grid.h"
 
+#include <zlib.h>
+
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -26,6 +28,49 @@ void CheckPngSize(const std::string& path, uint32_t width, uint32_t height) {
   CHECK(png[24] == 8);  // bit depth
   CHECK(png[25] == 2);  // RGB
   CHECK(std::memcmp(png.data() + png.size() - 8, "IEND", 4) == 0);
+}
+
+// The RGB pixels of a PNG written by media/png.h (8-bit RGB, every row filtered "none").
+std::vector<uint8_t> DecodeOwnPng(const std::string& path, uint32_t* width, uint32_t* height) {
+  const std::vector<uint8_t> png = test::ReadFile(path);
+  *width = BigEndian32(&png[16]);
+  *height = BigEndian32(&png[20]);
+  std::vector<uint8_t> z;
+  for (size_t at = 8; at + 12 <= png.size();) {
+    const uint32_t length = BigEndian32(&png[at]);
+    if (std::memcmp(&png[at + 4], "IDAT", 4) == 0) z.insert(z.end(), &png[at + 8], &png[at + 8 + length]);
+    at += 12 + length;
+  }
+  const size_t stride = size_t(*width) * 3 + 1;
+  std::vector<uint8_t> raw(stride * *height);
+  uLongf size = static_cast<uLongf>(raw.size());
+  REQUIRE(uncompress(raw.data(), &size, z.data(), static_cast<uLong>(z.size())) == Z_OK);
+  REQUIRE(size == raw.size());
+  std::vector<uint8_t> rgb;
+  for (uint32_t y = 0; y < *height; ++y) {
+    REQUIRE(raw[y * stride] == 0);
+    rgb.insert(rgb.end(), raw.begin() + y * stride + 1, raw.begin() + (y + 1) * stride);
+  }
+  return rgb;
+}
+
+// Pixels unlike the background (the top-left corner, padding), coloured ones (R, G, B not
+// all equal) among them, and distinct colours.
+struct PixelCounts {
+  size_t drawn = 0, coloured = 0, colours = 0, total = 0;
+};
+PixelCounts CountPixels(const std::vector<uint8_t>& rgb) {
+  PixelCounts c;
+  std::set<uint32_t> seen;
+  for (size_t k = 0; k + 3 <= rgb.size(); k += 3) {
+    const uint8_t r = rgb[k], g = rgb[k + 1], b = rgb[k + 2];
+    c.drawn += r != rgb[0] || g != rgb[1] || b != rgb[2];
+    c.coloured += r != g || g != b;
+    seen.insert(uint32_t(r) << 16 | g << 8 | b);
+    ++c.total;
+  }
+  c.colours = seen.size();
+  return c;
 }
 
 TEST_CASE("tools: grid draws distinct seeded samples of a split", "[tools]") {
@@ -72,10 +117,20 @@ TEST_CASE("tools: grid draws masked RGB images and the middle slice of volumes",
   REQUIRE(RunGrid(tmp / "rgb", tmp / "rgb.png", o, out).ok());
   const GridLayout g = ComputeGridLayout(test::kRgbSamples, o.tile, 0);
   CheckPngSize(tmp / "rgb.png", g.width, g.height);
+  uint32_t w = 0, h = 0;
+  // RGB images with their masks in colour: most of each tile is drawn, in many colours.
+  const PixelCounts rgb = CountPixels(DecodeOwnPng(tmp / "rgb.png", &w, &h));
+  CHECK(rgb.drawn > rgb.total / 3);
+  CHECK(rgb.coloured > rgb.total / 4);
+  CHECK(rgb.colours > 100);
   test::WriteVolume(tmp / "vol", test::ReadNiftiSource(test::kNiftiPath));
   REQUIRE(RunGrid(tmp / "vol", tmp / "vol.png", o, out).ok());
   const GridLayout v = ComputeGridLayout(1, o.tile, 0);
   CheckPngSize(tmp / "vol.png", v.width, v.height);
+  // The brain's middle slice: a gray picture of many levels over a good part of the tile.
+  const PixelCounts vol = CountPixels(DecodeOwnPng(tmp / "vol.png", &w, &h));
+  CHECK(vol.drawn > vol.total / 5);
+  CHECK(vol.colours > 30);
 }
 
 }  // namespace
