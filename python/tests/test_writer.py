@@ -1,5 +1,6 @@
 """shardify.Writer: any samples into the dataset the converter writes."""
 
+import json
 import os
 import subprocess
 
@@ -56,6 +57,12 @@ def test_samples_read_back_with_splits_classes_roles_and_stats(tmp_path):
     assert stats["mean"] == pytest.approx(pixels.mean()) and stats["std"] == pytest.approx(pixels.std())
     assert "40 samples" in shardtool("verify", tmp_path / "ds")
     assert "case017" in shardtool("show", tmp_path / "ds", 17)
+    info = json.loads(shardtool("info", tmp_path / "ds", "--json"))
+    assert info["samples"] == 40 and info["splits"] == {"train": 30, "val": 10}
+    assert info["classes"] == ["benign", "malignant"]
+    rows = json.loads(shardtool("ls", tmp_path / "ds", "--split", "val", "--json"))
+    assert [r["index"] for r in rows] == list(range(30, 40)) and {r["split"] for r in rows} == {"val"}
+    assert [r["label"] for r in rows] == [items[i]["label"] for i in range(30, 40)]
 
 
 def test_schema_is_inferred_from_the_first_sample(tmp_path):
