@@ -66,7 +66,7 @@ void Truncate(const std::string& path, uint64_t size) {
 }  // namespace
 
 TEST_CASE("io: pread and mmap give the same bytes on every golden dataset") {
-  for (const char* name : {"golden-v1", "golden-v2", "golden-v3"}) {
+  for (const char* name : {"golden-v1", "golden-v2", "golden-v3", "golden-v4"}) {
     const std::string dir = std::string(SHARDIFY_TEST_DATA_DIR) + "/" + name;
     INFO(dir);
     const std::vector<Bytes> mapped = DecodeAll(*OpenWith(dir, IoMode::kMmap));
