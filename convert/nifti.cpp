@@ -67,13 +67,6 @@ Status ReadExactly(gzFile_s* f, uint8_t* dst, uint64_t n, const std::string& pat
   return Status::Ok();
 }
 
-void SwapToLittle(std::vector<uint8_t>& v, size_t width) {
-  if (width < 2) return;
-  for (size_t i = 0; i + width <= v.size(); i += width) {
-    for (size_t a = 0, b = width - 1; a < b; ++a, --b) std::swap(v[i + a], v[i + b]);
-  }
-}
-
 }  // namespace
 
 Result<NiftiVolume> ReadNifti(const std::string& path, std::vector<uint8_t>* voxels, uint64_t max_bytes) {
@@ -99,7 +92,7 @@ Result<NiftiVolume> ReadNifti(const std::string& path, std::vector<uint8_t>* vox
     std::memcpy(voxels->data(), head + h.vox_offset, have);
     RETURN_IF_ERROR(ReadExactly(f.get(), voxels->data() + have, n - have, path, "NIfTI voxel data"));
   }
-  if (h.big_endian) SwapToLittle(*voxels, DTypeSize(h.dtype));
+  if (h.big_endian) media::SwapElementBytes(voxels->data(), voxels->size(), DTypeSize(h.dtype));
   return h;
 }
 

@@ -411,4 +411,9 @@ Result<std::vector<uint8_t>> RetypeNiftiHeader(const std::vector<uint8_t>& heade
   return BuildNiftiHeader(h, header);
 }
 
+void SwapElementBytes(uint8_t* data, size_t size, size_t width) {
+  if (width < 2) return;
+  for (size_t k = 0; k + width <= size; k += width) std::reverse(data + k, data + k + width);
+}
+
 }  // namespace shardify::media

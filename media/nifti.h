@@ -100,4 +100,9 @@ Result<bool> NiftiHeaderFits(const std::vector<uint8_t>& header, const Shape& sh
 // Unsupported for f16.
 Result<std::vector<uint8_t>> RetypeNiftiHeader(const std::vector<uint8_t>& header, DType dtype);
 
+// Reverses the bytes of each `width`-byte element of data[0, size): the voxels of a
+// big-endian file into this machine's (little-endian) order, or back. width < 2: nothing;
+// a partial element at the end is left alone.
+void SwapElementBytes(uint8_t* data, size_t size, size_t width);
+
 }  // namespace shardify::media

@@ -37,9 +37,7 @@ Result<std::vector<uint8_t>> BuildNiftiImage(const std::vector<uint8_t>& header,
   std::memcpy(out.data(), head.data(), head.size());
   uint8_t* dst = out.data() + vox_offset;
   std::memcpy(dst, voxels, size);
-  if (h.big_endian && es > 1) {
-    for (size_t k = 0; k < size; k += es) std::reverse(dst + k, dst + k + es);
-  }
+  if (h.big_endian) media::SwapElementBytes(dst, size, es);
   return out;
 }
 

@@ -204,3 +204,15 @@ TEST_CASE("media: NIfTI datatypes map to dtypes and back") {
   CHECK_FALSE(DTypeOfNifti(32).has_value());    // complex64
   CHECK_FALSE(DTypeOfNifti(1280).has_value());  // uint64
 }
+
+TEST_CASE("media: SwapElementBytes reverses each element, leaves bytes and a partial tail alone") {
+  std::vector<uint8_t> v = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  SwapElementBytes(v.data(), v.size(), 4);
+  CHECK(v == std::vector<uint8_t>{4, 3, 2, 1, 8, 7, 6, 5, 9});
+  SwapElementBytes(v.data(), v.size(), 4);
+  CHECK(v == std::vector<uint8_t>{1, 2, 3, 4, 5, 6, 7, 8, 9});
+  SwapElementBytes(v.data(), v.size(), 1);
+  CHECK(v == std::vector<uint8_t>{1, 2, 3, 4, 5, 6, 7, 8, 9});
+  SwapElementBytes(v.data(), 8, 2);
+  CHECK(v == std::vector<uint8_t>{2, 1, 4, 3, 6, 5, 8, 7, 9});
+}
