@@ -192,9 +192,24 @@ struct Dataset::Impl {
     }
     return &open[n];
   }
+  // With `lock` holding `mu`, on return too: shard n, open, in `open` (valid while the lock
+  // is held). A shard that is not open is opened and checked without the lock, its index
+  // taken from `indices` when it was checked before, then kept.
+  Result<const std::shared_ptr<const detail::MappedShard>*> Acquire(const std::string& dir, const Manifest& m,
+                                                                    const ReadOptions& o, size_t n,
+                                                                    std::unique_lock<std::mutex>& lock) const {
+    if (const auto* now = Touch(n)) return now;
+    std::shared_ptr<const detail::CheckedIndex> known = indices[n];
+    lock.unlock();
+    Result<std::shared_ptr<const detail::MappedShard>> opened = OpenShard(dir, m, n, o, std::move(known));
+    lock.lock();
+    if (!opened.ok()) return opened.status();
+    Keep(n, std::move(opened).value());  // now open[n] is set: ours, or one another thread kept first
+    return &open[n];
+  }
   // With `mu` held: keeps `shard` open as number n (unless another thread was first) and
-  // closes the least recently used beyond max_open (its index stays). Returns the open one.
-  std::shared_ptr<const detail::MappedShard> Keep(size_t n, std::shared_ptr<const detail::MappedShard> shard) const {
+  // closes the least recently used beyond max_open (its index stays).
+  void Keep(size_t n, std::shared_ptr<const detail::MappedShard> shard) const {
     if (!open[n]) {
       if (alive[n].lock() != shard) pinned_by[n] = 0;  // a new object: no SampleBatch call has pinned it
       open[n] = std::move(shard);
@@ -207,7 +222,6 @@ struct Dataset::Impl {
         lru.pop_back();
       }
     }
-    return open[n];
   }
 };
 
@@ -281,15 +295,8 @@ Result<SampleView> Dataset::Sample(uint64_t index) const {
   v.index_ = index;
   v.local_ = index - impl_->shard_starts[n];
   std::unique_lock<std::mutex> lock(impl_->mu);
-  if (const auto* open = impl_->Touch(n)) {
-    v.owner_ = *open;
-  } else {
-    std::shared_ptr<const detail::CheckedIndex> known = impl_->indices[n];
-    lock.unlock();  // open and check without holding the lock
-    ASSIGN_OR_RETURN(auto shard, impl_->OpenShard(dir_, manifest_, n, options_, std::move(known)));
-    lock.lock();
-    v.owner_ = impl_->Keep(n, std::move(shard));
-  }
+  ASSIGN_OR_RETURN(const auto* shard, impl_->Acquire(dir_, manifest_, options_, n, lock));
+  v.owner_ = *shard;
   v.shard_ = v.owner_.get();
   return v;
 }
@@ -311,23 +318,13 @@ Status Dataset::SampleBatch(const uint64_t* indices, size_t n, SampleView* out,
       shard = impl.ShardOf(index);
       lo = impl.shard_starts[shard];
       hi = impl.shard_ends[shard];
-      if (const auto* open = impl.Touch(shard)) {
-        current = open->get();
-        if (!impl.all_open && impl.pinned_by[shard] != call) {  // not yet pinned by this call
-          impl.pinned_by[shard] = call;
-          pins->push_back(*open);
-        }
-      } else {
-        std::shared_ptr<const detail::CheckedIndex> known = impl.indices[shard];
-        lock.unlock();
-        Result<std::shared_ptr<const detail::MappedShard>> opened =
-            impl.OpenShard(dir_, manifest_, shard, options_, std::move(known));
-        lock.lock();
-        if (!opened.ok()) return opened.status().WithContext("sample " + std::to_string(index));
-        std::shared_ptr<const detail::MappedShard> pin = impl.Keep(shard, std::move(opened).value());
-        current = pin.get();
+      Result<const std::shared_ptr<const detail::MappedShard>*> open =
+          impl.Acquire(dir_, manifest_, options_, shard, lock);
+      if (!open.ok()) return open.status().WithContext("sample " + std::to_string(index));
+      current = (*open)->get();
+      if (!impl.all_open && impl.pinned_by[shard] != call) {  // not yet pinned by this call
         impl.pinned_by[shard] = call;
-        pins->push_back(std::move(pin));
+        pins->push_back(**open);
       }
     }
     SampleView& v = out[i];
