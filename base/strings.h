@@ -1,10 +1,11 @@
-// String helpers shared by every folder (file-name suffixes, UTF-8).
+// String helpers shared by every folder (file-name suffixes, lists, UTF-8).
 #pragma once
 
 #include <cctype>
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace shardify {
 
@@ -22,6 +23,19 @@ inline bool EndsWithNoCase(std::string_view s, std::string_view suffix) {
     if (std::tolower(static_cast<unsigned char>(tail[i])) != static_cast<unsigned char>(suffix[i])) return false;
   }
   return true;
+}
+
+// The items of a comma-separated list, empty ones kept ("a,,b" -> a, "", b; "a," -> a, "");
+// an empty text has none.
+inline std::vector<std::string> SplitComma(std::string_view text) {
+  std::vector<std::string> out;
+  if (text.empty()) return out;
+  for (size_t at = 0;;) {
+    const size_t comma = text.find(',', at);
+    out.emplace_back(text.substr(at, comma == std::string_view::npos ? std::string_view::npos : comma - at));
+    if (comma == std::string_view::npos) return out;
+    at = comma + 1;
+  }
 }
 
 // The length of the well-formed UTF-8 sequence at the start of `s` (1 to 4 bytes; no

@@ -6,6 +6,7 @@
 
 #include "base/cli.h"
 #include "base/parallel.h"
+#include "base/strings.h"
 #include "convert/parts.h"
 
 namespace shardify::convert {
@@ -188,21 +189,6 @@ void Define(CLI::App& app, Flags& f) {
   app.add_flag("-q,--quiet", f.quiet, "No progress output");
 }
 
-std::vector<std::string> SplitList(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s) {
-    if (c == ',') {
-      out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  if (!cur.empty() || !out.empty()) out.push_back(cur);
-  return out;
-}
-
 Result<int> ParseLevel(const std::string& level) {
   if (level == "auto") return 0;
   char* end = nullptr;
@@ -261,7 +247,7 @@ Status ToOptions(const CLI::App& app, const Flags& f, ConvertOptions& o) {
   o.overwrite = f.overwrite;
   o.dry_run = f.dry_run;
   o.fsync = !f.no_fsync;
-  o.class_names = SplitList(f.classes);
+  o.class_names = SplitComma(f.classes);
   o.labels_from_masks = f.labels_from_masks;
   if (!f.part.empty()) {
     ASSIGN_OR_RETURN(const auto part,

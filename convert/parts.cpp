@@ -8,6 +8,7 @@
 #include "base/file.h"
 #include "convert/parts_internal.h"
 #include "convert/source_internal.h"
+#include "format/fields.h"
 #include "format/layout.h"
 
 namespace shardify::convert {
@@ -72,9 +73,7 @@ Result<Manifest> ReadManifestAt(const std::string& path, ManifestKind kind) {
 }
 
 bool MergedFrom(const Manifest& m, uint32_t parts) {
-  for (const KeyValue& kv : m.provenance.options)
-    if (kv.key == kPartsKey) return kv.value == std::to_string(parts);
-  return false;
+  return MetaValue(m.provenance.options, kPartsKey) == std::to_string(parts);
 }
 
 // The summary of a run that found its part written already: what `m` holds.

@@ -10,8 +10,8 @@
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "base/strings.h"
 #include "convert/preprocess_internal.h"
 #include "convert/resample_internal.h"
 #include "convert/schema_internal.h"
@@ -28,19 +28,6 @@ bool PreprocessOptions::normalizes() const {
   }
   return false;
 }
-
-namespace {
-
-std::vector<std::string> SplitComma(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(item);
-  if (!text.empty() && text.back() == ',') out.push_back("");
-  return out;
-}
-
-}  // namespace
 
 namespace {
 

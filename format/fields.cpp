@@ -2,12 +2,14 @@
 
 namespace shardify {
 
-std::string MetaValue(const FieldSpec& f, const std::string& key) {
-  for (const KeyValue& kv : f.meta) {
+std::string MetaValue(const std::vector<KeyValue>& entries, const std::string& key) {
+  for (const KeyValue& kv : entries) {
     if (kv.key == key) return kv.value;
   }
   return "";
 }
+
+std::string MetaValue(const FieldSpec& f, const std::string& key) { return MetaValue(f.meta, key); }
 
 int FindImageField(const Manifest& m) {
   const int named = m.FindField(kImageField);

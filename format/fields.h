@@ -58,8 +58,10 @@ inline constexpr char kRoleSourceGrid[] = "source_grid";
 inline constexpr char kRoleNormalization[] = "normalization";
 inline constexpr char kRoleFgLocations[] = "fg_locations";
 
-// The value of `key` in `f.meta` (the first, should it repeat), or "" when absent.
+// The value of `key` in `f.meta` (the first, should it repeat), or "" when absent; the same
+// in any key-value list (a provenance's options).
 std::string MetaValue(const FieldSpec& f, const std::string& key);
+std::string MetaValue(const std::vector<KeyValue>& entries, const std::string& key);
 
 // The field that holds the pixels: "image" when it is an ndarray, else the first ndarray
 // whose role is "image", else the first ndarray field; -1 when `m` has no ndarray field.

@@ -94,28 +94,15 @@ Result<std::vector<uint8_t>> NiftiHeaderFor(const Dataset& ds, const Array& a, D
 }
 
 #ifdef SHARDIFY_TOOLS_WITH_READER
-// The conversion option `key` from the provenance, or "".
-std::string ProvenanceOption(const Manifest& m, const std::string& key) {
-  for (const KeyValue& kv : m.provenance.options) {
-    if (kv.key == key) return kv.value;
-  }
-  return "";
-}
-
 // What a voxel outside the crop (0 in every source channel) is stored as, per channel of
 // `norm` (image.normalization, [C, 4]): its normalization of 0, or 0 itself for a channel
 // z-scored within the nonzero region (provenance zscore_region=nonzero), which sets every
 // voxel outside that region to 0, as nnU-Net does. No normalization: 0.
 std::vector<double> OutsideFill(const Manifest& m, const std::vector<double>& norm) {
   if (norm.size() < 4) return {0.0};
-  const bool in_region = ProvenanceOption(m, "zscore_region") == "nonzero";
-  std::vector<std::string> schemes;  // one for every channel, or one per channel
-  const std::string list = ProvenanceOption(m, "normalize");
-  for (size_t at = 0; !list.empty() && at <= list.size();) {
-    const size_t comma = std::min(list.find(',', at), list.size());
-    schemes.push_back(list.substr(at, comma - at));
-    at = comma + 1;
-  }
+  const bool in_region = MetaValue(m.provenance.options, "zscore_region") == "nonzero";
+  // One for every channel, or one per channel.
+  const std::vector<std::string> schemes = SplitComma(MetaValue(m.provenance.options, "normalize"));
   std::vector<double> fill;
   for (size_t c = 0; c + 4 <= norm.size(); c += 4) {
     const size_t channel = c / 4;

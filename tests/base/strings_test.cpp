@@ -29,3 +29,13 @@ TEST_CASE("strings: IsUtf8 accepts well-formed UTF-8 only, EscapeNonUtf8 spells 
   CHECK(EscapeNonUtf8("caf\xE9/\xC3\xA9.png") == "caf\\xE9/\xC3\xA9.png");
   CHECK(EscapeNonUtf8("\xC3") == "\\xC3");
 }
+
+TEST_CASE("strings: SplitComma keeps empty items, and an empty text has none") {
+  using V = std::vector<std::string>;
+  CHECK(SplitComma("").empty());
+  CHECK(SplitComma("ct") == V{"ct"});
+  CHECK(SplitComma("ct,zscore") == V{"ct", "zscore"});
+  CHECK(SplitComma("a,,b") == V{"a", "", "b"});
+  CHECK(SplitComma("a,") == V{"a", ""});
+  CHECK(SplitComma(",") == V{"", ""});
+}
