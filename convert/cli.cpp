@@ -100,8 +100,6 @@ Status ToPreprocessOptions(const CLI::App& app, const Flags& f, PreprocessOption
   given.crop = app.count("--crop") > 0;
   given.spacing = app.count("--spacing") > 0;
   given.normalize = app.count("--normalize") > 0;
-  given.resample_image = app.count("--resample-image") > 0;
-  given.resample_mask = app.count("--resample-mask") > 0;
   RETURN_IF_ERROR(ApplyPreset(f.preprocess, given, &o));
   if (!f.dtype.empty()) {
     o.dtype = ParseDType(f.dtype);

@@ -120,8 +120,6 @@ Status ApplyPreset(const std::string& name, const PresetGiven& given, Preprocess
   o->preset = name;
   if (!given.crop) o->crop_nonzero = true;
   if (!given.spacing) o->auto_spacing = true, o->spacing.clear();
-  if (!given.resample_image) o->image_interp = ImageInterp::kCubic;
-  if (!given.resample_mask) o->mask_interp = MaskInterp::kLinear;
   if (!given.normalize) o->normalize.clear(), o->normalize_by_channel_names = true;
   return Status::Ok();
 }

@@ -74,12 +74,13 @@ struct PreprocessOptions {
 Result<Normalization> ChannelSchemeOf(const std::string& name);
 
 // --preprocess nnunet: nnU-Net v2's default preprocessing (3d_fullres) as options: crop to
-// the nonzero box, the target spacing by its rule (auto_spacing), images by cubic B-spline
-// and masks per label linearly, each channel normalized by its name. The flags a user
+// the nonzero box, the target spacing by its rule (auto_spacing), each channel normalized
+// by its name; images by cubic B-spline and masks per label linearly are the defaults of
+// image_interp and mask_interp already, so they are left as they are. The flags a user
 // gives as well override the preset's (set `given` for each). InvalidArgument for another
 // preset name than nnunet or none.
 struct PresetGiven {
-  bool crop = false, spacing = false, normalize = false, resample_image = false, resample_mask = false;
+  bool crop = false, spacing = false, normalize = false;
 };
 Status ApplyPreset(const std::string& name, const PresetGiven& given, PreprocessOptions* o);
 
