@@ -13,12 +13,22 @@ import torch.nn.functional as F
 from . import _nnunet as N
 
 
+def upload(v, dtype, device):
+    """Host values as a tensor on `device`. On CUDA they travel through pinned memory by a
+    non-blocking copy: a copy from pageable memory first waits for everything queued on the
+    stream (the previous step's backward pass), which would stall the host every batch."""
+    t = torch.tensor(v, dtype=dtype)
+    if torch.device(device).type != "cuda":
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
+
+
 def _longs(v, device):
-    return torch.tensor(v, dtype=torch.long, device=device)
+    return upload(v, torch.long, device)
 
 
 def _floats(v, device):
-    return torch.tensor(v, dtype=torch.float32, device=device)
+    return upload(v, torch.float32, device)
 
 
 def _picked(pick):

@@ -294,8 +294,8 @@ class NormalizeIntensity(Transform):
                 mean = x.flatten(2).mean(-1).view(list(x.shape[:2]) + [1] * (x.dim() - 2))
                 std = x.flatten(2).std(-1).view(mean.shape)
             else:
-                mean = torch.as_tensor(self.mean, dtype=x.dtype, device=x.device).reshape(shape)
-                std = torch.as_tensor(self.std, dtype=x.dtype, device=x.device).reshape(shape)
+                mean = A.upload(self.mean, x.dtype, x.device).reshape(shape)
+                std = A.upload(self.std, x.dtype, x.device).reshape(shape)
             batch[key] = (x - mean) / torch.where(std > 0, std, torch.ones_like(std))
 
 

@@ -105,7 +105,7 @@ py::object DecodeField(const SampleView& view, size_t field, DType dtype) {
   const size_t bytes = static_cast<size_t>(out.nbytes());
   void* dst = out.mutable_data();
   Check(WithoutGil([&] { return view.Decode(field, dst, bytes, ThreadDecoder()); }));
-  return std::move(out);
+  return py::object(std::move(out));
 }
 
 py::object FieldValue(const SampleView& view, const FieldSpec& spec, size_t field) {
@@ -177,7 +177,7 @@ py::object Region(const PyDataset& d, uint64_t index, const std::string& name, c
   const size_t bytes_out = static_cast<size_t>(out.nbytes());
   Check(WithoutGil(
       [&] { return view.DecodeRegion(static_cast<size_t>(f), start, size, dst, bytes_out, ThreadDecoder()); }));
-  return std::move(out);
+  return py::object(std::move(out));
 }
 
 PyDataset Open(const std::string& path, bool verify_checksums, size_t max_open_shards, const std::string& io) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../common/claims.h"
+#include "../common/skip.h"
 #include "../common/temp_dir.h"
 #include "../common/watchdog.h"
 #include "catch_torch.h"
@@ -222,24 +223,12 @@ TEST_CASE("trainer: an output directory that cannot be written is refused before
   CHECK(epochs == 0);
 }
 
-TEST_CASE("trainer: CUDA runs where a device answers, and is refused cleanly where none does", "[subprocess]") {
+TEST_CASE("trainer: without a CUDA device, --device cuda is refused cleanly") {
+  if (torch::cuda::is_available()) SHARDIFY_SKIP("a CUDA device answers; tests/cuda trains on it");
   auto device = st::detail::PickDevice("cuda");
-  if (!torch::cuda::is_available()) {
-    REQUIRE_FALSE(device.ok());
-    CHECK(device.status().code() == StatusCode::kNotFound);
-    CHECK(st::detail::PickDevice("auto")->is_cpu());
-    return;
-  }
-  REQUIRE(device.ok());
-  testing::TempDir dir;
-  REQUIRE(WriteClassFixture(dir / "data", false, 64).ok());
-  st::TrainOptions o = SmallRun(dir / "data", dir / "out", "cnn");
-  o.device = "cuda";
-  o.epochs = 2;
-  auto r = st::Train(o);
-  REQUIRE(r.ok());
-  CHECK(r->device.rfind("cuda", 0) == 0);
-  CHECK(r->history.back().train_loss < r->history.front().train_loss);
+  REQUIRE_FALSE(device.ok());
+  CHECK(device.status().code() == StatusCode::kNotFound);
+  CHECK(st::detail::PickDevice("auto")->is_cpu());
 }
 
 namespace {

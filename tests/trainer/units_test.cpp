@@ -1,5 +1,7 @@
 // Unit tests of trainer/ pieces that need no dataset: bridge, transforms, metrics,
 // models, schedules, checkpoints, reports.
+#include <dlfcn.h>
+
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -41,6 +43,20 @@ std::shared_ptr<Batch> MakeBatch(int64_t b, int64_t h, int64_t w, std::vector<ui
 }
 
 }  // namespace
+
+TEST_CASE("trainer: std::filesystem binds to libstdc++, not to the copy PyTorch's wheels export") {
+  // The symbols a program linking LibTorch calls (tests' TempDir, the writer's renames).
+  for (const char* symbol : {"_ZNSt10filesystem10remove_allERKNS_7__cxx114pathERSt10error_code",
+                             "_ZNSt10filesystem6renameERKNS_7__cxx114pathES3_RSt10error_code",
+                             "_ZNSt10filesystem18create_directoriesERKNS_7__cxx114pathERSt10error_code"}) {
+    void* bound = ::dlsym(RTLD_DEFAULT, symbol);
+    REQUIRE(bound != nullptr);
+    Dl_info info{};
+    REQUIRE(::dladdr(bound, &info) != 0);
+    INFO(symbol << " binds to " << info.dli_fname);
+    CHECK(std::string(info.dli_fname).find("libstdc++") != std::string::npos);
+  }
+}
 
 TEST_CASE("trainer: the bridge wraps batch memory without a copy and keeps the batch alive") {
   std::vector<uint8_t> pixels;
