@@ -45,6 +45,7 @@ struct Flags {
   std::string part;
   std::string dtype, spacing, resample_image = "cubic", resample_mask = "linear", crop = "none", normalize = "none";
   std::string preprocess = "none";
+  std::string plans, configuration = "3d_fullres";
 };
 
 // The preprocessing flags (preprocess.h).
@@ -55,6 +56,12 @@ void DefinePreprocess(CLI::App& app, Flags& f) {
                  "(CT -> ct, noNorm -> none, else zscore; zscore without names). Flags given as well win")
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "nnunet"}));
+  app.add_option("--plans", f.plans,
+                 "An nnU-Net v2 plans file (nnUNetPlans.json of nnUNetv2_plan_and_preprocess): preprocess as\n"
+                 "its configuration does: crop to nonzero, its spacing (axes mapped back through\n"
+                 "transpose_forward), normalization schemes, use_mask_for_norm, CT statistics, resampling\n"
+                 "orders and patch size (as --patch-size). Flags that set any of these are refused with it");
+  app.add_option("--configuration", f.configuration, "With --plans: the configuration to apply")->capture_default_str();
   app.add_option("--dtype", f.dtype,
                  "Store the image field in this dtype: u8, i8, u16, i16, u32, i32, i64, f16, f32 or f64.\n"
                  "Default: the smallest dtype that holds every input's values exactly (u8 + u16 -> u16,\n"
@@ -84,8 +91,36 @@ void DefinePreprocess(CLI::App& app, Flags& f) {
                "any fails (naming the file and count) when it is normalized or resampled");
 }
 
+// --plans with the flags that set what the plans set: a usage error naming both.
+Status CheckPlansFlags(const CLI::App& app, const Flags& f, PreprocessOptions& o) {
+  if (app.count("--plans") == 0) {
+    if (app.count("--configuration") > 0) return InvalidArgument("--configuration needs --plans");
+    return Status::Ok();
+  }
+  if (f.plans.empty()) return InvalidArgument("--plans: empty (expected a plans file, e.g. nnUNetPlans.json)");
+  const std::pair<const char*, const char*> set[] = {{"--spacing", "the target spacing"},
+                                                     {"--normalize", "each channel's normalization"},
+                                                     {"--resample-image", "the image resampling order"},
+                                                     {"--resample-mask", "the mask resampling order"},
+                                                     {"--patch-size", "the patch size"},
+                                                     {"--preprocess", "nnU-Net's preprocessing"},
+                                                     {"--crop", "the crop to the nonzero box"}};
+  for (const auto& [flag, what] : set) {
+    const std::string name = flag;
+    if (app.count(name) == 0 || (name == "--preprocess" && f.preprocess == "none") ||
+        (name == "--crop" && f.crop == "nonzero")) {
+      continue;
+    }
+    return InvalidArgument(name + " contradicts --plans " + f.plans + ", which sets " + what + "; give one of them");
+  }
+  o.plans_file = f.plans;
+  o.plans_configuration = f.configuration;
+  return Status::Ok();
+}
+
 // Checks the preprocessing flags and fills `o`.
 Status ToPreprocessOptions(const CLI::App& app, const Flags& f, PreprocessOptions& o) {
+  RETURN_IF_ERROR(CheckPlansFlags(app, f, o));
   if (!f.spacing.empty()) {
     RETURN_IF_ERROR(ParseSpacing(f.spacing, &o));
   } else if ((app.count("--resample-image") > 0 || app.count("--resample-mask") > 0) && f.preprocess != "nnunet") {

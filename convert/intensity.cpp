@@ -136,11 +136,13 @@ Result<std::vector<ChannelNorm>> MergeForeground(const std::vector<ForegroundSam
   return out;
 }
 
-bool NeedsFirstPass(const PreprocessPlan& plan) {
+bool NeedsRegionRule(const PreprocessPlan& plan) {
   const bool zscore =
       std::find(plan.normalize.begin(), plan.normalize.end(), Normalization::kZScore) != plan.normalize.end();
-  return plan.needs_ct_statistics() || (plan.options.crop_nonzero && zscore);
+  return plan.options.crop_nonzero && zscore && plan.options.use_mask_for_norm.empty();
 }
+
+bool NeedsFirstPass(const PreprocessPlan& plan) { return plan.needs_ct_statistics() || NeedsRegionRule(plan); }
 
 Result<FirstPassResult> RunFirstPass(const FirstPass& pass) {
   const size_t n = pass.cases.size();

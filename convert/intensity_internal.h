@@ -71,7 +71,11 @@ struct FirstPassResult {
   double median_kept = 1;
   size_t crop_cases = 0;
 };
-// Whether the plan needs the first pass (ct channels, or crop and zscore channels).
+// Whether nnU-Net's use_mask_for_norm rule decides the zscore region (crop and zscore
+// channels, no use_mask_for_norm given).
+bool NeedsRegionRule(const PreprocessPlan& plan);
+// Whether the plan needs the first pass (ct channels without given statistics, or the
+// region rule).
 bool NeedsFirstPass(const PreprocessPlan& plan);
 // Decodes every case of `pass.cases`, checks its NaN (CheckFinite) and crops it; for ct,
 // each case with a mask draws intensity_samples / (cases with a mask) values per

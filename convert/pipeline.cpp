@@ -17,6 +17,7 @@
 #include "convert/integrity_internal.h"
 #include "convert/intensity_internal.h"
 #include "convert/parts_internal.h"
+#include "convert/plans.h"
 #include "convert/schema_internal.h"
 #include "convert/source_internal.h"
 #include "convert/work_internal.h"
@@ -330,26 +331,25 @@ Status RunFirstPass(const ConvertOptions& o, int threads, ProgressSink* progress
     if (p->plan.cases[i].split == "train") pass.cases.push_back(i);
   }
   ASSIGN_OR_RETURN(detail::FirstPassResult first, detail::RunFirstPass(pass));
-  p->preprocess.ct = std::move(first.ct);
-  for (size_t c = 0; c < p->preprocess.ct.size(); ++c) {
-    const detail::ChannelNorm& n = p->preprocess.ct[c];
+  for (size_t c = 0; c < first.ct.size(); ++c) {  // measured; given statistics stay as they are
+    const ChannelNorm& n = first.ct[c];
     char line[256];
     std::snprintf(line, sizeof line,
                   "ct statistics of channel %zu over %zu training case(s): clip [%g, %g], mean %g, std %g", c,
                   first.ct_cases, n.clip_low, n.clip_high, n.mean, n.stddev);
     sum->preprocessing.push_back(line);
   }
-  const auto& modes = p->preprocess.normalize;
-  if (o.preprocess.crop_nonzero && std::find(modes.begin(), modes.end(), Normalization::kZScore) != modes.end()) {
-    p->preprocess.zscore_in_region = first.median_kept < detail::kRegionNormBelow;
+  if (!first.ct.empty()) p->preprocess.ct = std::move(first.ct);
+  if (detail::NeedsRegionRule(p->preprocess)) {
+    const bool in_region = first.median_kept < detail::kRegionNormBelow;
+    p->preprocess.zscore_in_region = {in_region};
     char line[320];
     std::snprintf(line, sizeof line,
                   "zscore %s: cropping keeps a median %.1f%% of the voxels of %zu training case(s), %s 75%% "
                   "(nnU-Net's use_mask_for_norm)",
-                  p->preprocess.zscore_in_region
-                      ? "within the nonzero region (holes filled, labelled voxels included), 0 outside"
-                      : "over every voxel",
-                  100 * first.median_kept, first.crop_cases, p->preprocess.zscore_in_region ? "below" : "not below");
+                  in_region ? "within the nonzero region (holes filled, labelled voxels included), 0 outside"
+                            : "over every voxel",
+                  100 * first.median_kept, first.crop_cases, in_region ? "below" : "not below");
     sum->preprocessing.push_back(line);
   }
   return Status::Ok();
@@ -365,8 +365,10 @@ uint64_t DefaultMaxMemory() {
 
 namespace {
 
-Result<ConvertSummary> ConvertImpl(const ConvertOptions& options, ProgressSink* progress) {
+Result<ConvertSummary> ConvertImpl(const ConvertOptions& given, ProgressSink* progress) {
   const auto start = Clock::now();
+  ConvertOptions options = given;  // a plans file stands for the options it sets
+  if (!options.preprocess.plans_file.empty()) RETURN_IF_ERROR(ApplyPlans(&options));
   int threads = options.threads > 0 ? options.threads : static_cast<int>(CoreCount());
   ConvertSummary sum;
   sum.dry_run = options.dry_run;

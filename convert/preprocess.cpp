@@ -31,14 +31,12 @@ bool PreprocessOptions::normalizes() const {
 
 namespace {
 
-constexpr double kMinSpacing = 1e-6, kMaxSpacing = 1e6;  // mm: a nanometre, a kilometre
-
 Status SpacingValue(const std::string& text, const std::string& item, double* v) {
   if (!detail::ParseDouble(item, v) || !std::isfinite(*v) || *v <= 0) {
     return InvalidArgument("--spacing '" + text + "': '" + item +
                            "' is not a positive spacing in mm (expected x=X,y=Y,z=Z, one value for all axes, or auto)");
   }
-  if (*v < kMinSpacing || *v > kMaxSpacing) {
+  if (*v < kMinSpacingMm || *v > kMaxSpacingMm) {
     return InvalidArgument("--spacing '" + text + "': " + item + " mm is outside 1e-06..1e+06 mm");
   }
   return Status::Ok();
@@ -143,7 +141,14 @@ Result<std::vector<Normalization>> ParseNormalize(const std::string& text) {
 namespace detail {
 
 bool PreprocessPlan::needs_ct_statistics() const {
-  return std::find(normalize.begin(), normalize.end(), Normalization::kCt) != normalize.end();
+  return options.ct_statistics.empty() &&
+         std::find(normalize.begin(), normalize.end(), Normalization::kCt) != normalize.end();
+}
+
+bool PreprocessPlan::InRegion(size_t channel) const {
+  if (zscore_in_region.empty()) return false;
+  return zscore_in_region.size() == 1 ? zscore_in_region[0]
+                                      : channel < zscore_in_region.size() && zscore_in_region[channel];
 }
 
 double Percentile(std::vector<double> v, double p) {
@@ -277,7 +282,8 @@ Status ResolveSpacing(const PreprocessOptions& o, const SourcePlan& source, cons
                              " value(s); volumes have 3 spatial axes (x, y, z)");
     }
     plan->spacing = o.spacing;
-    notes->push_back("resampled: " + SpacingChange(infos, ok, plan->spacing) + " (given)");
+    notes->push_back("resampled: " + SpacingChange(infos, ok, plan->spacing) +
+                     (o.from_plans ? " (plans)" : " (given)"));
     return Status::Ok();
   }
   std::vector<std::vector<double>> spacings, shapes;
@@ -303,9 +309,9 @@ void CheckCases(const PreprocessOptions& o, const SourcePlan& source, const std:
     std::string why;
     if (o.resamples() && (img.shape.size() != 4 || img.geometry.spacing.size() != 3)) {
       why = "cannot be resampled: --spacing needs 3D volumes with a spacing (this is " + ShapeToString(img.shape) + ")";
-    } else if (o.normalize.size() > 1 && img.shape[0] != static_cast<int64_t>(o.normalize.size())) {
-      why = "has " + std::to_string(img.shape[0]) + " channel(s), --normalize names " +
-            std::to_string(o.normalize.size());
+    } else if ((o.normalize.size() > 1 || o.from_plans) && img.shape[0] != static_cast<int64_t>(o.normalize.size())) {
+      why = "has " + std::to_string(img.shape[0]) + " channel(s), " +
+            (o.from_plans ? "the plans name " : "--normalize names ") + std::to_string(o.normalize.size());
     }
     if (!why.empty()) {
       ok[i] = false;
@@ -355,8 +361,11 @@ Status PlanPreprocessing(const PreprocessOptions& given, const SourcePlan& sourc
   }
   plan->options = o;
   plan->normalize = o.normalizes() ? o.normalize : std::vector<Normalization>{};
+  plan->ct = o.ct_statistics;
+  plan->zscore_in_region = o.use_mask_for_norm;
   work_bytes->assign(infos.size(), 0);
   CheckCases(o, source, infos, ok, errors);
+  if (o.from_plans) PlansNotes(*plan, notes);
   if (o.nan_to_num) notes->push_back("NaN and infinite image voxels become 0 (--nan-to-num)");
   if (o.crop_nonzero) notes->push_back("cropped to the box of nonzero voxels over all channels");
   if (o.resamples()) RETURN_IF_ERROR(ResolveSpacing(o, source, infos, ok, plan, notes));
@@ -515,6 +524,27 @@ void PutRecord(const RecordFields& f, const SourceRecord& r, std::vector<FieldVa
   }
 }
 
+namespace {
+
+// The provenance's zscore_region: "nonzero" when every zscore channel normalizes within
+// the nonzero region; when only some do, one entry per channel ("nonzero", "all", or "-"
+// for other schemes); empty when none does.
+std::string ZScoreRegion(const PreprocessPlan& plan) {
+  const size_t channels = std::max(plan.normalize.size(), plan.zscore_in_region.size());
+  std::string list;
+  bool all = true, any = false;
+  for (size_t c = 0; c < channels && !plan.normalize.empty(); ++c) {
+    const Normalization n = plan.normalize.size() == 1 ? plan.normalize[0] : plan.normalize[c];
+    const bool in = n == Normalization::kZScore && plan.InRegion(c);
+    all = all && (in || n != Normalization::kZScore);
+    any = any || in;
+    list += std::string(c ? "," : "") + (n != Normalization::kZScore ? "-" : in ? "nonzero" : "all");
+  }
+  return !any ? "" : all ? "nonzero" : list;
+}
+
+}  // namespace
+
 std::vector<KeyValue> PreprocessProvenance(const PreprocessPlan& plan) {
   const PreprocessOptions& o = plan.options;
   std::vector<KeyValue> out;
@@ -524,7 +554,7 @@ std::vector<KeyValue> PreprocessProvenance(const PreprocessPlan& plan) {
   if (o.crop_nonzero) out.push_back({"crop", "nonzero"});
   if (!plan.spacing.empty()) {
     out.push_back({"spacing", NamedSpacing(plan.spacing)});
-    out.push_back({"spacing_rule", o.auto_spacing ? "auto" : "given"});
+    out.push_back({"spacing_rule", o.auto_spacing ? "auto" : o.from_plans ? "plans" : "given"});
     out.push_back({"resample_image", o.image_interp == ImageInterp::kCubic ? "cubic" : "linear"});
     out.push_back({"resample_mask", o.mask_interp == MaskInterp::kLinear ? "linear" : "nearest"});
   }
@@ -533,7 +563,8 @@ std::vector<KeyValue> PreprocessProvenance(const PreprocessPlan& plan) {
     for (Normalization n : plan.normalize) list += (list.empty() ? "" : ",") + std::string(NormalizationName(n));
     out.push_back({"normalize", list});
   }
-  if (plan.zscore_in_region) out.push_back({"zscore_region", "nonzero"});
+  const std::string region = ZScoreRegion(plan);
+  if (!region.empty()) out.push_back({"zscore_region", region});
   if (!plan.ct.empty()) {
     std::string json = "[";
     for (size_t c = 0; c < plan.ct.size(); ++c) {
@@ -542,6 +573,9 @@ std::vector<KeyValue> PreprocessProvenance(const PreprocessPlan& plan) {
               Num(n.clip_high) + "],\"mean\":" + Num(n.mean) + ",\"std\":" + Num(n.stddev) + "}";
     }
     out.push_back({"ct_statistics", json + "]"});
+  }
+  if (o.from_plans) {
+    for (KeyValue& kv : PlansProvenance(*o.from_plans)) out.push_back(std::move(kv));
   }
   return out;
 }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,25 @@ namespace shardify::convert {
 enum class ImageInterp { kLinear, kCubic };   // cubic: third-order B-spline (nnU-Net's images)
 enum class MaskInterp { kNearest, kLinear };  // linear: per label, nnU-Net's segmentations
 enum class Normalization { kNone, kZScore, kCt };
+
+// Normalization of one channel: stored = (min(max(x, clip_low), clip_high) - mean) / stddev.
+struct ChannelNorm {
+  double clip_low = -std::numeric_limits<double>::infinity();
+  double clip_high = std::numeric_limits<double>::infinity();
+  double mean = 0;
+  double stddev = 1;
+};
+
+// Where a plans file's options came from (ApplyPlans), recorded in the provenance.
+struct PlansIdentity {
+  std::string file;                    // the plans file's name, without its folder
+  std::string checksum;                // XXH3-64 of its bytes, "0x" and 16 hex digits
+  std::string dataset_name;            // its "dataset_name"
+  std::string plans_name;              // its "plans_name"
+  std::string configuration;           // the configuration applied
+  std::vector<int> transpose_forward;  // its axis order: nnU-Net's axis i is array axis transpose_forward[i]
+  std::string statistics;              // the file its foreground intensity statistics came from, when ct needs them
+};
 
 struct PreprocessOptions {
   // Target spacing in mm, in array axis order (z, y, x), which the command line never
@@ -47,8 +67,21 @@ struct PreprocessOptions {
   // in dataset.json's channel_names, as nnU-Net picks it (ChannelSchemeOf); without
   // channel names (other layouts), zscore for every channel.
   bool normalize_by_channel_names = false;
+  // Per channel, given (by a plans file's use_mask_for_norm): whether a zscore channel
+  // normalizes within the nonzero region (as above). Empty: nnU-Net's rule decides (the
+  // first pass). Other schemes ignore it, as nnU-Net's do.
+  std::vector<bool> use_mask_for_norm;
+  // Per channel, given (by a plans file's foreground intensity properties): the clip bounds,
+  // mean and std of its ct channels. Empty: the first pass measures them.
+  std::vector<ChannelNorm> ct_statistics;
   // The preset that set these options ("nnunet"), recorded in the provenance; empty: none.
   std::string preset;
+  // An nnU-Net v2 plans file (nnUNetPlans.json) and the configuration in it to take these
+  // options from (plans.h): Convert applies it (ApplyPlans) before anything else. Empty:
+  // none. `from_plans` says what was applied.
+  std::string plans_file;
+  std::string plans_configuration = "3d_fullres";
+  std::optional<PlansIdentity> from_plans;
   // The image field's dtype. Default: the smallest dtype that holds every input's values
   // exactly (PromoteDTypes), f32 when normalized. Normalized data may be f32, f16 or f64.
   std::optional<DType> dtype;
@@ -83,6 +116,9 @@ struct PresetGiven {
   bool crop = false, spacing = false, normalize = false;
 };
 Status ApplyPreset(const std::string& name, const PresetGiven& given, PreprocessOptions* o);
+
+// The spacings (mm) that resampling accepts: a nanometre to a kilometre.
+inline constexpr double kMinSpacingMm = 1e-6, kMaxSpacingMm = 1e6;
 
 // --spacing: "x=0.8,y=0.8,z=1.5" (the axes named, in any order; x, y, z as in NIfTI,
 // nibabel, ITK and every stored "*.spacing"), one value for every axis ("1" or "1,1,1"),

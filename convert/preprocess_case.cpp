@@ -59,8 +59,9 @@ ChannelNorm ZScoreOf(const float* x, uint64_t n, const uint8_t* in) {
   return cn;
 }
 
-// Normalizes each channel of `work` as the plan says. `region` (NormalizationRegion), when
-// not empty, is where zscore channels take their statistics; outside it they become 0.
+// Normalizes each channel of `work` as the plan says. `region` (NormalizationRegion) is
+// where zscore channels in it (PreprocessPlan::InRegion) take their statistics; outside
+// it they become 0.
 Status Normalize(const PreprocessPlan& plan, uint64_t channels, uint64_t voxels, const std::vector<uint8_t>& region,
                  std::vector<float>* work, std::vector<ChannelNorm>* record) {
   record->clear();
@@ -68,7 +69,7 @@ Status Normalize(const PreprocessPlan& plan, uint64_t channels, uint64_t voxels,
     float* x = work->data() + c * voxels;
     ChannelNorm cn;
     const Normalization mode = ChannelMode(plan, c);
-    const uint8_t* in = mode == Normalization::kZScore && !region.empty() ? region.data() : nullptr;
+    const uint8_t* in = mode == Normalization::kZScore && plan.InRegion(c) ? region.data() : nullptr;
     if (mode == Normalization::kZScore) cn = ZScoreOf(x, voxels, in);
     if (mode == Normalization::kCt) {
       if (c >= plan.ct.size()) return Internal("no ct statistics for channel " + std::to_string(c));
@@ -254,7 +255,9 @@ Status PreprocessCase(const PreprocessPlan& plan, const CaseInput& in, CaseData*
     return Status::Ok();
   }
   const auto channels = static_cast<uint64_t>(img.info.shape[0]);
-  const std::vector<uint8_t> region = plan.zscore_in_region ? NormalizationRegion(*d) : std::vector<uint8_t>{};
+  bool any_in_region = false;
+  for (uint64_t c = 0; c < channels; ++c) any_in_region = any_in_region || plan.InRegion(c);
+  const std::vector<uint8_t> region = any_in_region ? NormalizationRegion(*d) : std::vector<uint8_t>{};
   std::vector<float> work = ToFloats(img);
   if (!plan.normalize.empty()) {
     RETURN_IF_ERROR(

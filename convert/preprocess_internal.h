@@ -11,7 +11,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -23,26 +22,20 @@
 
 namespace shardify::convert::detail {
 
-// Normalization of one channel: stored = (min(max(x, clip_low), clip_high) - mean) / stddev.
-struct ChannelNorm {
-  double clip_low = -std::numeric_limits<double>::infinity();
-  double clip_high = std::numeric_limits<double>::infinity();
-  double mean = 0;
-  double stddev = 1;
-};
-
 struct PreprocessPlan {
   PreprocessOptions options;
   std::vector<double> spacing;           // resolved target spacing, array order; empty: none
   std::vector<Normalization> normalize;  // per image channel; empty: none
-  std::vector<ChannelNorm> ct;           // per channel, for its kCt channels (FirstPass)
-  // zscore channels take their statistics within the case's NormalizationRegion and are
-  // 0 outside it: nnU-Net's use_mask_for_norm, set by FirstPass where cropping to the
+  std::vector<ChannelNorm> ct;           // per channel, for its kCt channels (given, or FirstPass)
+  // Per channel (one entry: every channel; empty: none): zscore channels that take their
+  // statistics within the case's NormalizationRegion and are 0 outside it: nnU-Net's
+  // use_mask_for_norm, given by a plans file or set by FirstPass where cropping to the
   // nonzero box keeps a median of less than kRegionNormBelow of the training cases.
-  bool zscore_in_region = false;
+  std::vector<bool> zscore_in_region;
+  bool InRegion(size_t channel) const;
   DType image_dtype = DType::kU8;  // the fields' dtypes (FinishSchema)
   DType mask_dtype = DType::kU8;
-  bool needs_ct_statistics() const;
+  bool needs_ct_statistics() const;  // kCt channels whose statistics were not given
 };
 
 // What a case was before preprocessing: its per-sample record.
@@ -120,5 +113,14 @@ void PutRecord(const RecordFields& fields, const SourceRecord& record, std::vect
 // Provenance entries of the plan (only the steps in use, so that output without them is
 // unchanged).
 std::vector<KeyValue> PreprocessProvenance(const PreprocessPlan& plan);
+
+// --- Options from a plans file (plans.cpp) ----------------------------------------------
+
+// Summary notes of what a plans file set that the other notes do not say: the file, its
+// identity and transpose, each zscore channel's region, the given ct statistics.
+void PlansNotes(const PreprocessPlan& plan, std::vector<std::string>* notes);
+// Provenance entries naming the plans file: plans, plans_xxh3, plans_name, plans_dataset,
+// plans_configuration, plans_transpose_forward, and plans_statistics when ct used them.
+std::vector<KeyValue> PlansProvenance(const PlansIdentity& id);
 
 }  // namespace shardify::convert::detail
