@@ -203,7 +203,7 @@ TEST_CASE("plans: a plans file converts as its flags would, voxel for voxel, and
                                           "use_mask_for_norm)"));
 }
 
-TEST_CASE("plans: use_mask_for_norm false z-scores every voxel; statistics from dataset_fingerprint.json") {
+TEST_CASE("plans: use_mask_for_norm false z-scores every voxel, statistics from dataset_fingerprint.json") {
   TempDir dir;
   const std::string src = BrainDataset(dir);
   Json plans = BrainPlans({10, 200, 90, 40});

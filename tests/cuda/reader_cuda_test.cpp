@@ -9,7 +9,6 @@
 #include <thread>
 #include <vector>
 
-#include "reader/cuda_internal.h"
 #include "reader/loader.h"
 #include "tests/common/skip.h"
 #include "tests/common/temp_dir.h"
@@ -83,11 +82,11 @@ TEST_CASE("cuda: staged batches hold the host bytes on the device") {
     CHECK((*b)->pinned);
     for (const BatchField& f : (*b)->fields) CHECK(Pinned(f.data));
     REQUIRE((*b)->device_ready_event != nullptr);
-    REQUIRE(detail::WaitEvent((*b)->device_ready_event).ok());
+    REQUIRE(cudaEventSynchronize(static_cast<cudaEvent_t>((*b)->device_ready_event)) == cudaSuccess);
     for (const BatchField& f : (*b)->fields) {
       REQUIRE(f.device_data != nullptr);
       std::vector<uint8_t> back(f.bytes);
-      REQUIRE(detail::CopyToHost(back.data(), f.device_data, f.bytes).ok());
+      REQUIRE(cudaMemcpy(back.data(), f.device_data, f.bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
       CHECK(std::memcmp(back.data(), f.data, f.bytes) == 0);
     }
   }

@@ -3,13 +3,12 @@
 #include <string>
 #include <vector>
 
+#include "reader/loader.h"
 #include "tests/common/skip.h"
 #include "tests/common/temp_dir.h"
 #include "tests/trainer/catch_torch.h"
 #include "tests/trainer/fixtures.h"
-#include "reader/loader.h"
 #include "trainer/augment.h"
-#include "trainer/loop_internal.h"
 #include "trainer/train.h"
 #include "trainer/transforms.h"
 
@@ -84,8 +83,6 @@ TEST_CASE("cuda: nnU-Net's augmentation on the device gives the CPU's result for
 
 TEST_CASE("cuda: shardtrain trains on the device and lowers the loss", "[subprocess]") {
   SKIP_WITHOUT_TORCH_CUDA();
-  REQUIRE(st::detail::PickDevice("cuda").ok());
-  CHECK(st::detail::PickDevice("auto")->is_cuda());
   testing::TempDir dir;
   REQUIRE(testing::WriteClassFixture(dir / "data", false, 64).ok());
   st::TrainOptions o;
