@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "base/strings.h"
+
 namespace shardify::cli {
 namespace {
 
@@ -32,6 +34,23 @@ void CheckIntegerOptions(CLI::App& app) {
     if (TakesIntegers(*option)) option->check(CLI::Validator(NonNegative, ""));
   }
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) CheckIntegerOptions(*sub);
+}
+
+void AddCacheOptions(CLI::App& app) {
+  app.add_option_function<std::string>(
+         "--cache-dir", [](const std::string& dir) { ::setenv("SHARDIFY_CACHE_DIR", dir.c_str(), 1); },
+         "For an http(s):// dataset: the folder shards are fetched into (default $SHARDIFY_CACHE_DIR,\n"
+         "else ~/.cache/shardify); the processes of a node share it")
+      ->type_name("DIR");
+  app.add_option_function<std::string>(
+         "--cache-limit", [](const std::string& size) { ::setenv("SHARDIFY_CACHE_LIMIT", size.c_str(), 1); },
+         "For an http(s):// dataset: the most bytes its cache holds, e.g. 20G (default\n"
+         "$SHARDIFY_CACHE_LIMIT, else the dataset's size, at most half the free space)")
+      ->type_name("SIZE")
+      ->check([](const std::string& size) {
+        const Result<uint64_t> bytes = ParseByteSize(size);
+        return bytes.ok() ? std::string() : bytes.status().message();
+      });
 }
 
 }  // namespace shardify::cli

@@ -22,4 +22,11 @@ namespace shardify::cli {
 // size, a number of threads) are checked where the option is used.
 void CheckIntegerOptions(CLI::App& app);
 
+// --cache-dir DIR and --cache-limit SIZE, for datasets given as http:// or https:// URLs
+// (docs/remote.md): each sets the environment variable that is its default
+// (SHARDIFY_CACHE_DIR, SHARDIFY_CACHE_LIMIT), which the reader consults and the processes
+// this one starts inherit. A limit that is not a size (bytes, or with K/M/G/T) is a
+// CLI::ValidationError.
+void AddCacheOptions(CLI::App& app);
+
 }  // namespace shardify::cli

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
+
 namespace shardify {
 
 // Whether `s` ends with `suffix` (byte for byte).
@@ -83,5 +85,8 @@ inline std::string EscapeNonUtf8(std::string_view s) {
   }
   return out;
 }
+
+// "268435456", "256M", "1G", "64k": bytes, or with a K, M, G or T suffix (powers of 1024).
+Result<uint64_t> ParseByteSize(const std::string& text);
 
 }  // namespace shardify

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/strings.h"  // ParseByteSize
 #include "convert/image_io.h"
 #include "convert/preprocess.h"
 #include "convert/source.h"
@@ -154,8 +155,6 @@ Result<ConvertSummary> Convert(const ConvertOptions& options, ProgressSink* prog
 Result<std::vector<std::pair<std::string, double>>> ParseSplitSpec(const std::string& spec);
 // "128x128x128" or "512x512": 2 or 3 positive sizes.
 Result<Shape> ParsePatchSize(const std::string& text);
-// "268435456", "256M", "1G", "64k" (powers of 1024).
-Result<uint64_t> ParseByteSize(const std::string& text);
 // Multi-line human summary (samples per split, classes, bytes, ratio, seconds, files/s).
 std::string FormatSummary(const ConvertSummary& s);
 

@@ -33,22 +33,6 @@ Result<std::vector<std::pair<std::string, double>>> ParseSplitSpec(const std::st
   return out;
 }
 
-Result<uint64_t> ParseByteSize(const std::string& text) {
-  if (text.empty()) return InvalidArgument("empty size");
-  uint64_t mult = 1;
-  std::string num = text;
-  char last = static_cast<char>(std::toupper(static_cast<unsigned char>(text.back())));
-  if (last == 'K' || last == 'M' || last == 'G' || last == 'T') {
-    num.pop_back();
-    mult = last == 'K' ? 1ull << 10 : last == 'M' ? 1ull << 20 : last == 'G' ? 1ull << 30 : 1ull << 40;
-  }
-  int64_t v = 0;
-  if (!detail::ParseInt(num, &v) || v <= 0 || static_cast<uint64_t>(v) > UINT64_MAX / mult) {
-    return InvalidArgument("'" + text + "' is not a size like 268435456, 256M or 1G");
-  }
-  return static_cast<uint64_t>(v) * mult;
-}
-
 namespace detail {
 
 std::string HumanBytes(uint64_t b) {

@@ -12,6 +12,7 @@
 #include "format/chunk_grid.h"
 #include "format/codec_internal.h"
 #include "format/shard_index_internal.h"
+#include "storage/remote.h"
 
 namespace shardify {
 
@@ -38,6 +39,22 @@ struct CheckedIndex {
   std::vector<ColumnView> columns;
 };
 
+// A downloaded shard's footer names the index the manifest expects: a stale or foreign
+// object never enters the cache. (Opening checks the rest, as for a local shard.)
+Status CheckDownloadedFooter(const std::string& file, uint32_t version, uint64_t index_checksum) {
+  ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> f, ReadableFile::Open(file));
+  if (f->size() < kShardHeaderSize + kShardFooterSize) return Corruption("too small for a shard");
+  uint8_t header[kShardHeaderSize], footer_bytes[kShardFooterSize];
+  RETURN_IF_ERROR(f->Read(0, sizeof header, header));
+  RETURN_IF_ERROR(f->Read(f->size() - kShardFooterSize, sizeof footer_bytes, footer_bytes));
+  RETURN_IF_ERROR(CheckShardEnds(header, footer_bytes, f->size(), file));
+  const ShardFooter footer = DecodeShardFooter(footer_bytes);
+  if (footer.version != version || footer.index_checksum != index_checksum) {
+    return Corruption("the object is not the shard the manifest describes (its footer disagrees)");
+  }
+  return Status::Ok();
+}
+
 // One open shard: its file (mapped, or read with pread) and its checked index.
 class MappedShard {
  public:
@@ -45,12 +62,25 @@ class MappedShard {
   // index checked when the shard was open before) the footer's index checksum must be the
   // one it was checked with, and the index is not read again; otherwise it is read and
   // checked completely.
+  // A remote dataset's shard is read from its local copy in the cache, held there while
+  // the shard is open; messages name its URL.
   static Result<std::shared_ptr<const MappedShard>> Open(const std::string& dir, const Manifest& m, size_t n,
                                                          const ReadOptions& options,
-                                                         std::shared_ptr<const CheckedIndex> known) {
+                                                         std::shared_ptr<const CheckedIndex> known,
+                                                         const storage::RemoteDataset* remote) {
     const ShardInfo& info = m.shards[n];
     std::shared_ptr<MappedShard> shard(new MappedShard(JoinPath(dir, info.file_name), info.file_name, n));
-    Status opened = shard->OpenFile(options.io);
+    std::string file = shard->path();
+    if (remote != nullptr) {
+      const uint64_t index_checksum = info.index_checksum;
+      ASSIGN_OR_RETURN(shard->cached_,
+                       remote->Local(info.file_name, info.size_bytes, index_checksum,
+                                     [index_checksum, version = m.format_version](const std::string& tmp) {
+                                       return CheckDownloadedFooter(tmp, version, index_checksum);
+                                     }));
+      file = shard->cached_->path();
+    }
+    Status opened = shard->OpenFile(options.io, file);
     if (opened.ok()) opened = shard->Check(m, info, options, std::move(known));
     if (opened.code() == StatusCode::kNotFound) return Corruption(shard->path() + ": shard is missing");
     if (!opened.ok()) return opened;
@@ -77,12 +107,12 @@ class MappedShard {
   MappedShard(std::string path, std::string name, size_t number)
       : path_(std::move(path)), name_(std::move(name)), number_(number) {}
 
-  Status OpenFile(IoMode io) {
+  Status OpenFile(IoMode io, const std::string& file) {
     if (io == IoMode::kPread) {
-      ASSIGN_OR_RETURN(file_, ReadableFile::Open(path_));
+      ASSIGN_OR_RETURN(file_, ReadableFile::Open(file));
       size_ = file_->size();
     } else {
-      ASSIGN_OR_RETURN(map_, MappedFile::Open(path_));
+      ASSIGN_OR_RETURN(map_, MappedFile::Open(file));
       size_ = map_->size();
     }
     return Status::Ok();
@@ -127,8 +157,9 @@ class MappedShard {
   std::string path_, name_;
   size_t number_;
   uint64_t size_ = 0;
-  std::unique_ptr<MappedFile> map_;     // IoMode::kMmap
-  std::unique_ptr<ReadableFile> file_;  // IoMode::kPread
+  std::shared_ptr<const storage::CachedFile> cached_;  // a remote shard's local copy, held
+  std::unique_ptr<MappedFile> map_;                    // IoMode::kMmap
+  std::unique_ptr<ReadableFile> file_;                 // IoMode::kPread
   std::shared_ptr<const CheckedIndex> index_;
   std::vector<ColumnView> columns_;  // index_->columns, one pointer less on every sample's way
 };
@@ -157,7 +188,8 @@ struct Dataset::Impl {
   mutable std::vector<std::shared_ptr<const detail::MappedShard>> retired;
   mutable std::list<size_t> lru;  // front = most recent
   mutable std::vector<std::list<size_t>::iterator> lru_pos;
-  uint64_t manifest_checksum = 0;  // of the manifest file's bytes, as Open read them
+  uint64_t manifest_checksum = 0;                  // of the manifest file's bytes, as Open read them
+  std::unique_ptr<storage::RemoteDataset> remote;  // a remote dataset's objects and cache
 
   // Opens shard n of the dataset at `dir`. When that fails and the manifest now at `dir`
   // is not the one Open read (shardify --overwrite or a merge replaced the dataset since),
@@ -201,8 +233,18 @@ struct Dataset::Impl {
     if (const auto* now = Touch(n)) return now;
     std::shared_ptr<const detail::CheckedIndex> known = indices[n];
     lock.unlock();
-    Result<std::shared_ptr<const detail::MappedShard>> opened = OpenShard(dir, m, n, o, std::move(known));
+    Result<std::shared_ptr<const detail::MappedShard>> opened = OpenShard(dir, m, n, o, known);
     lock.lock();
+    // A remote dataset's cache may be full of shards kept open here: close the least
+    // recently used one (a shard that views or batches still hold stays) and try again.
+    while (!opened.ok() && opened.status().code() == StatusCode::kResourceExhausted && remote && !lru.empty()) {
+      if (const auto* now = Touch(n)) return now;  // opened by another thread meanwhile
+      open[lru.back()].reset();
+      lru.pop_back();
+      lock.unlock();
+      opened = OpenShard(dir, m, n, o, known);
+      lock.lock();
+    }
     if (!opened.ok()) return opened.status();
     Keep(n, std::move(opened).value());  // now open[n] is set: ours, or one another thread kept first
     return &open[n];
@@ -237,8 +279,9 @@ constexpr uint64_t kMaxManifestBytes = 1ull << 30;
 Result<std::shared_ptr<const detail::MappedShard>> Dataset::Impl::OpenShard(
     const std::string& dir, const Manifest& m, size_t n, const ReadOptions& o,
     std::shared_ptr<const detail::CheckedIndex> known) const {
-  Result<std::shared_ptr<const detail::MappedShard>> shard = detail::MappedShard::Open(dir, m, n, o, std::move(known));
-  if (shard.ok()) return shard;
+  Result<std::shared_ptr<const detail::MappedShard>> shard =
+      detail::MappedShard::Open(dir, m, n, o, std::move(known), remote.get());
+  if (shard.ok() || remote) return shard;
   const Result<std::vector<uint8_t>> now = ReadWholeFile(JoinPath(dir, kManifestFileName), kMaxManifestBytes);
   if (now.ok() && Checksum64(now->data(), now->size()) == manifest_checksum) return shard;
   return IOError(dir + ": the dataset was replaced after it was opened (by shardify --overwrite or a merge); open it " +
@@ -253,16 +296,49 @@ size_t AutomaticMaxOpenShards(IoMode io) {
 
 size_t Dataset::max_open_shards() const { return impl_->max_open; }
 
-Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& dir, const ReadOptions& options) {
+Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& location, const ReadOptions& options) {
+  std::unique_ptr<storage::RemoteDataset> remote;
+  std::string dir = location;
+  std::vector<uint8_t> bytes;
+  if (storage::IsRemote(location)) {
+    ASSIGN_OR_RETURN(remote, storage::RemoteDataset::Open(location, options.remote));
+    dir = remote->location().text;
+    Result<std::vector<uint8_t>> fetched = remote->ReadObject(kManifestFileName, kMaxManifestBytes);
+    if (!fetched.ok() && fetched.status().code() == StatusCode::kNotFound) {
+      return NotFound(dir + ": not a shardify dataset (no " + kManifestFileName + ")");
+    }
+    ASSIGN_OR_RETURN(bytes, std::move(fetched));
+  } else {
+    if (!IsDirectory(dir)) return NotFound(dir + ": no such directory");
+    if (!PathExists(JoinPath(dir, kManifestFileName))) {
+      return NotFound(dir + ": not a shardify dataset (no " + kManifestFileName + ")");
+    }
+    ASSIGN_OR_RETURN(bytes, ReadWholeFile(JoinPath(dir, kManifestFileName), kMaxManifestBytes));
+  }
   const std::string path = JoinPath(dir, kManifestFileName);
-  if (!IsDirectory(dir)) return NotFound(dir + ": no such directory");
-  if (!PathExists(path)) return NotFound(dir + ": not a shardify dataset (no " + kManifestFileName + ")");
-  ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, ReadWholeFile(path, kMaxManifestBytes));
   ASSIGN_OR_RETURN(Manifest m, DecodeManifestFile(bytes.data(), bytes.size(), path));
   std::unique_ptr<Dataset> ds(new Dataset(dir, std::move(m), options));
   Impl& impl = *ds->impl_;
   impl.manifest_checksum = Checksum64(bytes.data(), bytes.size());
   impl.max_open = options.max_open_shards != 0 ? options.max_open_shards : AutomaticMaxOpenShards(options.io);
+  if (remote) {
+    uint64_t total = 0, largest = 0;
+    for (const ShardInfo& s : ds->manifest_.shards) {
+      total += s.size_bytes;
+      largest = std::max(largest, s.size_bytes);
+    }
+    RETURN_IF_ERROR(remote->OpenCache(total));
+    const uint64_t limit = remote->cache()->limit();
+    if (largest > limit) {
+      return InvalidArgument(dir + ": the cache limit (" + std::to_string(limit) + " bytes, in " +
+                             remote->cache()->dir() + ") is smaller than the largest shard (" +
+                             std::to_string(largest) + " bytes)");
+    }
+    // Open shards stay in the cache; no more may be open than it holds.
+    if (options.max_open_shards == 0)
+      impl.max_open = std::min<uint64_t>(impl.max_open, limit / std::max<uint64_t>(largest, 1));
+    impl.remote = std::move(remote);
+  }
   for (const auto& s : ds->manifest_.shards) {
     impl.shard_starts.push_back(s.first_sample);
     impl.shard_ends.push_back(s.first_sample + s.num_samples);
@@ -359,7 +435,8 @@ Status Dataset::CheckSampleCounts(uint64_t first, uint64_t count) const {
   for (const ShardInfo& s : manifest_.shards) {
     if (s.num_samples == 0 || s.first_sample >= first + count || s.first_sample + s.num_samples <= first) continue;
     const std::string path = JoinPath(dir_, s.file_name);
-    Result<uint64_t> size = FileSize(path);
+    // A remote shard's size is the manifest's: a download of another size is refused.
+    Result<uint64_t> size = impl_->remote ? Result<uint64_t>(s.size_bytes) : FileSize(path);
     if (!size.ok()) {
       return size.status().code() == StatusCode::kNotFound ? Corruption(path + ": shard is missing") : size.status();
     }
@@ -371,6 +448,27 @@ Status Dataset::CheckSampleCounts(uint64_t first, uint64_t count) const {
     }
   }
   return Status::Ok();
+}
+
+const storage::RemoteDataset* Dataset::remote() const { return impl_->remote.get(); }
+
+size_t Dataset::ShardOfSample(uint64_t index) const { return impl_->ShardOf(index); }
+
+Status Dataset::Prefetch(size_t n) const {
+  if (!impl_->remote || n >= manifest_.shards.size()) return Status::Ok();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->open[n] || !impl_->alive[n].expired()) return Status::Ok();
+  }
+  const ShardInfo& info = manifest_.shards[n];
+  const uint32_t version = manifest_.format_version;
+  const uint64_t index_checksum = info.index_checksum;
+  return impl_->remote
+      ->Local(info.file_name, info.size_bytes, index_checksum,
+              [version, index_checksum](const std::string& tmp) {
+                return detail::CheckDownloadedFooter(tmp, version, index_checksum);
+              })
+      .status();
 }
 
 size_t Dataset::open_shards() const {

@@ -34,6 +34,7 @@
 #include "format/layout.h"
 #include "format/manifest.h"
 #include "format/types.h"
+#include "storage/remote.h"
 
 namespace shardify {
 
@@ -62,6 +63,10 @@ struct ReadOptions {
   IoMode io = IoMode::kMmap;     // how blobs are read; both give the same bytes and checks
   // Largest decoded array accepted; guards allocation against hostile sizes.
   uint64_t max_sample_bytes = 4ull << 30;
+  // For a remote dataset (an http:// or https:// location): its cache folder and size
+  // limit, and how objects are fetched (storage/remote.h). Open shards are held in the
+  // cache, so max_open_shards = 0 keeps no more open than the limit holds.
+  storage::RemoteOptions remote;
 };
 
 namespace detail {
@@ -168,6 +173,8 @@ class SampleView {
 
 class Dataset {
  public:
+  // `dir`: a dataset directory, or an http:// or https:// URL of one (its shards are read
+  // through a local cache, see ReadOptions::remote).
   static Result<std::unique_ptr<Dataset>> Open(const std::string& dir, const ReadOptions& options = {});
   ~Dataset();
   Dataset(const Dataset&) = delete;
@@ -205,6 +212,14 @@ class Dataset {
   // max_open_shards, or what 0 chose).
   size_t open_shards() const;
   size_t max_open_shards() const;
+
+  // A remote dataset's objects and cache (an http(s):// location), or null.
+  const storage::RemoteDataset* remote() const;
+  // The shard holding sample `index` (< num_samples()).
+  size_t ShardOfSample(uint64_t index) const;
+  // Remote datasets: fetches shard `n` into the cache unless it is open or cached, and
+  // holds nothing (a reader ahead of the sampler's order calls it). Local: nothing.
+  Status Prefetch(size_t n) const;
 
  private:
   struct Impl;

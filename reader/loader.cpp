@@ -157,6 +157,7 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, LoaderOptio
   read.verify_checksums = options.verify_checksums;
   read.max_open_shards = options.max_open_shards;
   read.io = options.io;
+  read.remote = options.remote;
   ASSIGN_OR_RETURN(std::unique_ptr<Dataset> dataset, Dataset::Open(dir, read));
   return Open(std::shared_ptr<const Dataset>(std::move(dataset)), std::move(options));
 }

@@ -60,6 +60,8 @@ struct LoaderOptions {
   int device = 0;              // CUDA device for staging
   size_t max_open_shards = 0;  // Open(dir) only, as verify_checksums (0: AutomaticMaxOpenShards)
   IoMode io = IoMode::kMmap;   // Open(dir) only: how shards are read (see format/dataset.h)
+  // Open(dir) only, for an http(s):// dataset: its cache folder, limit and transfers.
+  storage::RemoteOptions remote;
   // When the consumer holds every slot, add a slot instead of failing Next() with
   // ResourceExhausted: memory then grows with the batches the consumer keeps alive (and
   // the added slots stay in the ring). For consumers that cannot bound what they keep.

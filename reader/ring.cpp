@@ -92,6 +92,9 @@ Status Ring::Start(size_t threads) {
     ASSIGN_OR_RETURN(std::unique_ptr<Slot> slot, MakeSlot());
     slots_.push_back(std::move(slot));
   }
+  if (const size_t depth = ShardPrefetcher::DepthFor(*dataset_); depth > 0) {
+    prefetcher_ = std::make_unique<ShardPrefetcher>(dataset_, sampler_, depth);
+  }
   for (size_t t = 0; t < threads; ++t) threads_.emplace_back([this] { Work(); });
   return Status::Ok();
 }
@@ -131,6 +134,7 @@ void Ring::Stop() {
   ready_cv_.notify_all();
   for (std::thread& t : threads_) t.join();
   threads_.clear();
+  prefetcher_.reset();
 }
 
 Status Ring::EnsureSlotLocked() {
@@ -229,6 +233,7 @@ bool Ring::TryPlan(std::unique_lock<std::mutex>& lock) {
   const size_t k = static_cast<size_t>(it - slots_.begin());
   Slot& slot = **it;
   const uint64_t seq = next_plan_++;
+  if (prefetcher_) prefetcher_->Planned(seq);
   planning_ = true;
   slot.state = SlotState::kPlanning;
   in_flight_.push_back(k);

@@ -24,6 +24,7 @@
 #include "format/dataset.h"
 #include "reader/cuda_internal.h"
 #include "reader/loader.h"
+#include "reader/prefetch_internal.h"
 #include "reader/sampler.h"
 
 namespace shardify::detail {
@@ -148,6 +149,7 @@ class Ring : public std::enable_shared_from_this<Ring> {
   bool stop_ = false;
   Status failed_;
   std::vector<std::thread> threads_;
+  std::unique_ptr<ShardPrefetcher> prefetcher_;  // remote datasets: shards fetched ahead of the order
 };
 
 }  // namespace shardify::detail

@@ -8,6 +8,7 @@
 #include "base/parallel.h"
 #include "format/dataset.h"
 #include "format/layout.h"
+#include "storage/location.h"
 #include "tools/tool_internal.h"
 
 namespace shardify::tools {
@@ -27,6 +28,7 @@ struct ShardResult {
 
 // Returns false when the file is missing or has the wrong size (recorded as a problem).
 bool CheckFileSize(const std::string& dir, const ShardInfo& info, ShardResult& r) {
+  if (storage::IsRemote(dir)) return true;  // the cache refuses a download of another size, naming it
   struct stat st {};
   const std::string path = dir + "/" + info.file_name;
   if (::stat(path.c_str(), &st) != 0) {

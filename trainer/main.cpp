@@ -115,6 +115,7 @@ void AddIo(CLI::App& app, Cli& c) {
   app.add_option("--io", c.io, "How shards are read: mmap, or pread (no page faults: NFS, FUSE)")
       ->capture_default_str()
       ->check(CLI::IsMember({"mmap", "pread"}));
+  shardify::cli::AddCacheOptions(app);
 }
 
 // For --resume and predict's checkpoint.
@@ -181,7 +182,8 @@ bool ResolveDistributed(Cli& c) {
 void AddTrain(CLI::App& app, Cli& c) {
   st::TrainOptions& t = c.train;
   t.out_dir = "shardtrain-out";
-  app.add_option("dataset", t.data_dir, "Shard dataset directory (made by shardify)")->required();
+  app.add_option("dataset", t.data_dir, "Shard dataset directory (made by shardify), or its http(s):// URL")
+      ->required();
   app.add_option("-o,--out", t.out_dir, "Output directory: last.pt, best.pt, metrics.jsonl, curve.png")
       ->capture_default_str();
   app.add_option("-m,--model", t.model.name, ModelHelp())->capture_default_str();
@@ -260,7 +262,7 @@ void AddTrain(CLI::App& app, Cli& c) {
 void AddPredict(CLI::App& app, Cli& c) {
   st::PredictOptions& p = c.predict;
   app.add_option("checkpoint", p.checkpoint, "A last.pt or best.pt written by 'shardtrain train'")->required();
-  app.add_option("dataset", p.data_dir, "Shard dataset directory")->required();
+  app.add_option("dataset", p.data_dir, "Shard dataset directory, or its http(s):// URL")->required();
   app.add_option("-o,--out", p.out, "Classes: CSV file; segmentation: output shard dataset directory")->required();
   app.add_option("--split", p.split, "Split to predict")->capture_default_str();
   app.add_option("-b,--batch", p.batch_size, "Batch size, 1..65536 (volumes: sliding windows per pass, at most 8)")

@@ -10,6 +10,17 @@ from . import _core
 _IO_MODES = ("mmap", "pread")
 
 
+def _cache_limit(limit):
+    """cache_limit as the C++ side takes it: "" (the default), or bytes as text ("2G" too)."""
+    if limit is None:
+        return ""
+    if isinstance(limit, bool) or not isinstance(limit, (int, str)):
+        raise TypeError(f"cache_limit must be bytes (int) or a size like '2G', got {type(limit).__name__}")
+    if isinstance(limit, int) and limit < 1:
+        raise ValueError(f"cache_limit must be at least 1 byte, got {limit}")
+    return str(limit)
+
+
 class Dataset:
     """A shard dataset directory (``manifest.sfm`` + ``shard-*.sfs``), opened for reading.
 
@@ -30,6 +41,15 @@ class Dataset:
     fork). For training, prefer :class:`shardify.Loader`, which batches with C++ threads
     and needs no workers.
 
+    ``path`` may also be an ``http://`` or ``https://`` URL of a dataset directory. Its
+    manifest is read at open; each shard is fetched whole into a local cache when first
+    used, checked against the manifest, and kept there while it is open. ``cache_dir``
+    (default ``$SHARDIFY_CACHE_DIR``, else ``~/.cache/shardify``) and ``cache_limit`` (bytes,
+    or a size like ``"20G"``; default ``$SHARDIFY_CACHE_LIMIT``, else the dataset's size
+    capped at half the free space) bound it; the processes of a node share one cache
+    safely. Reading fewer shards at once than the limit holds (``order="shard_windowed"``)
+    lets a cache smaller than the dataset serve every epoch; see docs/remote.md.
+
     Errors: a missing dataset raises ``FileNotFoundError``; bytes that disagree with the
     format or their checksum raise :class:`shardify.CorruptionError` (an ``OSError``)
     naming the file, sample and field; an index out of range raises ``IndexError``. A shard
@@ -37,7 +57,8 @@ class Dataset:
     naming it, never a crash.
     """
 
-    def __init__(self, path, *, verify_checksums=True, max_open_shards=None, io="mmap"):
+    def __init__(self, path, *, verify_checksums=True, max_open_shards=None, io="mmap", cache_dir=None,
+                 cache_limit=None):
         path = os.fspath(path)
         if max_open_shards is not None:
             if max_open_shards < 1:
@@ -45,7 +66,9 @@ class Dataset:
             max_open_shards = int(max_open_shards)
         if io not in _IO_MODES:
             raise ValueError(f"io must be one of {_IO_MODES}, got {io!r}")
-        self._options = dict(verify_checksums=bool(verify_checksums), max_open_shards=max_open_shards, io=io)
+        self._options = dict(verify_checksums=bool(verify_checksums), max_open_shards=max_open_shards, io=io,
+                             cache_dir="" if cache_dir is None else os.fspath(cache_dir),
+                             cache_limit=_cache_limit(cache_limit))
         self._opened = self._open_core(path)
         self._pid = os.getpid()
         self._path = path
@@ -55,7 +78,8 @@ class Dataset:
     def _open_core(self, path):
         o = self._options
         return _core.Dataset(path, verify_checksums=o["verify_checksums"],
-                             max_open_shards=o["max_open_shards"] or 0, io=o["io"])
+                             max_open_shards=o["max_open_shards"] or 0, io=o["io"], cache_dir=o["cache_dir"],
+                             cache_limit=o["cache_limit"])
 
     @property
     def _core(self):

@@ -89,7 +89,8 @@ class Loader:
         label_pad: label value outside a volume. pin_memory: pinned host buffers (default:
         only for device="cuda"; see docs/python.md before copying pinned batches yourself).
         output: "torch" or "numpy". verify_checksums: check every blob's XXH3. io: "mmap"
-        or "pread", how shards are read (see Dataset; when ``dataset`` is a path).
+        or "pread", how shards are read; cache_dir, cache_limit: the local cache of an
+        http(s):// dataset (see Dataset; these four when ``dataset`` is a path or URL).
       transform: None, or a callable applied to every batch before it is handed out:
         called on the Loader's device after the copy, dict in, dict out (anything else
         raises TypeError). An object with ``bind(patch=...)`` is replaced by what that
@@ -112,13 +113,14 @@ class Loader:
     def __init__(self, dataset, split="train", batch_size=64, shuffle=True, seed=0, drop_last=False, rank=None,
                  world_size=None, threads=0, prefetch=4, fields=None, device="cpu", patch=None, *, order=None,
                  repeats=1, window_shards=4, patch_fields=("image", "mask"), foreground_fraction=0.33,
-                 label_pad=-1, pin_memory=None, output="torch", verify_checksums=True, io="mmap", transform=None):
+                 label_pad=-1, pin_memory=None, output="torch", verify_checksums=True, io="mmap", transform=None,
+                 cache_dir=None, cache_limit=None):
         if output not in _OUTPUTS:
             raise ValueError(f"output must be one of {_OUTPUTS}, got {output!r}")
         if transform is not None and not callable(transform):
             raise TypeError(f"transform must be callable (dict in, dict out), got {type(transform).__name__}")
-        self._dataset = dataset if isinstance(dataset, Dataset) else Dataset(dataset, verify_checksums=verify_checksums,
-                                                                            io=io)
+        self._dataset = dataset if isinstance(dataset, Dataset) else Dataset(
+            dataset, verify_checksums=verify_checksums, io=io, cache_dir=cache_dir, cache_limit=cache_limit)
         self._torch = _import_torch() if output == "torch" else None
         self._cuda = _parse_device(device, self._torch)
         args = _core.LoaderArgs()

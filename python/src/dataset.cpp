@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "base/strings.h"
+
 namespace shardify::python {
 namespace {
 
@@ -180,13 +182,20 @@ py::object Region(const PyDataset& d, uint64_t index, const std::string& name, c
   return py::object(std::move(out));
 }
 
-PyDataset Open(const std::string& path, bool verify_checksums, size_t max_open_shards, const std::string& io) {
+PyDataset Open(const std::string& path, bool verify_checksums, size_t max_open_shards, const std::string& io,
+               const std::string& cache_dir, const std::string& cache_limit) {
   ReadOptions o;
   o.verify_checksums = verify_checksums;
   o.max_open_shards = max_open_shards;
   const std::optional<IoMode> mode = ParseIoMode(io);
   if (!mode) Throw(InvalidArgument("io must be mmap or pread, got '" + io + "'"));
   o.io = *mode;
+  o.remote.cache_dir = cache_dir;
+  if (!cache_limit.empty()) {
+    const Result<uint64_t> limit = ParseByteSize(cache_limit);
+    if (!limit.ok()) Throw(InvalidArgument("cache_limit: " + limit.status().message()));
+    o.remote.cache_limit = *limit;
+  }
   return PyDataset{std::shared_ptr<const Dataset>(Unwrap(WithoutGil([&] { return Dataset::Open(path, o); })))};
 }
 
@@ -195,7 +204,7 @@ PyDataset Open(const std::string& path, bool verify_checksums, size_t max_open_s
 void RegisterDataset(py::module_& m) {
   py::class_<PyDataset>(m, "Dataset")
       .def(py::init(&Open), py::arg("path"), py::arg("verify_checksums") = true, py::arg("max_open_shards") = 0,
-           py::arg("io") = "mmap")
+           py::arg("io") = "mmap", py::arg("cache_dir") = "", py::arg("cache_limit") = "")
       .def_property_readonly("path", [](const PyDataset& d) { return d.dataset->dir(); })
       .def_property_readonly("num_samples", [](const PyDataset& d) { return d.dataset->num_samples(); })
       .def_property_readonly("format_version", [](const PyDataset& d) { return d.dataset->manifest().format_version; })

@@ -1,0 +1,81 @@
+"""Datasets over HTTP: shardify.Dataset and Loader read a dataset that Debian's lighttpd
+serves on 127.0.0.1 through a bounded local cache, with the same values as on disk."""
+
+import os
+import socket
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+import shardify
+
+LIGHTTPD = "/usr/sbin/lighttpd"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """(url of the dataset, local path): 300 images in shards of about 8 KiB, under lighttpd."""
+    root = tmp_path_factory.mktemp("www")
+    rng = np.random.default_rng(1)
+    with shardify.Writer(root / "ds", fields={"image": ("u8", (1, 20, 20)), "label": "int"},
+                         classes=["a", "b", "c"], shard_size="8K") as w:
+        for i in range(300):
+            w.write({"image": rng.integers(0, 256, (1, 20, 20), dtype=np.uint8), "label": i % 3}, split="train")
+    assert os.access(LIGHTTPD, os.X_OK), "lighttpd is missing (Debian package lighttpd; tools/install-deps.sh)"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    conf = root / "lighttpd.conf"
+    conf.write_text(f'server.document-root = "{root}"\nserver.bind = "127.0.0.1"\nserver.port = {port}\n'
+                    f'server.errorlog = "{root}/error.log"\nmimetype.assign = ("" => "application/octet-stream")\n')
+    server = subprocess.Popen([LIGHTTPD, "-D", "-f", str(conf)])
+    try:
+        for _ in range(200):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/ds", str(root / "ds")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_a_served_dataset_reads_as_on_disk(served, tmp_path):
+    url, local = served
+    remote = shardify.Dataset(url, cache_dir=tmp_path / "cache")
+    disk = shardify.Dataset(local)
+    assert remote.path == url and len(remote) == len(disk) == 300
+    for i in (0, 77, 299):
+        a, b = remote[i], disk[i]
+        assert np.array_equal(a["image"], b["image"]) and a["label"] == b["label"]
+
+
+def test_a_loader_reads_through_a_cache_smaller_than_the_dataset(served, tmp_path):
+    url, local = served
+    sizes = [os.path.getsize(os.path.join(local, f)) for f in os.listdir(local) if f.startswith("shard-")]
+    limit = 8 * max(sizes)
+    assert limit < sum(sizes)
+    kw = dict(batch_size=32, order="shard_windowed", window_shards=2, seed=3, prefetch=1, output="numpy")
+    remote = shardify.Loader(url, cache_dir=tmp_path / "cache", cache_limit=limit, **kw)
+    disk = shardify.Loader(local, **kw)
+    for _ in range(2):  # two epochs: shards are evicted and fetched again
+        for a, b in zip(remote, disk):
+            assert np.array_equal(a["image"], b["image"]) and np.array_equal(a["index"], b["index"])
+    cached = sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(tmp_path / "cache")
+                 for f in files if not f.startswith(".") and not f.endswith(".lock"))
+    assert 0 < cached <= limit
+
+
+def test_bad_cache_options_and_a_missing_dataset_raise(served, tmp_path):
+    url, _ = served
+    with pytest.raises(ValueError, match="cache_limit"):
+        shardify.Dataset(url, cache_limit="lots")
+    with pytest.raises(ValueError, match="at least 1 byte"):
+        shardify.Dataset(url, cache_limit=0)
+    with pytest.raises(FileNotFoundError, match="manifest"):
+        shardify.Dataset(url.replace("/ds", "/nothing"), cache_dir=tmp_path)
+    with pytest.raises(ValueError, match="smaller than the largest shard"):
+        shardify.Dataset(url, cache_dir=tmp_path / "c", cache_limit=100)

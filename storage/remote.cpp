@@ -1,0 +1,93 @@
+#include "storage/remote.h"
+
+#include <sys/statvfs.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+
+#include "base/checksum.h"
+#include "base/file.h"
+#include "base/strings.h"
+
+namespace shardify::storage {
+namespace {
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : "";
+}
+
+// A folder name for a location: readable host and path, then a hash of the whole text, so
+// two datasets never share a folder.
+std::string FolderFor(const Location& at) {
+  std::string readable;
+  for (char c : at.base.substr(at.base.find("://") + 3)) {
+    readable += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_';
+  }
+  if (readable.size() > 80) readable = readable.substr(readable.size() - 80);
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx",
+                static_cast<unsigned long long>(Checksum64(at.base.data(), at.base.size())));
+  return readable + "-" + hash;
+}
+
+uint64_t FreeBytes(const std::string& dir) {
+  struct statvfs fs;
+  if (::statvfs(dir.c_str(), &fs) != 0) return 0;
+  return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+}
+
+}  // namespace
+
+std::string DefaultCacheDir() {
+  if (const std::string dir = Env("SHARDIFY_CACHE_DIR"); !dir.empty()) return dir;
+  if (const std::string xdg = Env("XDG_CACHE_HOME"); !xdg.empty()) return JoinPath(xdg, "shardify");
+  if (const std::string home = Env("HOME"); !home.empty()) return JoinPath(home, ".cache/shardify");
+  return "/tmp/shardify-cache";
+}
+
+Result<std::unique_ptr<RemoteDataset>> RemoteDataset::Open(const std::string& location, const RemoteOptions& options) {
+  ASSIGN_OR_RETURN(Location at, ParseLocation(location));
+  if (at.kind == LocationKind::kLocal) return InvalidArgument(location + ": not a remote location");
+  if (!TransfersAvailable()) return Unsupported(location + ": this build has no libcurl, so no remote datasets");
+  RemoteOptions o = options;
+  if (o.cache_dir.empty()) o.cache_dir = DefaultCacheDir();
+  if (o.cache_limit == 0) {
+    if (const std::string text = Env("SHARDIFY_CACHE_LIMIT"); !text.empty()) {
+      Result<uint64_t> limit = ParseByteSize(text);
+      if (!limit.ok()) return limit.status().WithContext("SHARDIFY_CACHE_LIMIT");
+      o.cache_limit = *limit;
+    }
+  }
+  const std::string folder = JoinPath(o.cache_dir, FolderFor(at));
+  RETURN_IF_ERROR(MakeDirs(folder).WithContext("cache for " + at.text));
+  return std::unique_ptr<RemoteDataset>(new RemoteDataset(std::move(at), folder, std::move(o)));
+}
+
+Result<std::vector<uint8_t>> RemoteDataset::ReadObject(const std::string& name, uint64_t max_bytes) const {
+  return FetchToMemory(Url(name), max_bytes, options_.transfer);
+}
+
+Status RemoteDataset::OpenCache(uint64_t dataset_bytes) {
+  uint64_t limit = options_.cache_limit;
+  if (limit == 0) limit = std::max<uint64_t>(1, std::min(dataset_bytes, FreeBytes(folder_) / 2));
+  ASSIGN_OR_RETURN(cache_, Cache::Open(folder_, limit));
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<const CachedFile>> RemoteDataset::Local(
+    const std::string& name, uint64_t size, uint64_t version,
+    const std::function<Status(const std::string&)>& check) const {
+  if (!cache_) return Internal(location_.text + ": the cache is not open");
+  char tag[17];
+  std::snprintf(tag, sizeof tag, "%016llx", static_cast<unsigned long long>(version));
+  const std::string url = Url(name);
+  return cache_->Get(name + "." + tag, size, [&](const std::string& tmp) -> Status {
+    RETURN_IF_ERROR(FetchToFile(url, tmp, size, options_.transfer));
+    return check ? check(tmp).WithContext(url) : Status::Ok();
+  });
+}
+
+}  // namespace shardify::storage

@@ -1,0 +1,65 @@
+// The objects of a remote dataset (an HTTP(S) prefix) and the local cache they are read
+// through. format/ asks it for the manifest's bytes and for a shard as a local file.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "storage/cache.h"
+#include "storage/location.h"
+#include "storage/transfer.h"
+
+namespace shardify::storage {
+
+struct RemoteOptions {
+  // Where fetched shards are kept; "" = $SHARDIFY_CACHE_DIR, else $XDG_CACHE_HOME/shardify,
+  // else ~/.cache/shardify. Each remote dataset gets its own folder in it.
+  std::string cache_dir;
+  // The most bytes that dataset's folder holds; 0 = $SHARDIFY_CACHE_LIMIT (bytes, or with a
+  // K/M/G/T suffix), else the dataset's size, capped at half the free space of the cache's
+  // file system.
+  uint64_t cache_limit = 0;
+  TransferOptions transfer;
+};
+
+class RemoteDataset {
+ public:
+  // `location` must be remote (IsRemote). Creates the cache folder; fetches nothing.
+  static Result<std::unique_ptr<RemoteDataset>> Open(const std::string& location, const RemoteOptions& options);
+
+  // Object `name` read whole into memory (the manifest), at most `max_bytes`.
+  Result<std::vector<uint8_t>> ReadObject(const std::string& name, uint64_t max_bytes) const;
+
+  // Opens the cache with its limit, once the dataset's size is known (`dataset_bytes`: the
+  // sum of its shards, for the default limit). Before Local().
+  Status OpenCache(uint64_t dataset_bytes);
+
+  // Object `name` of `size` bytes as a local file, fetched into the cache when missing and
+  // held there while the result lives. `version` tells copies of a name apart (a dataset
+  // rewritten at the same location). `check` runs on a fresh download before it enters
+  // the cache; its error (e.g. Corruption) is returned and the download dropped.
+  Result<std::shared_ptr<const CachedFile>> Local(const std::string& name, uint64_t size, uint64_t version,
+                                                  const std::function<Status(const std::string&)>& check) const;
+
+  const Location& location() const { return location_; }
+  std::string Url(const std::string& name) const { return ObjectUrl(location_, name); }
+  // The cache (after OpenCache): its folder and limit.
+  const Cache* cache() const { return cache_.get(); }
+
+ private:
+  RemoteDataset(Location location, std::string folder, RemoteOptions options)
+      : location_(std::move(location)), folder_(std::move(folder)), options_(std::move(options)) {}
+  Location location_;
+  std::string folder_;
+  RemoteOptions options_;
+  std::shared_ptr<Cache> cache_;
+};
+
+// The cache folder for remote datasets (see RemoteOptions::cache_dir).
+std::string DefaultCacheDir();
+
+}  // namespace shardify::storage

@@ -1,0 +1,179 @@
+#include "storage/transfer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "base/file.h"
+
+#ifdef SHARDIFY_HAVE_CURL
+#include <curl/curl.h>
+#endif
+
+namespace shardify::storage {
+
+#ifdef SHARDIFY_HAVE_CURL
+namespace {
+
+void GlobalInit() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+// Where a body goes: a file or a buffer, with a byte limit.
+struct Sink {
+  std::FILE* file = nullptr;
+  std::vector<uint8_t>* buffer = nullptr;
+  uint64_t limit = UINT64_MAX;
+  uint64_t received = 0;
+  bool over_limit = false;
+  bool write_failed = false;
+};
+
+size_t Write(char* data, size_t size, size_t count, void* user) {
+  Sink& s = *static_cast<Sink*>(user);
+  const size_t n = size * count;
+  if (s.received + n > s.limit) {
+    s.over_limit = true;
+    return 0;  // libcurl stops with CURLE_WRITE_ERROR
+  }
+  if (s.file != nullptr && std::fwrite(data, 1, n, s.file) != n) {
+    s.write_failed = true;
+    return 0;
+  }
+  if (s.buffer != nullptr) s.buffer->insert(s.buffer->end(), data, data + n);
+  s.received += n;
+  return n;
+}
+
+struct Outcome {
+  Status status;
+  bool retry = false;
+};
+
+// One GET of `url` into `sink`.
+Outcome Get(const std::string& url, Sink& sink, const TransferOptions& o) {
+  CURL* curl = curl_easy_init();
+  if (curl == nullptr) return {IOError(url + ": cannot start a transfer (curl_easy_init)"), false};
+  char error[CURL_ERROR_SIZE] = {0};
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, Write);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &sink);
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
+  curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 5L);
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(o.connect_timeout_s * 1000));
+  // No byte for stall_timeout_s: the speed stays under 1 byte/s for that long.
+  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, std::max(1L, static_cast<long>(o.stall_timeout_s)));
+  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  const CURLcode rc = curl_easy_perform(curl);
+  long http = 0;
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &http);
+  curl_off_t length = -1;
+  curl_easy_getinfo(curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
+  curl_easy_cleanup(curl);
+  if (sink.over_limit) {
+    return {IOError(url + ": the object is larger than " + std::to_string(sink.limit) + " bytes"), false};
+  }
+  if (sink.write_failed) return {IOError(url + ": cannot write what was received to the local file"), false};
+  if (rc != CURLE_OK) {
+    const std::string why = error[0] != '\0' ? error : curl_easy_strerror(rc);
+    const bool transient = rc == CURLE_OPERATION_TIMEDOUT || rc == CURLE_COULDNT_CONNECT || rc == CURLE_RECV_ERROR ||
+                           rc == CURLE_SEND_ERROR || rc == CURLE_PARTIAL_FILE || rc == CURLE_GOT_NOTHING ||
+                           rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_HTTP2 ||
+                           rc == CURLE_HTTP2_STREAM;
+    return {IOError(url + ": " + why), transient};
+  }
+  if (http == 404) return {NotFound(url + ": no such object (HTTP 404)"), false};
+  if (http == 401 || http == 403) {
+    return {IOError(url + ": access refused (HTTP " + std::to_string(http) + ")"), false};
+  }
+  if (http >= 500 || http == 429 || http == 408) {
+    return {IOError(url + ": the server answered HTTP " + std::to_string(http)), true};
+  }
+  if (http < 200 || http >= 300) {
+    return {IOError(url + ": the server answered HTTP " + std::to_string(http)), false};
+  }
+  if (length >= 0 && static_cast<uint64_t>(length) != sink.received) {
+    return {IOError(url + ": received " + std::to_string(sink.received) + " of " + std::to_string(length) + " bytes"),
+            true};
+  }
+  return {Status::Ok(), false};
+}
+
+// Runs `attempt` up to o.attempts times while it fails transiently, backing off between.
+template <typename F>
+Status WithRetries(const TransferOptions& o, F attempt) {
+  double wait = o.first_backoff_s;
+  Status last;
+  const int attempts = std::max(1, o.attempts);
+  for (int k = 1; k <= attempts; ++k) {
+    const Outcome out = attempt();
+    if (out.status.ok() || !out.retry) return out.status;
+    last = out.status;
+    if (k == attempts) break;
+    std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+    wait = std::min(wait * 2, 8.0);
+  }
+  return Status(last.code(), last.message() + " (after " + std::to_string(attempts) + " attempts)");
+}
+
+}  // namespace
+
+bool TransfersAvailable() { return true; }
+
+Status FetchToFile(const std::string& url, const std::string& path, uint64_t expected_size,
+                   const TransferOptions& options) {
+  GlobalInit();
+  const Status st = WithRetries(options, [&]() -> Outcome {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    if (f == nullptr) return {IOError(path + ": cannot create the file for " + url), false};
+    Sink sink;
+    sink.file = f;
+    if (expected_size != UINT64_MAX) sink.limit = expected_size;
+    Outcome out = Get(url, sink, options);
+    if (std::fclose(f) != 0 && out.status.ok()) out = {IOError(path + ": cannot write the file for " + url), false};
+    if (out.status.ok() && expected_size != UINT64_MAX && sink.received != expected_size) {
+      out = {IOError(url + ": the object is " + std::to_string(sink.received) + " bytes, the manifest says " +
+                     std::to_string(expected_size)),
+             false};
+    }
+    return out;
+  });
+  if (!st.ok()) RemoveFile(path).IgnoreError();
+  return st;
+}
+
+Result<std::vector<uint8_t>> FetchToMemory(const std::string& url, uint64_t max_bytes, const TransferOptions& options) {
+  GlobalInit();
+  std::vector<uint8_t> body;
+  RETURN_IF_ERROR(WithRetries(options, [&]() -> Outcome {
+    body.clear();
+    Sink sink;
+    sink.buffer = &body;
+    sink.limit = max_bytes;
+    return Get(url, sink, options);
+  }));
+  return body;
+}
+
+#else  // without libcurl
+
+bool TransfersAvailable() { return false; }
+
+Status FetchToFile(const std::string& url, const std::string&, uint64_t, const TransferOptions&) {
+  return Unsupported(url + ": this build has no libcurl, so no remote datasets");
+}
+
+Result<std::vector<uint8_t>> FetchToMemory(const std::string& url, uint64_t, const TransferOptions&) {
+  return Unsupported(url + ": this build has no libcurl, so no remote datasets");
+}
+
+#endif
+
+}  // namespace shardify::storage

@@ -1,0 +1,35 @@
+// Fetching objects over HTTP(S) with libcurl: bounded waits, retries with backoff, and
+// errors that name the object.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace shardify::storage {
+
+struct TransferOptions {
+  double connect_timeout_s = 10;  // to open a connection
+  // A transfer that moves no byte for this long is abandoned (a stalled server or
+  // network), and retried as a failed one.
+  double stall_timeout_s = 30;
+  int attempts = 5;              // tries per object (>= 1)
+  double first_backoff_s = 0.5;  // wait before the second try; doubles each time, at most 8 s
+};
+
+// True when this build has libcurl (remote datasets need it).
+bool TransfersAvailable();
+
+// GETs `url` into a new file `path` (created, or truncated). Retries connection failures,
+// stalls, truncated bodies and HTTP 5xx/429; an HTTP 404 is NotFound, other 4xx a
+// IOError, at once. `expected_size` (when not UINT64_MAX) must be the
+// body's size. On any error `path` is removed. Errors name the URL.
+Status FetchToFile(const std::string& url, const std::string& path, uint64_t expected_size,
+                   const TransferOptions& options);
+
+// GETs `url` into memory; a body over `max_bytes` is an error.
+Result<std::vector<uint8_t>> FetchToMemory(const std::string& url, uint64_t max_bytes, const TransferOptions& options);
+
+}  // namespace shardify::storage

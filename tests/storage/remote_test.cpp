@@ -1,0 +1,266 @@
+// Remote datasets over HTTP: a real lighttpd on 127.0.0.1 serving datasets written by the
+// tests, and servers that stall, cut bodies short or fail, to see each fault become an
+// error that names the object, in bounded time, with nothing partial left in the cache.
+#include "storage/remote.h"
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/file.h"
+#include "format/dataset.h"
+#include "reader/loader.h"
+#include "tests/common/temp_dir.h"
+#include "tests/common/watchdog.h"
+#include "tests/reader/reader_fixtures.h"
+#include "tests/storage/servers.h"
+
+namespace shardify {
+namespace {
+
+using testing::FixtureOptions;
+using testing::Lighttpd;
+using testing::MisbehavingServer;
+using testing::Misbehaviour;
+using testing::TempDir;
+
+// A dataset of 120 random 16x16 images in 8 to 12 shards under `root`/ds.
+void WriteServed(const std::string& root) {
+  FixtureOptions fx;
+  fx.samples = 120;
+  fx.side = 16;
+  fx.random = true;
+  fx.shard_bytes = 3000;
+  REQUIRE(MakeDirs(root).ok());
+  REQUIRE(testing::WriteFixture(root + "/ds", fx).ok());
+}
+
+// Every batch of a sequential pass over `location` (image, label), concatenated.
+std::vector<uint8_t> ReadAll(const std::string& location, const storage::RemoteOptions& remote, size_t prefetch = 4) {
+  LoaderOptions o;
+  o.batch_size = 16;
+  o.prefetch = prefetch;
+  o.sampler.order = SampleOrder::kSequential;
+  o.threads = 2;
+  o.fields = {"image", "label"};
+  o.remote = remote;
+  auto loader = Loader::Open(location, o);
+  REQUIRE(loader.ok());
+  std::vector<uint8_t> all;
+  while (true) {
+    auto b = (*loader)->Next();
+    INFO(b.status().ToString());
+    REQUIRE(b.ok());
+    if (!*b) break;
+    for (const BatchField& f : (*b)->fields) {
+      all.insert(all.end(), static_cast<const uint8_t*>(f.data), static_cast<const uint8_t*>(f.data) + f.bytes);
+    }
+  }
+  return all;
+}
+
+// Bytes of complete files in the cache folders under `cache_dir`.
+uint64_t CachedBytes(const std::string& cache_dir) {
+  uint64_t total = 0;
+  const Result<std::vector<std::string>> folders = ListDir(cache_dir);
+  REQUIRE(folders.ok());
+  for (const std::string& folder : *folders) {
+    const Result<std::vector<std::string>> names = ListDir(cache_dir + "/" + folder);
+    REQUIRE(names.ok());
+    for (const std::string& name : *names) {
+      if (name[0] == '.' || name.find(".lock") != std::string::npos) continue;
+      total += *FileSize(cache_dir + "/" + folder + "/" + name);
+    }
+  }
+  return total;
+}
+
+storage::RemoteOptions Quick(const std::string& cache_dir) {
+  storage::RemoteOptions r;
+  r.cache_dir = cache_dir;
+  r.transfer.stall_timeout_s = 1;
+  r.transfer.attempts = 3;
+  r.transfer.first_backoff_s = 0.05;
+  return r;
+}
+
+TEST_CASE("storage: a dataset served over HTTP reads as the same batches as on disk", "[subprocess]") {
+  TempDir tmp;
+  WriteServed(tmp / "www");
+  Lighttpd server(tmp / "www", tmp.path());
+  INFO(server.why());
+  REQUIRE(server.started());
+  const storage::RemoteOptions remote = Quick(tmp / "cache");
+  const std::vector<uint8_t> local = ReadAll(tmp / "www/ds", remote);
+  CHECK(ReadAll(server.url() + "/ds", remote) == local);
+  const uint64_t cached = CachedBytes(tmp / "cache");
+  CHECK(ReadAll(server.url() + "/ds/", remote) == local);  // again, from the cache
+  CHECK(CachedBytes(tmp / "cache") == cached);
+
+  ReadOptions ro;
+  ro.remote = remote;
+  auto ds = Dataset::Open(server.url() + "/ds", ro);
+  REQUIRE(ds.ok());
+  CHECK((*ds)->dir() == server.url() + "/ds");
+  CHECK((*ds)->num_samples() == 120);
+}
+
+TEST_CASE("storage: a cache smaller than the dataset stays within its limit", "[subprocess]") {
+  TempDir tmp;
+  WriteServed(tmp / "www");
+  Lighttpd server(tmp / "www", tmp.path());
+  INFO(server.why());
+  REQUIRE(server.started());
+  auto local = Dataset::Open(tmp / "www/ds");
+  REQUIRE(local.ok());
+  uint64_t total = 0, largest = 0;
+  for (const ShardInfo& s : (*local)->manifest().shards) {
+    total += s.size_bytes;
+    largest = std::max(largest, s.size_bytes);
+  }
+  REQUIRE((*local)->manifest().shards.size() >= 6);
+  // Two batches of 16 in flight (prefetch 1) touch at most 6 shards of about 10 samples.
+  storage::RemoteOptions remote = Quick(tmp / "cache");
+  remote.cache_limit = 7 * largest;
+  REQUIRE(remote.cache_limit < total);
+  CHECK(ReadAll(server.url() + "/ds", remote, 1) == ReadAll(tmp / "www/ds", remote, 1));
+  CHECK(CachedBytes(tmp / "cache") <= remote.cache_limit);
+
+  // A window wider than the cache is an error that says so, not a hang.
+  remote.cache_limit = 2 * largest;
+  LoaderOptions wide;
+  wide.batch_size = 16;
+  wide.sampler.order = SampleOrder::kSequential;
+  wide.remote = remote;
+  auto loader = Loader::Open(server.url() + "/ds", wide);
+  REQUIRE(loader.ok());
+  Status failed;
+  testing::WithinSeconds(60, "reading through a cache too small for the window", [&] {
+    for (auto b = (*loader)->Next(); failed.ok(); b = (*loader)->Next()) {
+      if (!b.ok())
+        failed = b.status();
+      else if (!*b)
+        break;
+    }
+    return 0;
+  });
+  CHECK(failed.code() == StatusCode::kResourceExhausted);
+  CHECK_THAT(failed.message(), Catch::Contains("raise the cache limit"));
+
+  remote.cache_limit = largest - 1;
+  ReadOptions ro;
+  ro.remote = remote;
+  const auto tiny = Dataset::Open(server.url() + "/ds", ro);
+  REQUIRE(tiny.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(tiny.status().message(), Catch::Contains("smaller than the largest shard"));
+}
+
+TEST_CASE("storage: the Loader fetches shards ahead of the batches it has planned", "[subprocess]") {
+  TempDir tmp;
+  WriteServed(tmp / "www");
+  Lighttpd server(tmp / "www", tmp.path());
+  INFO(server.why());
+  REQUIRE(server.started());
+  LoaderOptions o;
+  o.batch_size = 8;  // about one shard a batch
+  o.prefetch = 1;    // the ring plans two batches: two or three shards
+  o.threads = 1;
+  o.sampler.order = SampleOrder::kSequential;
+  o.remote = Quick(tmp / "cache");
+  auto loader = Loader::Open(server.url() + "/ds", o);
+  REQUIRE(loader.ok());
+  REQUIRE((*loader)->Next().ok());
+  // The ring has planned at most batches 0 to 2 now (samples 0 to 23); the shards beyond
+  // theirs come from the prefetcher.
+  auto local = Dataset::Open(tmp / "www/ds");
+  REQUIRE(local.ok());
+  const size_t planned_shards = (*local)->ShardOfSample(23) + 1;
+  size_t cached = 0;
+  for (int i = 0; i < 100 && cached <= planned_shards; ++i) {  // up to 5 s
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    cached = 0;
+    const auto folders = ListDir(tmp / "cache");
+    REQUIRE(folders.ok());
+    for (const std::string& folder : *folders) {
+      const auto names = ListDir(tmp / ("cache/" + folder));
+      REQUIRE(names.ok());
+      for (const std::string& n : *names) cached += n[0] != '.' && n.find(".lock") == std::string::npos;
+    }
+  }
+  CHECK(cached > planned_shards);
+}
+
+TEST_CASE("storage: a damaged or missing object is an error naming its URL, and never cached", "[subprocess]") {
+  TempDir tmp;
+  WriteServed(tmp / "www");
+  Lighttpd server(tmp / "www", tmp.path());
+  INFO(server.why());
+  REQUIRE(server.started());
+  auto local = Dataset::Open(tmp / "www/ds");
+  REQUIRE(local.ok());
+  const ShardInfo first = (*local)->manifest().shards[0];
+  const ShardInfo second = (*local)->manifest().shards[1];
+  {  // flip a byte of the first shard's footer on the server
+    std::fstream f(tmp / ("www/ds/" + first.file_name), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-10, std::ios::end);
+    const char c = static_cast<char>(f.get());
+    f.seekp(-10, std::ios::end);
+    f.put(static_cast<char>(c ^ 0x40));
+  }
+  REQUIRE(RemoveFile(tmp / ("www/ds/" + second.file_name)).ok());
+  ReadOptions ro;
+  ro.remote = Quick(tmp / "cache");
+  auto ds = Dataset::Open(server.url() + "/ds", ro);
+  REQUIRE(ds.ok());
+  const auto damaged = (*ds)->Sample(first.first_sample);
+  REQUIRE_FALSE(damaged.ok());
+  CHECK(damaged.status().code() == StatusCode::kCorruption);
+  CHECK_THAT(damaged.status().message(), Catch::Contains(server.url() + "/ds/" + first.file_name));
+  const auto missing = (*ds)->Sample(second.first_sample);
+  REQUIRE_FALSE(missing.ok());
+  CHECK_THAT(missing.status().message(), Catch::Contains(server.url() + "/ds/" + second.file_name));
+  CHECK_THAT(missing.status().message(), Catch::Contains("404"));
+  CHECK(CachedBytes(tmp / "cache") == 0);
+  CHECK((*ds)->Sample((*local)->manifest().shards[2].first_sample).ok());  // the others still read
+}
+
+TEST_CASE("storage: a stalled server is an error within the stall timeout, naming the object", "[subprocess]") {
+  TempDir tmp;
+  MisbehavingServer stall(Misbehaviour::kStall);
+  ReadOptions ro;
+  ro.remote = Quick(tmp / "cache");
+  ro.remote.transfer.attempts = 2;
+  const auto start = std::chrono::steady_clock::now();
+  const auto opened = testing::WithinSeconds(30, "opening a dataset on a stalled server",
+                                             [&] { return Dataset::Open(stall.url() + "/ds", ro); });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  REQUIRE_FALSE(opened.ok());
+  CHECK(opened.status().code() == StatusCode::kIOError);
+  CHECK_THAT(opened.status().message(), Catch::Contains(stall.url() + "/ds/manifest.sfm"));
+  CHECK_THAT(opened.status().message(), Catch::Contains("after 2 attempts"));
+  CHECK(stall.requests() == 2);
+  CHECK(seconds < 10);
+}
+
+TEST_CASE("storage: cut bodies and server errors are retried, then reported", "[subprocess]") {
+  TempDir tmp;
+  ReadOptions ro;
+  ro.remote = Quick(tmp / "cache");
+  MisbehavingServer cut(Misbehaviour::kTruncate);
+  const auto truncated = Dataset::Open(cut.url() + "/ds", ro);
+  REQUIRE_FALSE(truncated.ok());
+  CHECK(truncated.status().code() == StatusCode::kIOError);
+  CHECK_THAT(truncated.status().message(), Catch::Contains("after 3 attempts"));
+  CHECK(cut.requests() == 3);
+  MisbehavingServer failing(Misbehaviour::kError503);
+  const auto unavailable = Dataset::Open(failing.url() + "/ds", ro);
+  REQUIRE_FALSE(unavailable.ok());
+  CHECK_THAT(unavailable.status().message(), Catch::Contains("HTTP 503"));
+  CHECK(failing.requests() == 3);
+}
+
+}  // namespace
+}  // namespace shardify

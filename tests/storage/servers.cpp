@@ -1,0 +1,128 @@
+#include "tests/storage/servers.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <vector>
+
+namespace shardify::testing {
+namespace {
+
+// A listening socket on 127.0.0.1 at a port the kernel picks; returns the fd, sets *port.
+int Listen(int* port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 16) != 0) return -1;
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+bool Accepts(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
+Lighttpd::Lighttpd(const std::string& root, const std::string& work) {
+  int port = 0;
+  const int probe = Listen(&port);  // a free port, released for lighttpd to take
+  if (probe < 0) {
+    why_ = "no free port on 127.0.0.1";
+    return;
+  }
+  ::close(probe);
+  const std::string conf = work + "/lighttpd.conf";
+  std::ofstream(conf) << "server.document-root = \"" << root << "\"\n"
+                      << "server.bind = \"127.0.0.1\"\n"
+                      << "server.port = " << port << "\n"
+                      << "server.errorlog = \"" << work << "/lighttpd-error.log\"\n"
+                      << "mimetype.assign = (\"\" => \"application/octet-stream\")\n";
+  const char* binary = "/usr/sbin/lighttpd";
+  if (::access(binary, X_OK) != 0) {
+    why_ = std::string(binary) + " is missing (Debian package lighttpd; tools/install-deps.sh installs it)";
+    return;
+  }
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    ::execl(binary, binary, "-D", "-f", conf.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  for (int i = 0; i < 200; ++i) {  // up to 10 s
+    if (Accepts(port)) {
+      port_ = port;
+      return;
+    }
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      why_ = "lighttpd exited at start (see " + work + "/lighttpd-error.log)";
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  why_ = "lighttpd did not accept connections within 10 s";
+}
+
+Lighttpd::~Lighttpd() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+  }
+}
+
+MisbehavingServer::MisbehavingServer(Misbehaviour how) : how_(how) {
+  listener_ = Listen(&port_);
+  thread_ = std::thread([this] { Serve(); });
+}
+
+MisbehavingServer::~MisbehavingServer() {
+  stop_ = true;
+  thread_.join();
+  if (listener_ >= 0) ::close(listener_);
+}
+
+void MisbehavingServer::Serve() {
+  std::vector<int> open;
+  while (!stop_) {
+    pollfd p{listener_, POLLIN, 0};
+    if (::poll(&p, 1, 50) <= 0) continue;
+    const int c = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (c < 0) continue;
+    char request[4096];
+    pollfd r{c, POLLIN, 0};
+    if (::poll(&r, 1, 2000) > 0) ::recv(c, request, sizeof request, 0);
+    ++requests_;
+    if (how_ == Misbehaviour::kStall) {
+      open.push_back(c);  // answered never; closed when the server stops
+      continue;
+    }
+    const std::string answer =
+        how_ == Misbehaviour::kTruncate
+            ? "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n0123456789"
+            : "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    ::send(c, answer.data(), answer.size(), MSG_NOSIGNAL);
+    ::close(c);
+  }
+  for (int c : open) ::close(c);
+}
+
+}  // namespace shardify::testing

@@ -1,0 +1,54 @@
+// Servers the storage tests read from, on 127.0.0.1 only: Debian's lighttpd serving a
+// folder, and a server that misbehaves on purpose (stalls, or cuts bodies short).
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+
+namespace shardify::testing {
+
+// lighttpd (-D, in the foreground) serving `root` on a free port of 127.0.0.1, stopped
+// when the object dies. started() is false, with why() set, when it could not start.
+class Lighttpd {
+ public:
+  Lighttpd(const std::string& root, const std::string& work);
+  ~Lighttpd();
+  bool started() const { return port_ != 0; }
+  const std::string& why() const { return why_; }
+  // "http://127.0.0.1:PORT"
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string why_;
+};
+
+enum class Misbehaviour {
+  kStall,     // accepts, reads the request, never answers
+  kTruncate,  // answers 200 with Content-Length 1000, sends 10 bytes, closes
+  kError503,  // answers 503 every time
+};
+
+// A one-thread HTTP server on a free port of 127.0.0.1 that misbehaves; counts requests.
+class MisbehavingServer {
+ public:
+  explicit MisbehavingServer(Misbehaviour how);
+  ~MisbehavingServer();
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int requests() const { return requests_.load(); }
+
+ private:
+  void Serve();
+  Misbehaviour how_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> requests_{0};
+  std::thread thread_;
+};
+
+}  // namespace shardify::testing
