@@ -1,0 +1,180 @@
+"""Reading a dataset over HTTP against reading it from local disk: Debian's lighttpd on
+127.0.0.1 with a bandwidth limit, behind a proxy that adds latency to every response.
+
+Runs shardify.Loader (batch 256, order shard_windowed over windows of 2 shards, prefetch 2,
+2 threads) over Fashion-MNIST's 60,000 training images written into shards of about 1 MiB,
+for 3 epochs each:
+  local             the dataset directory itself
+  remote, cold      the URL, with an empty cache as large as the dataset
+  remote, warm      the URL again, with that cache now full
+  remote, 25%       the URL, with a cache limited to a quarter of the dataset
+and prints samples/s per epoch, the bytes the server sent per epoch (counted by the proxy)
+and the cache's size after each epoch.
+
+    PYTHONPATH=build/python /usr/bin/python3 tools/bench_remote.py [--mbps 100] [--latency-ms 20]
+"""
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+import shardify
+
+FMNIST = "/usr/share/datasets/fashion-mnist"
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    dims = struct.unpack(">" + "I" * data[3], data[4:4 + 4 * data[3]])
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * data[3]).reshape(dims)
+
+
+def write_dataset(path):
+    images = read_idx(os.path.join(FMNIST, "train-images-idx3-ubyte.gz"))
+    labels = read_idx(os.path.join(FMNIST, "train-labels-idx1-ubyte.gz"))
+    with shardify.Writer(path, fields={"image": ("u8", (1, 28, 28)), "label": "int"},
+                         classes=[str(c) for c in range(10)], shard_size="1M") as w:
+        for image, label in zip(images, labels):
+            w.write({"image": image[None], "label": int(label)}, split="train")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LatencyProxy:
+    """Forwards 127.0.0.1:port to `upstream`, holding back each response's first bytes
+    for `latency` seconds (one round trip of a distant server per request)."""
+
+    def __init__(self, upstream, latency):
+        self.upstream, self.latency = upstream, latency
+        self.sent = 0  # bytes passed to clients (responses, headers included)
+        self._lock = threading.Lock()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            client, _ = self.listener.accept()
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client):
+        server = socket.create_connection(self.upstream)
+
+        def pump(src, dst, delay):
+            first = True
+            try:
+                while True:
+                    data = src.recv(1 << 16)
+                    if not data:
+                        break
+                    if first and delay:
+                        time.sleep(delay)
+                    first = False
+                    dst.sendall(data)
+                    if delay:
+                        with self._lock:
+                            self.sent += len(data)
+            except OSError:
+                pass
+            finally:
+                for s in (src, dst):
+                    try:
+                        s.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+
+        threading.Thread(target=pump, args=(client, server, 0), daemon=True).start()
+        pump(server, client, self.latency)
+
+
+def cache_bytes(path):
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files
+               if not f.startswith(".") and not f.endswith(".lock"))
+
+
+def run(name, location, proxy, cache=None, limit=None, epochs=3):
+    kw = dict(batch_size=256, order="shard_windowed", window_shards=2, prefetch=2, threads=2, seed=0,
+              output="numpy")
+    if cache is not None:
+        kw.update(cache_dir=cache, cache_limit=limit)
+    loader = shardify.Loader(location, **kw)
+    rows = []
+    for epoch in range(epochs):
+        before, start, n = proxy.sent, time.perf_counter(), 0
+        for batch in loader:
+            n += len(batch["label"])
+        seconds = time.perf_counter() - start
+        rows.append({"run": name, "epoch": epoch, "samples_per_s": n / seconds, "seconds": seconds,
+                     "fetched_mib": (proxy.sent - before) / 2**20,
+                     "cache_mib": cache_bytes(cache) / 2**20 if cache else None})
+        r = rows[-1]
+        held = "-" if r["cache_mib"] is None else f"{r['cache_mib']:.1f} MiB"
+        print(f"{name:15} epoch {epoch}: {r['samples_per_s']:>10,.0f} samples/s, fetched {r['fetched_mib']:6.1f} MiB, "
+              f"cache {held}", flush=True)
+    loader.close()
+    return rows
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--mbps", type=float, default=100, help="server bandwidth limit in MB/s (lighttpd)")
+    p.add_argument("--latency-ms", type=float, default=20, help="delay before each response")
+    p.add_argument("--work", default=None, help="folder for the dataset and caches (default: a temporary one)")
+    p.add_argument("--json", default=None, help="also write the rows here")
+    a = p.parse_args()
+    work = a.work or tempfile.mkdtemp(prefix="shardify-bench-remote-")
+    www, ds = os.path.join(work, "www"), os.path.join(work, "www", "fmnist")
+    if not os.path.exists(os.path.join(ds, "manifest.sfm")):
+        os.makedirs(www, exist_ok=True)
+        write_dataset(ds)
+    size = sum(os.path.getsize(os.path.join(ds, f)) for f in os.listdir(ds))
+    print(f"{ds}: {len(os.listdir(ds)) - 1} shards, {size / 2**20:.1f} MiB; server {a.mbps:g} MB/s, "
+          f"latency {a.latency_ms:g} ms")
+    port = free_port()
+    conf = os.path.join(work, "lighttpd.conf")
+    with open(conf, "w") as f:
+        f.write(f'server.document-root = "{www}"\nserver.bind = "127.0.0.1"\nserver.port = {port}\n'
+                f'connection.kbytes-per-second = {int(a.mbps * 1e6 / 1024)}\n'
+                f'server.errorlog = "{work}/error.log"\nmimetype.assign = ("" => "application/octet-stream")\n')
+    server = subprocess.Popen(["/usr/sbin/lighttpd", "-D", "-f", conf])
+    try:
+        for _ in range(200):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
+        proxy = LatencyProxy(("127.0.0.1", port), a.latency_ms / 1000)
+        url = f"http://127.0.0.1:{proxy.port}/fmnist"
+        rows = run("local", ds, proxy)
+        cache = os.path.join(work, "cache")
+        shutil.rmtree(cache, ignore_errors=True)
+        rows += run("remote, cold", url, proxy, cache, size)
+        rows += run("remote, warm", url, proxy, cache, size)
+        small = os.path.join(work, "cache-25")
+        shutil.rmtree(small, ignore_errors=True)
+        rows += run("remote, 25%", url, proxy, small, size // 4)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
