@@ -1,4 +1,4 @@
-// The first pass over the training split (see intensity_internal.h): the foreground
+// The first pass over the training cases (see intensity_internal.h): the foreground
 // intensity statistics of --normalize ct, drawn as nnU-Net's dataset fingerprint draws
 // them (kept as three steps, sample a case, merge samples, the pass, so that a conversion
 // in parts can sample its cases and merge everything once), and the share of voxels that
@@ -30,8 +30,7 @@ uint64_t LegacyChoice::Next(uint64_t n) {
 namespace {
 
 // Ranks (among the foreground voxels) drawn, ascending, each with how often it was drawn.
-std::vector<WeightedValue> DrawRanks(uint64_t count, uint64_t draws) {
-  LegacyChoice choice(kIntensitySeed);
+std::vector<WeightedValue> DrawRanks(LegacyChoice& choice, uint64_t count, uint64_t draws) {
   std::vector<WeightedValue> out;
   if (count <= draws) {  // a count per voxel: no more memory than the draws
     std::vector<uint64_t> times(count, 0);
@@ -73,16 +72,19 @@ ForegroundSample SampleForeground(const uint8_t* image, DType dtype, const Shape
   uint64_t count = 0;
   for (uint64_t v = 0; v < voxels; ++v) count += foreground(v);
   if (count == 0 || draws == 0) return out;
-  const std::vector<WeightedValue> ranks = DrawRanks(count, draws);  // value: the rank
-  for (auto& c : out.channels) c.reserve(ranks.size());
-  uint64_t rank = 0;
-  size_t k = 0;
-  for (uint64_t v = 0; v < voxels && k < ranks.size(); ++v) {
-    if (!foreground(v)) continue;
-    if (static_cast<double>(rank++) != ranks[k].value) continue;
-    for (uint64_t c = 0; c < channels; ++c)
-      out.channels[c].push_back({ElementAsDouble(image + (c * voxels + v) * es, dtype), ranks[k].count});
-    ++k;
+  LegacyChoice choice(kIntensitySeed);  // one generator per case, channel after channel
+  for (uint64_t c = 0; c < channels; ++c) {
+    const std::vector<WeightedValue> ranks = DrawRanks(choice, count, draws);  // value: the rank
+    std::vector<WeightedValue>& values = out.channels[c];
+    values.reserve(ranks.size());
+    uint64_t rank = 0;
+    size_t k = 0;
+    for (uint64_t v = 0; v < voxels && k < ranks.size(); ++v) {
+      if (!foreground(v)) continue;
+      if (static_cast<double>(rank++) != ranks[k].value) continue;
+      values.push_back({ElementAsDouble(image + (c * voxels + v) * es, dtype), ranks[k].count});
+      ++k;
+    }
   }
   return out;
 }
@@ -122,7 +124,7 @@ Result<std::vector<ChannelNorm>> MergeForeground(const std::vector<ForegroundSam
     for (const WeightedValue& w : all) total += w.count, sum += w.value * static_cast<double>(w.count);
     if (total == 0) {
       return InvalidArgument("--normalize ct: channel " + std::to_string(c) +
-                             " has no foreground voxels (mask > 0) in the training split");
+                             " has no foreground voxels (mask > 0) in the training cases");
     }
     const double mean = sum / static_cast<double>(total);
     double sq = 0;
@@ -150,7 +152,7 @@ Result<FirstPassResult> RunFirstPass(const FirstPass& pass) {
   size_t with_mask = 0;
   for (size_t i : pass.cases) with_mask += HasMask(pass.plan->cases[i]);
   if (ct && with_mask == 0) {
-    return InvalidArgument("--normalize ct needs masks (the foreground) in the training split; it has none");
+    return InvalidArgument("--normalize ct needs masks (the foreground) in the training cases; it has none");
   }
   const uint64_t draws =
       std::max<uint64_t>(1, pass.preprocess->options.intensity_samples / std::max<size_t>(1, with_mask));
@@ -158,15 +160,17 @@ Result<FirstPassResult> RunFirstPass(const FirstPass& pass) {
   std::vector<double> kept(n, -1);  // cropped share of voxels; -1: not read
   RETURN_IF_ERROR(ParallelFor(n, pass.threads, pass.cancel, "statistics", pass.progress, [&](size_t k) {
     const CaseInput& in = pass.plan->cases[pass.cases[k]];
-    if (!crop && !HasMask(in)) return;
+    if (!crop && !(ct && HasMask(in))) return;
     NoThrow(in.name, [&] {
       Result<CaseData> d = DecodeCase(in, nullptr, pass.max_sample_bytes);
       if (!d.ok()) return Status::Ok();
       RETURN_IF_ERROR(CheckFinite(pass.preprocess->options, in, &d->image));
+      // Cropped whether or not the conversion crops: the fingerprint samples the box of
+      // nonzero voxels (a foreground voxel outside it is not drawn).
+      const Shape spatial(d->image.info.shape.begin() + 1, d->image.info.shape.end());
       Shape start, size;
+      RETURN_IF_ERROR(CropToNonzero(&*d, &start, &size));
       if (crop) {
-        const Shape spatial(d->image.info.shape.begin() + 1, d->image.info.shape.end());
-        RETURN_IF_ERROR(CropToNonzero(&*d, &start, &size));
         double share = 1;
         for (size_t a = 0; a < size.size(); ++a)
           share *= static_cast<double>(size[a]) / static_cast<double>(spatial[a]);
@@ -181,6 +185,7 @@ Result<FirstPassResult> RunFirstPass(const FirstPass& pass) {
     }).IgnoreError();
   }));
   FirstPassResult out;
+  out.ct_draws = ct ? draws : 0;
   std::vector<double> shares;
   for (double share : kept) {
     if (share >= 0) shares.push_back(share);

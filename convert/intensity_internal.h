@@ -1,4 +1,4 @@
-// The first pass over the training split (internal; see preprocess.h): what preprocessing
+// The first pass over the training cases (internal; see preprocess.h): what preprocessing
 // must know of every training case before it converts one, as nnU-Net's dataset
 // fingerprint learns it. For --normalize ct the foreground intensity statistics, drawn as
 // the fingerprint draws them; with --crop nonzero and zscore channels, whether cropping
@@ -18,9 +18,10 @@ namespace shardify::convert::detail {
 
 // Foreground values of one case, per channel, as nnU-Net's fingerprint draws them: `draws`
 // values with replacement from the voxels with mask > 0 (in any mask channel), in memory
-// order, whatever their number, so every case weighs the same; the indices are numpy's
-// RandomState(kIntensitySeed).choice(count, draws), drawn anew for every case. A value
-// drawn k times is kept once with count k. A case without foreground gives none.
+// order, whatever their number, so every case weighs the same. The indices are numpy's
+// RandomState(kIntensitySeed).choice(count, draws), one generator per case seeded anew,
+// whose channels draw one after the other (channel 1 continues where channel 0 stopped).
+// A value drawn k times is kept once with count k. A case without foreground gives none.
 inline constexpr uint32_t kIntensitySeed = 1234;  // nnU-Net's collect_foreground_intensities
 struct WeightedValue {
   double value = 0;
@@ -56,7 +57,9 @@ inline constexpr double kRegionNormBelow = 0.75;
 
 struct FirstPass {
   const SourcePlan* plan;
-  std::vector<size_t> cases;  // the training cases, in output order
+  // The training cases as the source gives them (nnU-Net: all of imagesTr, whatever
+  // --split makes of them), in output order.
+  std::vector<size_t> cases;
   const PreprocessPlan* preprocess;
   int threads;
   uint64_t max_sample_bytes;  // per file decoded
@@ -64,9 +67,11 @@ struct FirstPass {
   ProgressSink* progress;
 };
 struct FirstPassResult {
-  // ct channels: the statistics, from the cases with a mask that were read.
+  // ct channels: the statistics, from the cases with a mask that were read, each of
+  // which drew ct_draws values per channel.
   std::vector<ChannelNorm> ct;
   size_t ct_cases = 0;
+  uint64_t ct_draws = 0;
   // --crop nonzero: the median over the cases read of their cropped share of voxels.
   double median_kept = 1;
   size_t crop_cases = 0;
@@ -77,9 +82,11 @@ bool NeedsRegionRule(const PreprocessPlan& plan);
 // Whether the plan needs the first pass (ct channels without given statistics, or the
 // region rule).
 bool NeedsFirstPass(const PreprocessPlan& plan);
-// Decodes every case of `pass.cases`, checks its NaN (CheckFinite) and crops it; for ct,
-// each case with a mask draws intensity_samples / (cases with a mask) values per
-// channel, merged once. A case that cannot be read or fails CheckFinite adds nothing: it
+// Decodes every case of `pass.cases`, checks its NaN (CheckFinite) and crops it to its
+// nonzero box (for ct too when the conversion does not crop, as the fingerprint samples
+// cropped cases); for ct, each case with a mask draws intensity_samples / (cases with a
+// mask) values per channel (nnU-Net: 100,000,000 / cases), merged once. The result does
+// not depend on pass.threads. A case that cannot be read or fails CheckFinite adds nothing: it
 // fails, or is skipped, when it is converted.
 Result<FirstPassResult> RunFirstPass(const FirstPass& pass);
 

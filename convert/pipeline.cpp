@@ -154,6 +154,9 @@ struct Prepared {
   detail::Schema schema;
   detail::PreprocessPlan preprocess;
   std::vector<size_t> order;
+  // The cases the source gives as training cases (split "" or "train" before --split
+  // assigns any: nnU-Net's imagesTr), in output order: the first pass reads these.
+  std::vector<size_t> training;
   std::vector<std::vector<uint8_t>> small_files;  // per case, see CaseInfo::small_file
   uint64_t max_sample_bytes = 0;                  // largest decoded image + mask
   std::string largest;                            // the case that has it
@@ -274,7 +277,13 @@ Status Prepare(const ConvertOptions& o, int threads, ProgressSink* progress, Pre
     }
     sum->groups = distinct.size();
   }
+  std::vector<char> training(plan.cases.size());
+  for (size_t i = 0; i < plan.cases.size(); ++i)
+    training[i] = plan.cases[i].split.empty() || plan.cases[i].split == "train";
   p->order = detail::AssignSplits(plan.cases, ok, o.split, o.seed, &split_order, groups);
+  for (size_t i : p->order) {
+    if (training[i]) p->training.push_back(i);
+  }
   for (const auto& f : p->schema.fields) sum->fields.push_back(FieldLine(f));
   return Status::Ok();
 }
@@ -323,13 +332,10 @@ const char* CodecChoiceName(CodecChoice c) {
 
 namespace {
 
-// The first pass over the training split, before anything is written: the ct statistics,
+// The first pass over the training cases, before anything is written: the ct statistics,
 // and whether zscore channels normalize within the nonzero region (intensity_internal.h).
 Status RunFirstPass(const ConvertOptions& o, int threads, ProgressSink* progress, Prepared* p, ConvertSummary* sum) {
-  detail::FirstPass pass{&p->plan, {}, &p->preprocess, threads, o.max_sample_bytes, o.cancel, progress};
-  for (size_t i : p->order) {
-    if (p->plan.cases[i].split == "train") pass.cases.push_back(i);
-  }
+  detail::FirstPass pass{&p->plan, p->training, &p->preprocess, threads, o.max_sample_bytes, o.cancel, progress};
   ASSIGN_OR_RETURN(detail::FirstPassResult first, detail::RunFirstPass(pass));
   for (size_t c = 0; c < first.ct.size(); ++c) {  // measured; given statistics stay as they are
     const ChannelNorm& n = first.ct[c];
@@ -339,7 +345,11 @@ Status RunFirstPass(const ConvertOptions& o, int threads, ProgressSink* progress
                   first.ct_cases, n.clip_low, n.clip_high, n.mean, n.stddev);
     sum->preprocessing.push_back(line);
   }
-  if (!first.ct.empty()) p->preprocess.ct = std::move(first.ct);
+  if (!first.ct.empty()) {
+    p->preprocess.ct = std::move(first.ct);
+    p->preprocess.ct_cases = first.ct_cases;
+    p->preprocess.ct_draws = first.ct_draws;
+  }
   if (detail::NeedsRegionRule(p->preprocess)) {
     const bool in_region = first.median_kept < detail::kRegionNormBelow;
     p->preprocess.zscore_in_region = {in_region};
@@ -377,7 +387,7 @@ Result<ConvertSummary> ConvertImpl(const ConvertOptions& given, ProgressSink* pr
   const ConvertOptions o = ResolveAuto(options, p);
   sum.codec = CodecChoiceName(o.codec);
   ASSIGN_OR_RETURN(const size_t window, WindowFor(o, threads, p.max_sample_bytes, p.largest));
-  // Every part computes the same statistics over the whole training split, so parts agree.
+  // Every part computes the same statistics over all the training cases, so parts agree.
   if (!o.dry_run && detail::NeedsFirstPass(p.preprocess)) RETURN_IF_ERROR(RunFirstPass(o, threads, progress, &p, &sum));
   WriterOptions wo = MakeWriterOptions(o, p.plan, p.schema, p.preprocess, options.level == 0);
   std::vector<size_t> order = p.order;  // what this run writes: every sample, or one part's slice

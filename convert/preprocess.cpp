@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/strings.h"
+#include "convert/intensity_internal.h"
 #include "convert/preprocess_internal.h"
 #include "convert/resample_internal.h"
 #include "convert/schema_internal.h"
@@ -573,6 +574,11 @@ std::vector<KeyValue> PreprocessProvenance(const PreprocessPlan& plan) {
               Num(n.clip_high) + "],\"mean\":" + Num(n.mean) + ",\"std\":" + Num(n.stddev) + "}";
     }
     out.push_back({"ct_statistics", json + "]"});
+    if (plan.ct_draws > 0) {  // measured here, not given
+      out.push_back({"ct_sampling", "{\"cases\":" + std::to_string(plan.ct_cases) +
+                                        ",\"draws_per_case\":" + std::to_string(plan.ct_draws) +
+                                        ",\"seed\":" + std::to_string(kIntensitySeed) + "}"});
+    }
   }
   if (o.from_plans) {
     for (KeyValue& kv : PlansProvenance(*o.from_plans)) out.push_back(std::move(kv));

@@ -60,7 +60,7 @@ struct PreprocessOptions {
   // channel, (x - mean) / std; with crop_nonzero, when cropping keeps a median of less than
   // 3/4 of the training cases' voxels (nnU-Net's use_mask_for_norm), over the nonzero
   // region (holes filled, labelled voxels included) and 0 outside it. ct: clipped to the 0.5 and 99.5 percentiles of
-  // the foreground (mask > 0) voxels of the training split, then z-scored with their mean and std (a first pass over
+  // the foreground (mask > 0) voxels of the training cases, then z-scored with their mean and std (a first pass over
   // the data).
   std::vector<Normalization> normalize;
   // Instead of `normalize` (which must then be empty): each channel's scheme from its name
@@ -85,9 +85,10 @@ struct PreprocessOptions {
   // The image field's dtype. Default: the smallest dtype that holds every input's values
   // exactly (PromoteDTypes), f32 when normalized. Normalized data may be f32, f16 or f64.
   std::optional<DType> dtype;
-  // --normalize ct: foreground values drawn for the statistics over the whole training
-  // split, divided evenly among its cases with a mask: each draws its share with
-  // replacement, as nnU-Net's fingerprint (which draws 100,000,000 in all).
+  // --normalize ct: foreground values drawn for the statistics over all the training
+  // cases (as the source gives them, before --split), divided evenly among those with a
+  // mask: each draws its share per channel with replacement, as nnU-Net's fingerprint
+  // (which draws 100,000,000 in all).
   uint64_t intensity_samples = 10000000;
   // NaN and infinite image voxels become 0 before any other step (and before the ct
   // statistics). Without it they stay, unless the case is normalized or resampled, which

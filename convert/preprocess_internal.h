@@ -3,7 +3,7 @@
 //   PlanPreprocessing   resolves the target spacing and predicts each case's output grid,
 //                       so the schema and the chunk shapes fit what will be written;
 //   FinishSchema        sets the fields' dtypes and appends the record fields;
-//   RunFirstPass        the first pass over the training split (intensity_internal.h);
+//   RunFirstPass        the first pass over the training cases (intensity_internal.h);
 //   PreprocessCase      transforms one decoded case and fills its record;
 //   PutRecord           writes the record into the sample's values.
 // Everything here is deterministic and thread-safe (plans are read only).
@@ -27,6 +27,8 @@ struct PreprocessPlan {
   std::vector<double> spacing;           // resolved target spacing, array order; empty: none
   std::vector<Normalization> normalize;  // per image channel; empty: none
   std::vector<ChannelNorm> ct;           // per channel, for its kCt channels (given, or FirstPass)
+  size_t ct_cases = 0;                   // FirstPass: the cases that drew, ct_draws values each
+  uint64_t ct_draws = 0;
   // Per channel (one entry: every channel; empty: none): zscore channels that take their
   // statistics within the case's NormalizationRegion and are 0 outside it: nnU-Net's
   // use_mask_for_norm, given by a plans file or set by FirstPass where cropping to the

@@ -159,8 +159,14 @@ TEST_CASE("plans: a plans file converts as its flags would, voxel for voxel, and
   REQUIRE(Option(wm, "zscore_region") == "nonzero");  // the brain: cropping keeps 46%
   std::vector<double> norm(8);                        // image.normalization: per channel clip low, high, mean, std
   std::memcpy(norm.data(), want.Array(0, "image.normalization").data(), 64);
-  // The plans carry the statistics the flags measured (as nnU-Net's fingerprint would).
-  const std::string plans = WriteJson(dir / "nnUNetPlans.json", BrainPlans({norm[0], norm[1], norm[2], norm[3]}));
+  // The plans carry the statistics the flags measured (as nnU-Net's fingerprint would),
+  // channel 1's too, which draws its own values though it is z-scored.
+  Json brain = BrainPlans({norm[0], norm[1], norm[2], norm[3]});
+  const Json measured = Json::parse(Option(wm, "ct_statistics")).at(1);
+  Json& second = brain["foreground_intensity_properties_per_channel"]["1"];
+  second["percentile_00_5"] = measured["clip"][0], second["percentile_99_5"] = measured["clip"][1];
+  second["mean"] = measured["mean"], second["std"] = measured["std"];
+  const std::string plans = WriteJson(dir / "nnUNetPlans.json", brain);
 
   auto got = RunConvert(src, dir / "plans", Parse({"s", "-o", "d", "--plans", plans, "--configuration", "3d_linear"}));
   INFO(got.status().ToString());
