@@ -213,6 +213,46 @@ Status DeclaredLabels(const nlohmann::ordered_json& labels, const std::string& j
   return Status::Ok();
 }
 
+std::string JoinValues(const std::vector<int64_t>& v) {
+  std::string out;
+  for (int64_t x : v) out += (out.empty() ? "" : ", ") + std::to_string(x);
+  return out;
+}
+
+// nnU-Net's rule (LabelManager and verify_dataset_integrity): the values of every label
+// but "ignore", regions' lists included, are 0 (background), 1, 2, ... without a gap, and
+// "ignore", where declared, is one integer just above them. `labels` has passed
+// DeclaredLabels.
+Status CheckConsecutive(const nlohmann::ordered_json& labels, const std::string& json_path) {
+  std::vector<int64_t> values;
+  nlohmann::ordered_json rest = labels;
+  rest.erase("ignore");
+  RETURN_IF_ERROR(DeclaredLabels(rest, json_path, &values));
+  std::vector<int64_t> missing, extra;
+  const int64_t top = values.empty() ? 0 : std::max<int64_t>(values.back(), 0);
+  for (int64_t v : values) {
+    if (v < 0) extra.push_back(v);
+  }
+  for (int64_t v = 0; v <= top && missing.size() < 20; ++v) {
+    if (!std::binary_search(values.begin(), values.end(), v)) missing.push_back(v);
+  }
+  std::string why;
+  if (!missing.empty()) why += "; missing " + JoinValues(missing) + (missing[0] == 0 ? " (background)" : "");
+  if (!extra.empty()) why += "; negative " + JoinValues(extra);
+  if (labels.contains("ignore")) {
+    const nlohmann::ordered_json& ignore = labels["ignore"];
+    std::vector<int64_t> own;
+    if (ignore.is_array() || !DeclaredLabels({{"ignore", ignore}}, json_path, &own).ok() || own[0] != top + 1) {
+      why += "; 'ignore' is " + ignore.dump() +
+             ", where nnU-Net takes one integer just above the labels: " + std::to_string(top + 1);
+    }
+  }
+  if (why.empty()) return Status::Ok();
+  return InvalidArgument(json_path + ": labels must be 0 (background), 1, 2, ... without gaps, as nnU-Net requires; " +
+                         "they are " + (values.empty() ? "none" : JoinValues(values)) + why +
+                         ". Renumber the masks and the labels");
+}
+
 }  // namespace
 
 Status PlanNnunet(const std::string& src, const std::vector<std::string>&, SourcePlan* plan) {
@@ -235,6 +275,7 @@ Status PlanNnunet(const std::string& src, const std::vector<std::string>&, Sourc
   if (j.contains("labels")) {
     plan->mask_labels_json = j["labels"].dump();
     RETURN_IF_ERROR(DeclaredLabels(j["labels"], json_path, &plan->declared_mask_values));
+    RETURN_IF_ERROR(CheckConsecutive(j["labels"], json_path));
   }
   plan->has_mask = true;
   const int channels = static_cast<int>(names->size());

@@ -294,6 +294,48 @@ TEST_CASE("convert: nnunet mask values dataset.json does not declare fail before
   CHECK_THAT(r.status().ToString(), Catch::Contains("(values that are not integers cannot become labels)"));
 }
 
+TEST_CASE("convert: nnunet labels must be 0, 1, 2, ... without gaps, regions and ignore as nnU-Net reads them") {
+  TempDir dir;
+  const std::string src = dir / "Dataset003";
+  WriteVolume(src + "/imagesTr/a_0000.nii.gz", DType::kI16, 2, 3, 4, 1);
+  WriteLabels(src + "/labelsTr/a.nii.gz", 2, 3, 4, 1);
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {R"({"background": 0, "a": 1, "b": 3})", "they are 0, 1, 3; missing 2."},
+      {R"({"a": 1, "b": 2})", "they are 1, 2; missing 0 (background)."},
+      {R"({"background": 0, "whole": [1, 4], "core": 4})", "they are 0, 1, 4; missing 2, 3."},
+      {R"({"background": 0, "a": 1, "b": -1})", "they are -1, 0, 1; negative -1."},
+      {R"({"background": 0, "a": 1, "ignore": 5})",
+       "'ignore' is 5, where nnU-Net takes one integer just above the labels: 2."},
+      {R"({"background": 0, "a": 1, "ignore": [2]})", "'ignore' is [2], where"},
+  };
+  for (const auto& [labels, why] : refused) {
+    INFO(labels);
+    WriteText(src + "/dataset.json",
+              R"({"channel_names": {"0": "MR"}, "file_ending": ".nii.gz", "labels": )" + labels + "}");
+    auto r = RunConvert(src, dir / "out");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(r.status().ToString(), Catch::Contains(src + "/dataset.json: labels must be 0 (background), 1, 2, ... "
+                                                            "without gaps, as nnU-Net requires; "));
+    CHECK_THAT(r.status().ToString(), Catch::Contains(why));
+    CHECK_FALSE(std::filesystem::exists(dir / "out"));  // refused before anything is written
+  }
+  // Regions (lists) count with their values; "ignore" just above the labels is fine.
+  for (const char* labels : {R"({"background": 0, "whole": [1, 2, 3], "core": [2, 3], "enhancing": 3})",
+                             R"({"background": 0, "organ": 1, "ignore": 2})", R"({"background": 0, "organ": 1})"}) {
+    INFO(labels);
+    WriteText(src + "/dataset.json",
+              std::string(R"({"channel_names": {"0": "MR"}, "file_ending": ".nii.gz", "labels": )") + labels + "}");
+    auto r = RunConvert(src, dir / "ok", [] {
+      ConvertOptions o;
+      o.dry_run = true;
+      return o;
+    }());
+    INFO(r.status().ToString());
+    CHECK(r.ok());
+  }
+}
+
 TEST_CASE("convert: nifti layout stores differing sizes as variable dims (-1)") {
   TempDir dir;
   WriteVolume(dir / "vols/a.nii.gz", DType::kF32, 3, 4, 5, 1);
