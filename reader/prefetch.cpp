@@ -7,6 +7,7 @@ namespace shardify::detail {
 
 ShardPrefetcher::ShardPrefetcher(std::shared_ptr<const Dataset> dataset, Sampler sampler, size_t depth)
     : dataset_(std::move(dataset)), sampler_(std::move(sampler)), depth_(std::max<size_t>(depth, 1)) {
+  for (size_t k = 0; k < std::min<size_t>(depth_, 4); ++k) fetchers_.emplace_back([this] { Fetch(); });
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -16,7 +17,22 @@ ShardPrefetcher::~ShardPrefetcher() {
     stop_ = true;
   }
   cv_.notify_all();
+  queued_cv_.notify_all();
   thread_.join();
+  for (std::thread& t : fetchers_) t.join();
+}
+
+void ShardPrefetcher::Fetch() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    queued_cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    const size_t shard = queue_.front();
+    queue_.pop_front();
+    lock.unlock();
+    dataset_->Prefetch(shard).IgnoreError();  // a failure shows when the ring opens the shard
+    lock.lock();
+  }
 }
 
 void ShardPrefetcher::Planned(uint64_t seq) {
@@ -40,7 +56,7 @@ void ShardPrefetcher::Run() {
     size_t shard;
     uint64_t needed_by;  // the batch that reads it first
   };
-  std::deque<Ahead> ahead;  // fetched, for batches not planned yet
+  std::deque<Ahead> ahead;  // queued or fetched, for batches not planned yet
   uint64_t cursor = 0;      // the next batch to look at
   uint64_t order_epoch = UINT64_MAX;
   std::vector<uint64_t> order, indices;
@@ -66,17 +82,14 @@ void ShardPrefetcher::Run() {
       const size_t s = dataset_->ShardOfSample(i);
       if (std::find(shards.begin(), shards.end(), s) == shards.end()) shards.push_back(s);
     }
-    for (size_t s : shards) {
-      {
-        std::lock_guard<std::mutex> check(mu_);
-        if (stop_ || ahead.size() >= depth_) break;
-        if (std::any_of(ahead.begin(), ahead.end(), [s](const Ahead& a) { return a.shard == s; })) continue;
-      }
-      dataset_->Prefetch(s).IgnoreError();  // a failure shows when the ring opens the shard
-      std::lock_guard<std::mutex> record(mu_);
-      ahead.push_back({s, seq});
-    }
     lock.lock();
+    for (size_t s : shards) {
+      if (ahead.size() >= depth_) break;
+      if (std::any_of(ahead.begin(), ahead.end(), [s](const Ahead& a) { return a.shard == s; })) continue;
+      ahead.push_back({s, seq});
+      queue_.push_back(s);
+      queued_cv_.notify_one();
+    }
   }
 }
 

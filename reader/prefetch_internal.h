@@ -18,9 +18,10 @@ namespace shardify::detail {
 class ShardPrefetcher {
  public:
   // Starts a thread that keeps the shards of the next batches (after the last one planned)
-  // fetched, at most `depth` shards ahead. Errors are left for the reads to report.
+  // fetched, at most `depth` shards ahead, by up to 4 transfers at once (each shard's
+  // latency then overlaps the others' transfers). Errors are left for the reads to report.
   ShardPrefetcher(std::shared_ptr<const Dataset> dataset, Sampler sampler, size_t depth);
-  ~ShardPrefetcher();  // stops and joins the thread
+  ~ShardPrefetcher();  // stops and joins the threads
   ShardPrefetcher(const ShardPrefetcher&) = delete;
   ShardPrefetcher& operator=(const ShardPrefetcher&) = delete;
 
@@ -32,16 +33,19 @@ class ShardPrefetcher {
   static size_t DepthFor(const Dataset& dataset);
 
  private:
-  void Run();
+  void Run();    // looks ahead in the order and queues shards
+  void Fetch();  // fetches queued shards
 
   const std::shared_ptr<const Dataset> dataset_;
   const Sampler sampler_;
   const size_t depth_;
   std::mutex mu_;
-  std::condition_variable cv_;
-  uint64_t planned_ = 0;  // batches planned so far
+  std::condition_variable cv_, queued_cv_;
+  uint64_t planned_ = 0;      // batches planned so far
+  std::deque<size_t> queue_;  // shards to fetch
   bool stop_ = false;
   std::thread thread_;
+  std::vector<std::thread> fetchers_;
 };
 
 }  // namespace shardify::detail

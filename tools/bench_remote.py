@@ -1,5 +1,6 @@
 """Reading a dataset over HTTP against reading it from local disk: Debian's lighttpd on
-127.0.0.1 with a bandwidth limit, behind a proxy that adds latency to every response.
+127.0.0.1 with a bandwidth limit for the whole server (the link, whatever the number of
+connections), behind a proxy that adds latency to every response.
 
 Runs shardify.Loader (batch 256, order shard_windowed over windows of 2 shards, prefetch 2,
 2 threads) over Fashion-MNIST's 60,000 training images written into shards of about 1 MiB,
@@ -149,7 +150,7 @@ def main():
     conf = os.path.join(work, "lighttpd.conf")
     with open(conf, "w") as f:
         f.write(f'server.document-root = "{www}"\nserver.bind = "127.0.0.1"\nserver.port = {port}\n'
-                f'connection.kbytes-per-second = {int(a.mbps * 1e6 / 1024)}\n'
+                f'server.kbytes-per-second = {int(a.mbps * 1e6 / 1024)}\n'
                 f'server.errorlog = "{work}/error.log"\nmimetype.assign = ("" => "application/octet-stream")\n')
     server = subprocess.Popen(["/usr/sbin/lighttpd", "-D", "-f", conf])
     try:
