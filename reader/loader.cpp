@@ -150,6 +150,31 @@ class LoaderImpl final : public Loader {
   std::shared_ptr<detail::Ring> ring_;
 };
 
+// A remote dataset's cache must hold the shards of one batch at least (more when batches
+// are in flight; Next() says so then): refused at open with what to change.
+Status CheckCacheHoldsABatch(const Dataset& dataset, const SplitInfo& split, const LoaderOptions& o) {
+  const storage::RemoteDataset* remote = dataset.remote();
+  if (remote == nullptr || remote->cache() == nullptr || split.num_samples == 0) return Status::Ok();
+  const Manifest& m = dataset.manifest();
+  const size_t first = dataset.ShardOfSample(split.first_sample);
+  const size_t last = dataset.ShardOfSample(split.first_sample + split.num_samples - 1);
+  uint64_t largest = 1;
+  for (size_t n = first; n <= last; ++n) largest = std::max(largest, m.shards[n].size_bytes);
+  const uint64_t shards = last - first + 1, holds = remote->cache()->limit() / largest;
+  uint64_t needed = 2;  // sequential: a batch may straddle two shards
+  if (o.sampler.order == SampleOrder::kShardWindowed) needed = o.sampler.window_shards;
+  if (o.sampler.order == SampleOrder::kShuffle || o.sampler.order == SampleOrder::kClassBalanced) {
+    needed = o.batch_size;
+  }
+  needed = std::min(needed, shards);
+  if (holds >= needed) return Status::Ok();
+  return InvalidArgument("loader: " + dataset.dir() + ": the cache limit (" + std::to_string(remote->cache()->limit()) +
+                         " bytes) holds " + std::to_string(holds) + " of its shards of up to " +
+                         std::to_string(largest) + " bytes, and a batch in " +
+                         SampleOrderName(o.sampler.order) + " order may need " + std::to_string(needed) +
+                         ": raise the limit, or read with the shard_windowed order and fewer window shards");
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, LoaderOptions options) {
@@ -180,6 +205,7 @@ Result<std::unique_ptr<Loader>> Loader::Open(std::shared_ptr<const Dataset> data
                    PlanFields(m, options.fields, options.patch ? &*options.patch : nullptr));
   const Status counts = dataset->CheckSampleCounts(split->first_sample, split->num_samples);
   if (!counts.ok()) return counts.WithContext("loader: split '" + options.split + "'");
+  RETURN_IF_ERROR(CheckCacheHoldsABatch(*dataset, *split, options));
   std::vector<int64_t> labels;
   if (options.sampler.order == SampleOrder::kClassBalanced) {
     ASSIGN_OR_RETURN(labels, ReadLabels(*dataset, *split));

@@ -150,6 +150,16 @@ TEST_CASE("storage: a cache smaller than the dataset stays within its limit", "[
   CHECK(failed.code() == StatusCode::kResourceExhausted);
   CHECK_THAT(failed.message(), Catch::Contains("raise the cache limit"));
 
+  // A shuffled batch of 16 may touch 12 shards: refused at open, saying what to change.
+  LoaderOptions shuffled = wide;
+  shuffled.sampler.order = SampleOrder::kShuffle;
+  const auto refused = Loader::Open(server.url() + "/ds", shuffled);
+  REQUIRE(refused.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(refused.status().message(), Catch::Contains("shard_windowed"));
+  shuffled.sampler.order = SampleOrder::kShardWindowed;
+  shuffled.sampler.window_shards = 2;
+  CHECK(Loader::Open(server.url() + "/ds", shuffled).ok());
+
   remote.cache_limit = largest - 1;
   ReadOptions ro;
   ro.remote = remote;
