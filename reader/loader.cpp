@@ -170,8 +170,8 @@ Status CheckCacheHoldsABatch(const Dataset& dataset, const SplitInfo& split, con
   if (holds >= needed) return Status::Ok();
   return InvalidArgument("loader: " + dataset.dir() + ": the cache limit (" + std::to_string(remote->cache()->limit()) +
                          " bytes) holds " + std::to_string(holds) + " of its shards of up to " +
-                         std::to_string(largest) + " bytes, and a batch in " +
-                         SampleOrderName(o.sampler.order) + " order may need " + std::to_string(needed) +
+                         std::to_string(largest) + " bytes, and a batch in " + SampleOrderName(o.sampler.order) +
+                         " order may need " + std::to_string(needed) +
                          ": raise the limit, or read with the shard_windowed order and fewer window shards");
 }
 
