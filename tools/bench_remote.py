@@ -1,6 +1,8 @@
 """Reading a dataset over HTTP against reading it from local disk: Debian's lighttpd on
-127.0.0.1 with a bandwidth limit for the whole server (the link, whatever the number of
-connections), behind a proxy that adds latency to every response.
+127.0.0.1 behind a proxy that plays a distant link: it holds back each response's first
+bytes for the latency and passes responses on at most at the bandwidth, all connections
+together (a smooth token bucket; lighttpd's own limits are per-second budgets, which let a
+dataset of a few dozen MiB through in one burst).
 
 Runs shardify.Loader (batch 256, order shard_windowed over windows of 2 shards, prefetch 2,
 2 threads) over Fashion-MNIST's 60,000 training images written into shards of about 1 MiB,
@@ -58,12 +60,14 @@ def free_port():
 
 class LatencyProxy:
     """Forwards 127.0.0.1:port to `upstream`, holding back each response's first bytes
-    for `latency` seconds (one round trip of a distant server per request)."""
+    for `latency` seconds (one round trip of a distant server per request) and passing
+    responses on at `bytes_per_s`, all connections together."""
 
-    def __init__(self, upstream, latency):
-        self.upstream, self.latency = upstream, latency
+    def __init__(self, upstream, latency, bytes_per_s):
+        self.upstream, self.latency, self.rate = upstream, latency, bytes_per_s
         self.sent = 0  # bytes passed to clients (responses, headers included)
         self._lock = threading.Lock()
+        self._free_at = time.perf_counter()  # when the link has sent what it was given
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         threading.Thread(target=self._accept, daemon=True).start()
@@ -86,10 +90,14 @@ class LatencyProxy:
                     if first and delay:
                         time.sleep(delay)
                     first = False
-                    dst.sendall(data)
-                    if delay:
+                    if delay:  # a response: it takes its turn on the link
                         with self._lock:
                             self.sent += len(data)
+                            start = max(time.perf_counter(), self._free_at)
+                            self._free_at = start + len(data) / self.rate
+                            done = self._free_at
+                        time.sleep(max(0.0, done - time.perf_counter()))
+                    dst.sendall(data)
             except OSError:
                 pass
             finally:
@@ -133,7 +141,7 @@ def run(name, location, proxy, cache=None, limit=None, epochs=3):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--mbps", type=float, default=100, help="server bandwidth limit in MB/s (lighttpd)")
+    p.add_argument("--mbps", type=float, default=100, help="link bandwidth in MB/s")
     p.add_argument("--latency-ms", type=float, default=20, help="delay before each response")
     p.add_argument("--work", default=None, help="folder for the dataset and caches (default: a temporary one)")
     p.add_argument("--json", default=None, help="also write the rows here")
@@ -150,7 +158,6 @@ def main():
     conf = os.path.join(work, "lighttpd.conf")
     with open(conf, "w") as f:
         f.write(f'server.document-root = "{www}"\nserver.bind = "127.0.0.1"\nserver.port = {port}\n'
-                f'server.kbytes-per-second = {int(a.mbps * 1e6 / 1024)}\n'
                 f'server.errorlog = "{work}/error.log"\nmimetype.assign = ("" => "application/octet-stream")\n')
     server = subprocess.Popen(["/usr/sbin/lighttpd", "-D", "-f", conf])
     try:
@@ -159,7 +166,7 @@ def main():
                 if s.connect_ex(("127.0.0.1", port)) == 0:
                     break
             time.sleep(0.05)
-        proxy = LatencyProxy(("127.0.0.1", port), a.latency_ms / 1000)
+        proxy = LatencyProxy(("127.0.0.1", port), a.latency_ms / 1000, a.mbps * 1e6)
         url = f"http://127.0.0.1:{proxy.port}/fmnist"
         rows = run("local", ds, proxy)
         cache = os.path.join(work, "cache")
