@@ -47,12 +47,15 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 nvcc --version | tail -1
 date -u +%FT%TZ
 
-configure=(cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSHARDIFY_WITH_ITK=OFF -DPython3_EXECUTABLE="$py")
+# pybind11: the headers PyTorch's wheel carries (made for its Python), not Debian's 2.10
+# from .devdeps, which predates Python 3.12.
+configure=(cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSHARDIFY_WITH_ITK=OFF -DPython3_EXECUTABLE="$py"
+           -DCMAKE_DISABLE_FIND_PACKAGE_pybind11=ON)
 if ! step configure 120 "${configure[@]}"; then
   echo "LibTorch did not configure: building without the trainer"
   build=$build-notorch
   configure=(cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSHARDIFY_WITH_ITK=OFF
-             -DPython3_EXECUTABLE="$py" -DSHARDIFY_WITH_TORCH=OFF)
+             -DPython3_EXECUTABLE="$py" -DCMAKE_DISABLE_FIND_PACKAGE_pybind11=ON -DSHARDIFY_WITH_TORCH=OFF)
   step configure-without-torch 120 "${configure[@]}"
 fi
 targets=(cuda_tests shardify_python shardify_python_files)
