@@ -388,6 +388,19 @@ def part_mednist(torch, a, device, shardify):
         overlap = copy_overlap(torch, step, min(20, len(sl) - 1), os.path.join(a.work, "densenet-trace.json"))
         log(f"  copy/compute overlap (shardify.Loader, {overlap['copies']} copies): "
             f"{overlap['overlap_fraction']}")
+        # What the Loader's next() spends on the transform: host time of launching it on
+        # one device batch (queued, not waited for), against the step's data-wait.
+        plain = shardify.Loader(shards, batch_size=300, seed=0, device=kind)
+        batch = next(iter(plain))
+        pipeline = T.preset("mednist")
+        pipeline(dict(batch), seed=0, epoch=0, step=0)  # warm-up
+        start = time.perf_counter()
+        for k in range(20):
+            pipeline(dict(batch), seed=0, epoch=0, step=k + 1)
+        overlap["transform_host_ms"] = (time.perf_counter() - start) / 20 * 1000
+        torch.cuda.synchronize()
+        plain.close()
+        log(f"  the mednist preset's host time per batch of 300: {overlap['transform_host_ms']:.2f} ms")
     return runs, overlap
 
 
