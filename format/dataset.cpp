@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <list>
 #include <mutex>
 #include <optional>
@@ -39,20 +40,40 @@ struct CheckedIndex {
   std::vector<ColumnView> columns;
 };
 
-// A downloaded shard's footer names the index the manifest expects: a stale or foreign
-// object never enters the cache. (Opening checks the rest, as for a local shard.)
-Status CheckDownloadedFooter(const std::string& file, uint32_t version, uint64_t index_checksum) {
-  ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> f, ReadableFile::Open(file));
-  if (f->size() < kShardHeaderSize + kShardFooterSize) return Corruption("too small for a shard");
+// Reads a shard's ends (`size` bytes, read through `read`) and checks them: the frame,
+// then that the footer names the manifest entry's format version and index checksum.
+// Messages begin with `path`.
+Result<ShardFooter> CheckedFooter(uint64_t size, const std::string& path, uint32_t version, uint64_t index_checksum,
+                                  const std::function<Status(uint64_t, uint64_t, void*)>& read) {
+  if (size < kShardHeaderSize + kShardFooterSize)  // before any arithmetic on offsets
+    return Corruption(path + ": " + std::to_string(size) + " bytes is too small for a shard");
   uint8_t header[kShardHeaderSize], footer_bytes[kShardFooterSize];
-  RETURN_IF_ERROR(f->Read(0, sizeof header, header));
-  RETURN_IF_ERROR(f->Read(f->size() - kShardFooterSize, sizeof footer_bytes, footer_bytes));
-  RETURN_IF_ERROR(CheckShardEnds(header, footer_bytes, f->size(), file));
+  RETURN_IF_ERROR(read(0, sizeof header, header));
+  RETURN_IF_ERROR(read(size - kShardFooterSize, sizeof footer_bytes, footer_bytes));
+  RETURN_IF_ERROR(CheckShardEnds(header, footer_bytes, size, path));
   const ShardFooter footer = DecodeShardFooter(footer_bytes);
-  if (footer.version != version || footer.index_checksum != index_checksum) {
-    return Corruption("the object is not the shard the manifest describes (its footer disagrees)");
-  }
-  return Status::Ok();
+  if (footer.version != version)
+    return Corruption(path + ": shard is version " + std::to_string(footer.version) + ", the manifest version " +
+                      std::to_string(version));
+  if (footer.index_checksum != index_checksum)
+    return Corruption(path + ": index checksum in footer disagrees with the manifest");
+  return footer;
+}
+
+// Shard n of a remote dataset as a held file of its cache. A download enters the cache
+// only when its ends are those of the shard the manifest describes, so a stale or foreign
+// object is never cached (opening checks the rest, as for a local shard).
+Result<std::shared_ptr<const storage::CachedFile>> FetchShard(const storage::RemoteDataset& remote, const Manifest& m,
+                                                              size_t n) {
+  const ShardInfo& info = m.shards[n];
+  return remote.Local(
+      info.file_name, info.size_bytes, info.index_checksum,
+      [&info, version = m.format_version](const std::string& tmp) -> Status {
+        ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> f, ReadableFile::Open(tmp));
+        return CheckedFooter(f->size(), tmp, version, info.index_checksum,
+                             [&f](uint64_t offset, uint64_t size, void* dst) { return f->Read(offset, size, dst); })
+            .status();
+      });
 }
 
 // One open shard: its file (mapped, or read with pread) and its checked index.
@@ -72,12 +93,7 @@ class MappedShard {
     std::shared_ptr<MappedShard> shard(new MappedShard(JoinPath(dir, info.file_name), info.file_name, n));
     std::string file = shard->path();
     if (remote != nullptr) {
-      const uint64_t index_checksum = info.index_checksum;
-      ASSIGN_OR_RETURN(shard->cached_,
-                       remote->Local(info.file_name, info.size_bytes, index_checksum,
-                                     [index_checksum, version = m.format_version](const std::string& tmp) {
-                                       return CheckDownloadedFooter(tmp, version, index_checksum);
-                                     }));
+      ASSIGN_OR_RETURN(shard->cached_, FetchShard(*remote, m, n));
       file = shard->cached_->path();
     }
     Status opened = shard->OpenFile(options.io, file);
@@ -124,18 +140,10 @@ class MappedShard {
     if (size_ != info.size_bytes)
       return Corruption(p + ": shard is " + std::to_string(size_) + " bytes, manifest says " +
                         std::to_string(info.size_bytes));
-    if (size_ < kShardHeaderSize + kShardFooterSize)  // before any arithmetic on offsets
-      return Corruption(p + ": " + std::to_string(size_) + " bytes is too small for a shard");
-    uint8_t header[kShardHeaderSize], footer_bytes[kShardFooterSize];
-    RETURN_IF_ERROR(Read(0, sizeof header, header));
-    RETURN_IF_ERROR(Read(size_ - kShardFooterSize, sizeof footer_bytes, footer_bytes));
-    RETURN_IF_ERROR(CheckShardEnds(header, footer_bytes, size_, p));
-    const ShardFooter footer = DecodeShardFooter(footer_bytes);
-    if (footer.version != m.format_version)
-      return Corruption(p + ": shard is version " + std::to_string(footer.version) + ", the manifest version " +
-                        std::to_string(m.format_version));
-    if (footer.index_checksum != info.index_checksum)
-      return Corruption(p + ": index checksum in footer disagrees with the manifest");
+    ASSIGN_OR_RETURN(const ShardFooter footer, CheckedFooter(size_, p, m.format_version, info.index_checksum,
+                                                             [this](uint64_t offset, uint64_t size, void* dst) {
+                                                               return Read(offset, size, dst);
+                                                             }));
     if (known) {  // checked before, against the same manifest entry, size and index checksum
       index_ = std::move(known);
       columns_ = index_->columns;
@@ -327,16 +335,9 @@ Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& location, cons
       total += s.size_bytes;
       largest = std::max(largest, s.size_bytes);
     }
-    RETURN_IF_ERROR(remote->OpenCache(total));
-    const uint64_t limit = remote->cache()->limit();
-    if (largest > limit) {
-      return InvalidArgument(dir + ": the cache limit (" + std::to_string(limit) + " bytes, in " +
-                             remote->cache()->dir() + ") is smaller than the largest shard (" +
-                             std::to_string(largest) + " bytes)");
-    }
+    RETURN_IF_ERROR(remote->OpenCache(total, largest));
     // Open shards stay in the cache; no more may be open than it holds.
-    if (options.max_open_shards == 0)
-      impl.max_open = std::min<uint64_t>(impl.max_open, limit / std::max<uint64_t>(largest, 1));
+    if (options.max_open_shards == 0) impl.max_open = std::min<uint64_t>(impl.max_open, remote->ShardsHeld());
     impl.remote = std::move(remote);
   }
   for (const auto& s : ds->manifest_.shards) {
@@ -460,15 +461,7 @@ Status Dataset::Prefetch(size_t n) const {
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->open[n] || !impl_->alive[n].expired()) return Status::Ok();
   }
-  const ShardInfo& info = manifest_.shards[n];
-  const uint32_t version = manifest_.format_version;
-  const uint64_t index_checksum = info.index_checksum;
-  return impl_->remote
-      ->Local(info.file_name, info.size_bytes, index_checksum,
-              [version, index_checksum](const std::string& tmp) {
-                return detail::CheckDownloadedFooter(tmp, version, index_checksum);
-              })
-      .status();
+  return detail::FetchShard(*impl_->remote, manifest_, n).status();
 }
 
 size_t Dataset::open_shards() const {

@@ -46,9 +46,7 @@ void ShardPrefetcher::Planned(uint64_t seq) {
 size_t ShardPrefetcher::DepthFor(const Dataset& dataset) {
   const storage::RemoteDataset* remote = dataset.remote();
   if (remote == nullptr || remote->cache() == nullptr) return 0;
-  uint64_t largest = 1;
-  for (const ShardInfo& s : dataset.manifest().shards) largest = std::max(largest, s.size_bytes);
-  return static_cast<size_t>(std::clamp<uint64_t>(remote->cache()->limit() / largest / 4, 1, 8));
+  return static_cast<size_t>(std::clamp<uint64_t>(remote->ShardsHeld() / 4, 1, 8));
 }
 
 void ShardPrefetcher::Run() {

@@ -70,10 +70,15 @@ Result<std::vector<uint8_t>> RemoteDataset::ReadObject(const std::string& name, 
   return FetchToMemory(Url(name), max_bytes, options_.transfer);
 }
 
-Status RemoteDataset::OpenCache(uint64_t dataset_bytes) {
+Status RemoteDataset::OpenCache(uint64_t dataset_bytes, uint64_t largest_shard) {
   uint64_t limit = options_.cache_limit;
   if (limit == 0) limit = std::max<uint64_t>(1, std::min(dataset_bytes, FreeBytes(folder_) / 2));
+  if (largest_shard > limit) {
+    return InvalidArgument(location_.text + ": the cache limit (" + std::to_string(limit) + " bytes, in " + folder_ +
+                           ") is smaller than the largest shard (" + std::to_string(largest_shard) + " bytes)");
+  }
   ASSIGN_OR_RETURN(cache_, Cache::Open(folder_, limit));
+  largest_shard_ = largest_shard;
   return Status::Ok();
 }
 

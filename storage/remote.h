@@ -2,6 +2,7 @@
 // through. format/ asks it for the manifest's bytes and for a shard as a local file.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -34,9 +35,12 @@ class RemoteDataset {
   // Object `name` read whole into memory (the manifest), at most `max_bytes`.
   Result<std::vector<uint8_t>> ReadObject(const std::string& name, uint64_t max_bytes) const;
 
-  // Opens the cache with its limit, once the dataset's size is known (`dataset_bytes`: the
-  // sum of its shards, for the default limit). Before Local().
-  Status OpenCache(uint64_t dataset_bytes);
+  // Opens the cache with its limit, once the dataset's shards are known (`dataset_bytes`:
+  // their sum, for the default limit; `largest_shard`: the biggest of them). Before
+  // Local(). A limit smaller than the largest shard is InvalidArgument, naming both.
+  Status OpenCache(uint64_t dataset_bytes, uint64_t largest_shard);
+  // Shards of the largest size the cache holds at once (after OpenCache; at least 1).
+  uint64_t ShardsHeld() const { return cache_->limit() / std::max<uint64_t>(largest_shard_, 1); }
 
   // Object `name` of `size` bytes as a local file, fetched into the cache when missing and
   // held there while the result lives. `version` tells copies of a name apart (a dataset
@@ -57,6 +61,7 @@ class RemoteDataset {
   std::string folder_;
   RemoteOptions options_;
   std::shared_ptr<Cache> cache_;
+  uint64_t largest_shard_ = 0;
 };
 
 // The cache folder for remote datasets (see RemoteOptions::cache_dir).
