@@ -27,16 +27,23 @@ using testing::MisbehavingServer;
 using testing::Misbehaviour;
 using testing::TempDir;
 
-// A dataset of 120 random 16x16 images in 8 to 12 shards under `root`/ds.
-void WriteServed(const std::string& root) {
-  FixtureOptions fx;
-  fx.samples = 120;
-  fx.side = 16;
-  fx.random = true;
-  fx.shard_bytes = 3000;
-  REQUIRE(MakeDirs(root).ok());
-  REQUIRE(testing::WriteFixture(root + "/ds", fx).ok());
-}
+// A dataset of 120 random 16x16 images in 8 to 12 shards at tmp/www/ds, served by
+// lighttpd as server.url() + "/ds". Tests check started() (why() says what failed).
+struct Served {
+  Served() : server(Written(tmp), tmp.path()) {}
+  static std::string Written(const TempDir& tmp) {
+    FixtureOptions fx;
+    fx.samples = 120;
+    fx.side = 16;
+    fx.random = true;
+    fx.shard_bytes = 3000;
+    REQUIRE(MakeDirs(tmp / "www").ok());
+    REQUIRE(testing::WriteFixture(tmp / "www/ds", fx).ok());
+    return tmp / "www";
+  }
+  TempDir tmp;
+  Lighttpd server;
+};
 
 // Every batch of a sequential pass over `location` (image, label), concatenated.
 std::vector<uint8_t> ReadAll(const std::string& location, const storage::RemoteOptions& remote, size_t prefetch = 4) {
@@ -62,9 +69,13 @@ std::vector<uint8_t> ReadAll(const std::string& location, const storage::RemoteO
   return all;
 }
 
-// Bytes of complete files in the cache folders under `cache_dir`.
-uint64_t CachedBytes(const std::string& cache_dir) {
-  uint64_t total = 0;
+// The complete files in the cache folders under `cache_dir`: how many, and their bytes.
+struct Cached {
+  size_t files = 0;
+  uint64_t bytes = 0;
+};
+Cached CachedFiles(const std::string& cache_dir) {
+  Cached c;
   const Result<std::vector<std::string>> folders = ListDir(cache_dir);
   REQUIRE(folders.ok());
   for (const std::string& folder : *folders) {
@@ -72,10 +83,11 @@ uint64_t CachedBytes(const std::string& cache_dir) {
     REQUIRE(names.ok());
     for (const std::string& name : *names) {
       if (name[0] == '.' || name.find(".lock") != std::string::npos) continue;
-      total += *FileSize(cache_dir + "/" + folder + "/" + name);
+      ++c.files;
+      c.bytes += *FileSize(cache_dir + "/" + folder + "/" + name);
     }
   }
-  return total;
+  return c;
 }
 
 storage::RemoteOptions Quick(const std::string& cache_dir) {
@@ -88,17 +100,17 @@ storage::RemoteOptions Quick(const std::string& cache_dir) {
 }
 
 TEST_CASE("storage: a dataset served over HTTP reads as the same batches as on disk", "[subprocess]") {
-  TempDir tmp;
-  WriteServed(tmp / "www");
-  Lighttpd server(tmp / "www", tmp.path());
+  Served served;
+  const TempDir& tmp = served.tmp;
+  const Lighttpd& server = served.server;
   INFO(server.why());
   REQUIRE(server.started());
   const storage::RemoteOptions remote = Quick(tmp / "cache");
   const std::vector<uint8_t> local = ReadAll(tmp / "www/ds", remote);
   CHECK(ReadAll(server.url() + "/ds", remote) == local);
-  const uint64_t cached = CachedBytes(tmp / "cache");
+  const uint64_t cached = CachedFiles(tmp / "cache").bytes;
   CHECK(ReadAll(server.url() + "/ds/", remote) == local);  // again, from the cache
-  CHECK(CachedBytes(tmp / "cache") == cached);
+  CHECK(CachedFiles(tmp / "cache").bytes == cached);
 
   ReadOptions ro;
   ro.remote = remote;
@@ -109,9 +121,9 @@ TEST_CASE("storage: a dataset served over HTTP reads as the same batches as on d
 }
 
 TEST_CASE("storage: a cache smaller than the dataset stays within its limit", "[subprocess]") {
-  TempDir tmp;
-  WriteServed(tmp / "www");
-  Lighttpd server(tmp / "www", tmp.path());
+  Served served;
+  const TempDir& tmp = served.tmp;
+  const Lighttpd& server = served.server;
   INFO(server.why());
   REQUIRE(server.started());
   auto local = Dataset::Open(tmp / "www/ds");
@@ -127,7 +139,7 @@ TEST_CASE("storage: a cache smaller than the dataset stays within its limit", "[
   remote.cache_limit = 7 * largest;
   REQUIRE(remote.cache_limit < total);
   CHECK(ReadAll(server.url() + "/ds", remote, 1) == ReadAll(tmp / "www/ds", remote, 1));
-  CHECK(CachedBytes(tmp / "cache") <= remote.cache_limit);
+  CHECK(CachedFiles(tmp / "cache").bytes <= remote.cache_limit);
 
   // A window wider than the cache is an error that says so, not a hang.
   remote.cache_limit = 2 * largest;
@@ -169,9 +181,9 @@ TEST_CASE("storage: a cache smaller than the dataset stays within its limit", "[
 }
 
 TEST_CASE("storage: the Loader fetches shards ahead of the batches it has planned", "[subprocess]") {
-  TempDir tmp;
-  WriteServed(tmp / "www");
-  Lighttpd server(tmp / "www", tmp.path());
+  Served served;
+  const TempDir& tmp = served.tmp;
+  const Lighttpd& server = served.server;
   INFO(server.why());
   REQUIRE(server.started());
   LoaderOptions o;
@@ -191,22 +203,15 @@ TEST_CASE("storage: the Loader fetches shards ahead of the batches it has planne
   size_t cached = 0;
   for (int i = 0; i < 100 && cached <= planned_shards; ++i) {  // up to 5 s
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    cached = 0;
-    const auto folders = ListDir(tmp / "cache");
-    REQUIRE(folders.ok());
-    for (const std::string& folder : *folders) {
-      const auto names = ListDir(tmp / ("cache/" + folder));
-      REQUIRE(names.ok());
-      for (const std::string& n : *names) cached += n[0] != '.' && n.find(".lock") == std::string::npos;
-    }
+    cached = CachedFiles(tmp / "cache").files;
   }
   CHECK(cached > planned_shards);
 }
 
 TEST_CASE("storage: a damaged or missing object is an error naming its URL, and never cached", "[subprocess]") {
-  TempDir tmp;
-  WriteServed(tmp / "www");
-  Lighttpd server(tmp / "www", tmp.path());
+  Served served;
+  const TempDir& tmp = served.tmp;
+  const Lighttpd& server = served.server;
   INFO(server.why());
   REQUIRE(server.started());
   auto local = Dataset::Open(tmp / "www/ds");
@@ -233,7 +238,7 @@ TEST_CASE("storage: a damaged or missing object is an error naming its URL, and 
   REQUIRE_FALSE(missing.ok());
   CHECK_THAT(missing.status().message(), Catch::Contains(server.url() + "/ds/" + second.file_name));
   CHECK_THAT(missing.status().message(), Catch::Contains("404"));
-  CHECK(CachedBytes(tmp / "cache") == 0);
+  CHECK(CachedFiles(tmp / "cache").bytes == 0);
   CHECK((*ds)->Sample((*local)->manifest().shards[2].first_sample).ok());  // the others still read
 }
 
