@@ -18,29 +18,21 @@ and the cache's size after each epoch.
 """
 
 import argparse
-import gzip
+import contextlib
 import json
 import os
 import shutil
 import socket
-import struct
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 
-import numpy as np
-
 import shardify
 
-FMNIST = "/usr/share/datasets/fashion-mnist"
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    dims = struct.unpack(">" + "I" * data[3], data[4:4 + 4 * data[3]])
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * data[3]).reshape(dims)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "examples"))
+from common import FMNIST, read_idx  # noqa: E402
 
 
 def write_dataset(path):
@@ -52,10 +44,33 @@ def write_dataset(path):
             w.write({"image": image[None], "label": int(label)}, split="train")
 
 
-def free_port():
+@contextlib.contextmanager
+def lighttpd(root, work):
+    """Debian's lighttpd (-D) serving `root` on a free port of 127.0.0.1 (yields the port),
+    stopped on leaving. Started without LD_PRELOAD, so not with the sanitizer build's ASan
+    runtime that the Python tests preload."""
+    binary = "/usr/sbin/lighttpd"
+    if not os.access(binary, os.X_OK):
+        raise FileNotFoundError(f"{binary} is missing (Debian package lighttpd; tools/install-deps.sh installs it)")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port = s.getsockname()[1]
+    conf = os.path.join(work, "lighttpd.conf")
+    with open(conf, "w") as f:
+        f.write(f'server.document-root = "{root}"\nserver.bind = "127.0.0.1"\nserver.port = {port}\n'
+                f'server.errorlog = "{work}/lighttpd-error.log"\nmimetype.assign = ("" => "application/octet-stream")\n')
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    server = subprocess.Popen([binary, "-D", "-f", conf], env=env)
+    try:
+        for _ in range(200):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
+        yield port
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
 
 
 class LatencyProxy:
@@ -154,18 +169,7 @@ def main():
     size = sum(os.path.getsize(os.path.join(ds, f)) for f in os.listdir(ds))
     print(f"{ds}: {len(os.listdir(ds)) - 1} shards, {size / 2**20:.1f} MiB; server {a.mbps:g} MB/s, "
           f"latency {a.latency_ms:g} ms")
-    port = free_port()
-    conf = os.path.join(work, "lighttpd.conf")
-    with open(conf, "w") as f:
-        f.write(f'server.document-root = "{www}"\nserver.bind = "127.0.0.1"\nserver.port = {port}\n'
-                f'server.errorlog = "{work}/error.log"\nmimetype.assign = ("" => "application/octet-stream")\n')
-    server = subprocess.Popen(["/usr/sbin/lighttpd", "-D", "-f", conf])
-    try:
-        for _ in range(200):
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.05)
+    with lighttpd(www, work) as port:
         proxy = LatencyProxy(("127.0.0.1", port), a.latency_ms / 1000, a.mbps * 1e6)
         url = f"http://127.0.0.1:{proxy.port}/fmnist"
         rows = run("local", ds, proxy)
@@ -176,9 +180,6 @@ def main():
         small = os.path.join(work, "cache-25")
         shutil.rmtree(small, ignore_errors=True)
         rows += run("remote, 25%", url, proxy, small, size // 4)
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

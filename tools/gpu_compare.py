@@ -30,13 +30,16 @@ import gzip
 import json
 import os
 import platform
-import struct
 import subprocess
 import sys
 import threading
 import time
 
 import numpy as np
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "examples")
+sys.path.insert(0, EXAMPLES)
+from common import read_idx  # noqa: E402
 
 
 def log(*args):
@@ -214,13 +217,6 @@ def copy_overlap(torch, step_fn, steps, trace):
 
 
 # ------------------------------------------------------------------------------- data
-
-
-def read_idx(path):
-    with (gzip.open if path.endswith(".gz") else open)(path, "rb") as f:
-        data = f.read()
-    dims = struct.unpack(">" + "I" * data[3], data[4:4 + 4 * data[3]])
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * data[3]).reshape(dims)
 
 
 class IdxImages:
@@ -411,7 +407,6 @@ def scale_intensity(x):
 
 def part_unet3d(torch, a, device, shardify):
     import shardify.transforms as T
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "examples"))
     from unet3d_patches import unet3d
     log("== 3. UNet-3D on real MRI patches with nnU-Net's augmentation")
     p = a.patch

@@ -2,16 +2,15 @@
 serves on 127.0.0.1 through a bounded local cache, with the same values as on disk."""
 
 import os
-import socket
-import subprocess
-import time
+import sys
 
 import numpy as np
 import pytest
 
 import shardify
 
-LIGHTTPD = "/usr/sbin/lighttpd"
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from bench_remote import lighttpd  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -23,25 +22,8 @@ def served(tmp_path_factory):
                          classes=["a", "b", "c"], shard_size="8K") as w:
         for i in range(300):
             w.write({"image": rng.integers(0, 256, (1, 20, 20), dtype=np.uint8), "label": i % 3}, split="train")
-    assert os.access(LIGHTTPD, os.X_OK), "lighttpd is missing (Debian package lighttpd; tools/install-deps.sh)"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    conf = root / "lighttpd.conf"
-    conf.write_text(f'server.document-root = "{root}"\nserver.bind = "127.0.0.1"\nserver.port = {port}\n'
-                    f'server.errorlog = "{root}/error.log"\nmimetype.assign = ("" => "application/octet-stream")\n')
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}  # not ASan's runtime (the sanitizer build)
-    server = subprocess.Popen([LIGHTTPD, "-D", "-f", str(conf)], env=env)
-    try:
-        for _ in range(200):
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.05)
+    with lighttpd(root, root) as port:
         yield f"http://127.0.0.1:{port}/ds", str(root / "ds")
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 def test_a_served_dataset_reads_as_on_disk(served, tmp_path):
