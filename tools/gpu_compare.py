@@ -9,10 +9,12 @@ shards, on one machine in one run; writes a JSON of the results (device, date, v
    augmentation (rotate 15 degrees, flip, zoom 0.9-1.1, each with p 0.5), on Fashion-MNIST
    resized to 64x64 (a stand-in for MedNIST): a DataLoader reading PNG files with the
    per-sample transforms in workers, shardtrain, and shardify.Loader(device="cuda",
-   transform=T.preset("mednist")).
+   transform=T.preset("mednist")), with the transform run ahead in the Loader's helper
+   thread (the default) and inside next() (transform_ahead=0).
 3. UNet-3D on patches of real MRI (ITK's example brain and its segmentation) with nnU-Net's
    augmentation: shardtrain --model unet3d, and shardify.Loader(patch=, device="cuda",
-   transform=T.preset("nnunet")) with the UNet of python/examples/unet3d_patches.py.
+   transform=T.preset("nnunet")) with the UNet of python/examples/unet3d_patches.py, the
+   transform run ahead and inside next().
 
 Per run: epoch time, samples/s, data-wait share (the host's time in next() and the copy
 call over the epoch), GPU busy share (CUDA events around each step's compute, over the
@@ -166,16 +168,40 @@ def summary(run, skip_first=True):
     return out
 
 
+STEP_MARK = "shardify-compare-step"
+
+
+def step_spans(events):
+    """The device time span of each step's compute: from the first to the last end of the
+    kernels launched by the host thread inside a STEP_MARK range (matched by correlation id)."""
+    marks = [e for e in events if e.get("name") == STEP_MARK and e.get("ph") == "X" and e.get("cat") != "gpu_user_annotation"]
+    launches = [e for e in events if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})]
+    kernels = {e["args"]["correlation"]: e for e in events if e.get("cat") == "kernel" and "correlation" in e.get("args", {})}
+    spans = []  # (first kernel start, last kernel end, stream)
+    for m in marks:
+        inside = [kernels[r["args"]["correlation"]] for r in launches
+                  if r.get("tid") == m.get("tid") and m["ts"] <= r["ts"] <= m["ts"] + m["dur"]
+                  and r["args"]["correlation"] in kernels]
+        if inside:
+            spans.append((min(k["ts"] for k in inside), max(k["ts"] + k["dur"] for k in inside), inside[0].get("tid")))
+    return sorted(spans)
+
+
 def copy_overlap(torch, step_fn, steps, trace):
     """Profiles `steps` calls of step_fn; returns how much of the host-to-device copies'
-    time ran while a kernel ran on another stream, and the share of the window in which any
-    kernel ran (from the Chrome trace)."""
+    time ran while a kernel ran on another stream, how much while a step's compute was in
+    progress on the device (between its first and last kernel), and the share of the window
+    in which any kernel ran (from the Chrome trace)."""
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
             step_fn()
         torch.cuda.synchronize()
     prof.export_chrome_trace(trace)
+    # where the host's time went: the operators and CUDA runtime calls by their own time
+    # (a cudaStreamSynchronize or cudaMemcpy here is the host waiting for the device)
+    host = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)[:15]
+    host_top = [{"name": e.key, "calls": e.count, "self_cpu_us": e.self_cpu_time_total} for e in host]
     with open(trace) as f:
         events = json.load(f)["traceEvents"]
     kernels = [(e["ts"], e["ts"] + e["dur"], e.get("tid")) for e in events if e.get("cat") == "kernel"]
@@ -208,10 +234,26 @@ def copy_overlap(torch, step_fn, steps, trace):
     per_stream = {}
     for c0, c1, stream in copies:
         per_stream.setdefault(str(stream), []).append(c1 - c0)
-    return {"copies": len(copies), "kernels": len(kernels), "copy_us": total, "overlapped_us": overlapped,
+    spans = step_spans(events)
+    # copies on another stream than the step's, and how much of their time a step's span covers
+    beside = [c for c in copies if all(c[2] != s[2] for s in spans)]
+    between = []  # copies outside every span: ms after the last span's end, ms before the next's start
+    for c0, c1, _ in beside:
+        if any(s0 <= c0 < s1 for s0, s1, _ in spans):
+            continue
+        after = [c0 - s1 for s0, s1, _ in spans if s1 <= c0]
+        before = [s0 - c1 for s0, s1, _ in spans if s0 >= c1]
+        between.append((round(min(after) / 1000, 3) if after else None, round(min(before) / 1000, 3) if before else None,
+                        round((c1 - c0) / 1000, 3)))
+    beside_us = sum(c1 - c0 for c0, c1, _ in beside)
+    in_steps = sum(max(0.0, min(c1, s1) - max(c0, s0)) for c0, c1, _ in beside for s0, s1, _ in spans)
+    return {"host_top": host_top, "copies": len(copies), "kernels": len(kernels), "copy_us": total, "overlapped_us": overlapped,
             "copies_per_stream": {k: {"count": len(v), "us": sum(v)} for k, v in per_stream.items()},
             "kernel_busy_fraction": busy / window if window else None,
             "overlap_fraction": overlapped / total if total else None,
+            "steps_profiled": len(spans), "between_steps": between[:12],
+            "step_spans_ms": [round((s1 - s0) / 1000, 3) for s0, s1, _ in spans],
+            "gaps_ms": [round((spans[k + 1][0] - spans[k][1]) / 1000, 3) for k in range(len(spans) - 1)], "copy_during_step_fraction": in_steps / beside_us if beside_us else None,
             "copy_streams": sorted({str(s) for _, _, s in copies}),
             "kernel_streams": sorted({str(s) for _, _, s in kernels})}
 
@@ -331,6 +373,48 @@ def part_mnist(torch, a, device, shardify):
     return runs
 
 
+def profile_loader(torch, device, model, opt, loader, steps, trace):
+    """copy_overlap of `steps` DenseNet steps fed by `loader` (a fresh iteration)."""
+    it = iter(loader)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step():
+        b = next(it)
+        with torch.profiler.record_function(STEP_MARK):
+            opt.zero_grad(set_to_none=True)
+            with autocast(torch, device):
+                loss = loss_fn(model(b["image"].float()), b["label"])
+            loss.backward()
+            opt.step()
+    for _ in range(3):  # the helper and the ring under way
+        step()
+    overlap = copy_overlap(torch, step, steps, trace)
+    log(f"  copies beside a kernel ({overlap['copies']} copies): {overlap['overlap_fraction']}; during a step's "
+        f"compute ({overlap['steps_profiled']} steps): {overlap['copy_during_step_fraction']}; kernels busy "
+        f"{overlap['kernel_busy_fraction']}; copies between steps: {overlap['between_steps']}")
+    return overlap
+
+
+def part_overlap(torch, a, device, shardify):
+    """Only the profile of part 2's Loader, with and without the transform (a quick look)."""
+    import torchvision
+    import shardify.transforms as T
+    classes = [str(c) for c in range(10)]
+    _, shards = mednist_standin(a.fmnist_idx, a.work, 3000, classes)
+    torch.manual_seed(0)
+    model = torchvision.models.densenet121(num_classes=10)
+    model.features.conv0 = torch.nn.Conv2d(1, 64, kernel_size=7, stride=2, padding=3, bias=False)
+    model = model.to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-5)
+    out = {}
+    for name, transform in (("mednist preset, ahead", T.preset("mednist")), ("no transform", None)):
+        log(f"== overlap: shardify.Loader, {name}")
+        with shardify.Loader(shards, batch_size=300, seed=0, device="cuda", transform=transform) as loader:
+            out[name] = profile_loader(torch, device, model, opt, loader, 6,
+                                       os.path.join(a.work, f"overlap-{name.split()[0]}.json"))
+    return out
+
+
 def part_mednist(torch, a, device, shardify):
     import torchvision
     import shardify.transforms as T
@@ -366,24 +450,18 @@ def part_mednist(torch, a, device, shardify):
                             str(a.mednist_epochs), "--rotate", "15", "--flip-y", "--scale", "0.1", "--seed", "0"],
                            "shardtrain --model densenet121", a.max_steps and a.max_steps * a.mednist_epochs))
     kind = "cuda" if device.type == "cuda" else "cpu"
+    inline = shardify.Loader(shards, batch_size=300, seed=0, device=kind, transform=T.preset("mednist"),
+                             transform_ahead=0)
+    python_run('shardify.Loader(device="cuda", transform=T.preset("mednist"), transform_ahead=0)', lambda: inline,
+               lambda b: (b["image"], b["label"]))
+    inline.close()
     sl = shardify.Loader(shards, batch_size=300, seed=0, device=kind, transform=T.preset("mednist"))
     model, opt = python_run('shardify.Loader(device="cuda", transform=T.preset("mednist"))', lambda: sl,
                             lambda b: (b["image"], b["label"]))
     overlap = None
     if device.type == "cuda":
-        it = iter(sl)
-        loss_fn = torch.nn.CrossEntropyLoss()
-
-        def step():
-            b = next(it)
-            opt.zero_grad(set_to_none=True)
-            with autocast(torch, device):
-                loss = loss_fn(model(b["image"]), b["label"])
-            loss.backward()
-            opt.step()
-        overlap = copy_overlap(torch, step, min(20, len(sl) - 1), os.path.join(a.work, "densenet-trace.json"))
-        log(f"  copy/compute overlap (shardify.Loader, {overlap['copies']} copies): "
-            f"{overlap['overlap_fraction']}")
+        overlap = profile_loader(torch, device, model, opt, sl, min(20, len(sl) - 1),
+                                 os.path.join(a.work, "densenet-trace.json"))
         # What the Loader's next() spends on the transform: host time of launching it on
         # one device batch (queued, not waited for), against the step's data-wait.
         plain = shardify.Loader(shards, batch_size=300, seed=0, device=kind)
@@ -398,6 +476,27 @@ def part_mednist(torch, a, device, shardify):
         plain.close()
         log(f"  the mednist preset's host time per batch of 300: {overlap['transform_host_ms']:.2f} ms")
     return runs, overlap
+
+
+class TimedTransform:
+    """A Loader transform that adds up the host time of the one it wraps (bound to the patch
+    as the Loader binds it)."""
+
+    wants_position = True
+
+    def __init__(self, inner, bound=False):
+        self.inner, self.bound, self.seconds, self.calls = inner, bound, 0.0, 0
+        self.margin = getattr(inner, "margin", None) if bound else None
+
+    def bind(self, patch):
+        return TimedTransform(self.inner.bind(patch=patch) if hasattr(self.inner, "bind") else self.inner, True)
+
+    def __call__(self, batch, seed, epoch, step):
+        t = time.perf_counter()
+        out = self.inner(batch, seed=seed, epoch=epoch, step=step)
+        self.seconds += time.perf_counter() - t
+        self.calls += 1
+        return out
 
 
 def scale_intensity(x):
@@ -417,20 +516,27 @@ def part_unet3d(torch, a, device, shardify):
                         "--lr", "1e-2", "--seed", "0"], "shardtrain --model unet3d",
                        a.max_steps and a.max_steps * 2)]
     kind = "cuda" if device.type == "cuda" else "cpu"
-    loader = shardify.Loader(a.brain, split="train", patch=(p, p, p), batch_size=2, repeats=2 * steps, seed=0,
-                             device=kind, transform=T.preset("nnunet", spatial_dims=3))
-    torch.manual_seed(0)
-    model = unet3d(1, 8, 16).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.99, nesterov=True)
 
     def inputs(b):
         x = b["image"].float()
         x = (x - x.mean()) / x.std().clamp_min(1e-6)
         y = b["mask"][:, 0].long()
         return x, torch.where(y >= 8, torch.full_like(y, -1), y)
-    runs.append({"name": 'shardify.Loader(patch=, device="cuda", transform=T.preset("nnunet"))',
-                 "epochs": train_loop(torch, "Loader unet3d", lambda: loader, inputs, model, opt, 2, device,
-                                      a.max_steps, loss_fn=torch.nn.CrossEntropyLoss(ignore_index=-1))})
+    for ahead in (0, 2):
+        timed = TimedTransform(T.preset("nnunet", spatial_dims=3))
+        loader = shardify.Loader(a.brain, split="train", patch=(p, p, p), batch_size=2, repeats=2 * steps, seed=0,
+                                 device=kind, transform=timed, transform_ahead=ahead)
+        torch.manual_seed(0)
+        model = unet3d(1, 8, 16).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.99, nesterov=True)
+        name = f'shardify.Loader(patch=, device="cuda", transform=T.preset("nnunet"), transform_ahead={ahead})'
+        runs.append({"name": name,
+                     "epochs": train_loop(torch, f"Loader unet3d ahead {ahead}", lambda: loader, inputs, model, opt,
+                                          2, device, a.max_steps, loss_fn=torch.nn.CrossEntropyLoss(ignore_index=-1))})
+        bound = loader.transform
+        runs[-1]["transform_host_ms"] = 1000 * bound.seconds / max(bound.calls, 1)
+        log(f"  the nnunet preset's host time per batch (transform_ahead={ahead}): {runs[-1]['transform_host_ms']:.2f} ms")
+        loader.close()
     return runs
 
 
@@ -480,6 +586,10 @@ def main():
                 runs = part_mnist(torch, a, device, shardify)
             elif part == "mednist":
                 runs, result["densenet_copy_overlap"] = part_mednist(torch, a, device, shardify)
+            elif part == "overlap":
+                result["overlap"] = part_overlap(torch, a, device, shardify)
+                save()
+                continue
             elif part == "unet3d":
                 runs = part_unet3d(torch, a, device, shardify)
             else:

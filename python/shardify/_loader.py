@@ -8,6 +8,7 @@ import re
 import weakref
 
 from . import _core
+from ._ahead import TransformAhead
 from ._checks import non_negative as _non_negative
 from ._checks import positive as _positive
 from ._dataset import Dataset
@@ -101,6 +102,11 @@ class Loader:
         ``step`` being the batch's step within the epoch times world_size plus rank.
         shardify.transforms objects draw their random parameters from (seed, epoch, step,
         rank) so a resumed Loader yields the same augmented batches.
+      transform_ahead: batches the transform runs ahead of the loop, in a helper thread
+        (on its own CUDA stream with device="cuda", ordered before the loop's stream as the
+        copy is), so that next() takes a finished batch; 0 runs it inside next(). A
+        transform that draws from torch's global generator (rather than from its position)
+        then draws in another order relative to the model's own draws.
     """
 
     _torch_class = None
@@ -114,7 +120,7 @@ class Loader:
                  world_size=None, threads=0, prefetch=4, fields=None, device="cpu", patch=None, *, order=None,
                  repeats=1, window_shards=4, patch_fields=("image", "mask"), foreground_fraction=0.33,
                  label_pad=-1, pin_memory=None, output="torch", verify_checksums=True, io="mmap", transform=None,
-                 cache_dir=None, cache_limit=None):
+                 cache_dir=None, cache_limit=None, transform_ahead=2):
         if output not in _OUTPUTS:
             raise ValueError(f"output must be one of {_OUTPUTS}, got {output!r}")
         if transform is not None and not callable(transform):
@@ -144,6 +150,8 @@ class Loader:
             if fields is None:  # the patches, and the scalars (a case's label) that come with them
                 args.fields = _patch_batch_fields(self._dataset, args)
         self._transform, self._wants_position = _bind_transform(transform, args)
+        self._transform_ahead = _non_negative("transform_ahead", transform_ahead)
+        self._ahead = None  # the TransformAhead of the current iteration, if any
         self._args = args
         self._split_samples = self._dataset.splits[args.split]
         self._widen = _widened_fields(self._dataset, args) if self._torch is not None else {}
@@ -165,6 +173,7 @@ class Loader:
         """The rest of the current epoch, from the batch after the last one handed out.
         Takes over from any earlier iterator of this Loader."""
         self._check_process()
+        self._stop_ahead()
         epoch, step = self._pos
         if self._core is None or self._core_pos != (epoch, step):
             self._open_core(epoch, step)
@@ -177,6 +186,7 @@ class Loader:
         ``load_state_dict``, or after a ``break``), it stays where it is."""
         epoch = _non_negative("epoch", epoch)
         if epoch != self._pos[0]:
+            self._stop_ahead()
             self._pos = (epoch, 0)
             self._generation += 1
 
@@ -213,12 +223,15 @@ class Loader:
             raise ValueError(f"state epoch {epoch} step {step} is out of range ({self._batches} batches per epoch)")
         if step == self._batches:
             epoch, step = epoch + 1, 0
+        self._stop_ahead()
         self._pos = (epoch, step)
         self._generation += 1
 
     def close(self):
         """Stops the decode threads now; batches already handed out stay valid. Iterating
         again reopens them (from where the Loader stands). Also runs at interpreter exit."""
+        if self._pid == os.getpid():
+            self._stop_ahead()
         if self._core is not None and self._pid == os.getpid():
             self._core.close()
         # In a forked child the C++ loader is only dropped: it then leaks its copy of the
@@ -286,6 +299,33 @@ class Loader:
         _open_loaders.add(self)
 
     def _run(self, generation, epoch, step):
+        if self._transform is not None and self._transform_ahead > 0:
+            return self._run_ahead(generation, epoch, step)
+        return self._run_inline(generation, epoch, step)
+
+    def _run_ahead(self, generation, epoch, step):
+        ahead = TransformAhead(self, self._core, epoch, step, self._transform_ahead)
+        self._ahead = ahead
+        try:
+            while True:
+                if generation != self._generation:
+                    raise RuntimeError(_STALE)
+                self._check_process()
+                taken = ahead.take()
+                if taken is None:
+                    return
+                batch, self._pos = taken
+                yield batch
+        finally:
+            if self._ahead is ahead:
+                self._stop_ahead()
+
+    def _stop_ahead(self):
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and self._pid == os.getpid():  # a forked child has no helper thread
+            ahead.stop()
+
+    def _run_inline(self, generation, epoch, step):
         core, n = self._core, self._batches
         stream = 0
         while step < n:
@@ -300,12 +340,14 @@ class Loader:
             index, step = step, step + 1
             # The epoch complete, the next iteration is the next epoch (already decoding).
             self._pos = self._core_pos = (epoch, step) if step < n else (epoch + 1, 0)
-            for name, bits in self._widen.items():
-                if name in batch:
-                    batch[name] = _widen(self._torch, batch[name], bits)
-            if self._transform is not None:
-                batch = self._apply_transform(batch, epoch, index)
-            yield batch
+            yield self._prepare(batch, epoch, index)
+
+    def _prepare(self, batch, epoch, index):
+        """The batch as handed out: widened fields, then the transform."""
+        for name, bits in self._widen.items():
+            if name in batch:
+                batch[name] = _widen(self._torch, batch[name], bits)
+        return batch if self._transform is None else self._apply_transform(batch, epoch, index)
 
     def _apply_transform(self, batch, epoch, index):
         a = self._args

@@ -88,9 +88,12 @@ class PyLoader {
   ~PyLoader() { AbandonInForkedChild(); }
 
   // The next batch as {name: convert(capsule)} (or numpy arrays when `convert` is None),
-  // plus "index"; None at the end. `stream`: the cudaStream_t the consumer works on when
-  // batches are staged. `signed_views`: export u16/u32 as i16/i32.
-  py::object Next(const py::object& convert, uintptr_t stream, bool signed_views) {
+  // plus "index"; None at the end. `stream`: the cudaStream_t that waits for the staged
+  // batch; `release_stream` (0: `stream`) the one whose work must be done before its
+  // buffers are reused, recorded when the last of its arrays is freed (a helper thread
+  // may transform on its own stream for a loop on another). `signed_views`: export
+  // u16/u32 as i16/i32.
+  py::object Next(const py::object& convert, uintptr_t stream, bool signed_views, uintptr_t release_stream) {
     Loader& loader = Open();
     while (!WithoutGil([&] { return loader.WaitForNext(kSignalPoll); })) {
       if (PyErr_CheckSignals() != 0) throw py::error_already_set();
@@ -99,7 +102,7 @@ class PyLoader {
     if (!batch) return py::none();
     if (cuda_device_ >= 0 && stream != 0) {
       Check(StreamWaitForBatch(*batch, reinterpret_cast<void*>(stream)));
-      batch->consumer_stream = reinterpret_cast<void*>(stream);
+      batch->consumer_stream = reinterpret_cast<void*>(release_stream != 0 ? release_stream : stream);
     }
     return Export(batch, convert, signed_views);
   }
@@ -218,7 +221,8 @@ void RegisterLoader(py::module_& m) {
       .def_readwrite("label_pad", &LoaderArgs::label_pad);
   py::class_<PyLoader>(m, "Loader")
       .def(py::init<const PyDataset&, const LoaderArgs&>(), py::arg("dataset"), py::arg("args"))
-      .def("next", &PyLoader::Next, py::arg("convert"), py::arg("stream") = 0, py::arg("signed_views") = false)
+      .def("next", &PyLoader::Next, py::arg("convert"), py::arg("stream") = 0, py::arg("signed_views") = false,
+           py::arg("release_stream") = 0)
       .def("close", &PyLoader::Close)
       .def("state", &PyLoader::State)
       .def_property_readonly("batches_per_epoch", &PyLoader::batches_per_epoch)

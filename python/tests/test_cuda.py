@@ -2,6 +2,8 @@
 Loader's bytes, ordered with the caller's stream in both directions, and the transforms
 give on the device what they give on the CPU. Skipped, visibly, where torch sees no device."""
 
+import contextlib
+
 import numpy as np
 import pytest
 import torch
@@ -60,6 +62,71 @@ def test_a_transform_runs_on_the_device_and_matches_the_cpu(images):
     for a, b in zip(cpu, gpu):
         assert b["image"].is_cuda and b["image"].dtype == a["image"].dtype
         torch.testing.assert_close(b["image"].cpu(), a["image"], rtol=1e-4, atol=1e-3)
+
+
+class PassThrough:
+    """Hands the staged image on untouched (it still lives in the Loader's buffer) with a
+    new tensor beside it, as a transform that only adds a field does."""
+
+    def __call__(self, batch):
+        return {"image": batch["image"], "scaled": batch["image"].float() * 2, "index": batch["index"]}
+
+
+def test_a_transform_running_ahead_keeps_handed_on_buffers_until_the_loops_stream_is_done(images):
+    # The helper transforms on its own stream; the loop's stream is kept busy before it
+    # reads each batch, and drops it at once. The untouched image is released on the
+    # loop's stream, so refilling its slot waits for the clone queued there.
+    expected = [a["image"] for a in shardify.Loader(images, batch_size=64, seed=4)]
+    stream = torch.cuda.Stream()
+    clones = []
+    with torch.cuda.stream(stream):
+        loader = shardify.Loader(images, batch_size=64, seed=4, device="cuda", prefetch=1, transform=PassThrough())
+        for b in loader:
+            torch.cuda._sleep(20_000_000)
+            clones.append((b["image"].clone(), b["scaled"].clone()))
+            del b
+    stream.synchronize()
+    assert len(clones) == len(expected)
+    for (image, scaled), e in zip(clones, expected):
+        assert torch.equal(image.cpu(), e) and torch.equal(scaled.cpu(), e.float() * 2)
+
+
+def test_a_transform_running_ahead_gives_what_it_gives_inside_next(images):
+    options = dict(batch_size=64, seed=5, device="cuda", transform=T.preset("mednist"))
+    inline = list(shardify.Loader(images, transform_ahead=0, **options))
+    ahead = list(shardify.Loader(images, **options))
+    assert len(inline) == len(ahead) == 8
+    for a, b in zip(inline, ahead):
+        assert torch.equal(a["index"], b["index"]) and torch.equal(a["image"], b["image"])
+
+
+@contextlib.contextmanager
+def no_synchronizing_ops():
+    """torch raises on an operation that waits for the device (a copy to the host, .item(), ...)."""
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        yield
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+@pytest.mark.parametrize("ahead", [0, 2])
+def test_the_loader_and_its_transform_never_wait_for_the_device(images, ahead):
+    loader = shardify.Loader(images, batch_size=64, seed=6, device="cuda", transform=T.preset("mednist"),
+                             transform_ahead=ahead)
+    with no_synchronizing_ops():
+        assert sum(1 for _ in loader) == 8
+
+
+@pytest.mark.parametrize("spatial", [(12, 12, 12), (24, 20)])
+def test_nnunet_on_the_device_never_waits_for_it(spatial):
+    image, mask = phantom(4, spatial)
+    image, mask = image.cuda(), mask.cuda()
+    aug = T.NnUnet(spatial_dims=len(spatial), p={"all": 1.0})
+    with no_synchronizing_ops():
+        out = aug({"image": image, "mask": mask}, seed=7, epoch=1, step=2)
+    assert out["image"].is_cuda
 
 
 def phantom(batch, spatial):

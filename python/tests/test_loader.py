@@ -5,6 +5,7 @@ import gc
 import json
 import os
 import resource
+import threading
 
 import numpy as np
 import pytest
@@ -448,7 +449,82 @@ def test_a_transform_must_be_callable_and_return_a_dict(fmnist):
         shardify.Loader(fmnist, transform="flip")
     calls = []
     plain = shardify.Loader(fmnist, batch_size=32, transform=lambda b: calls.append(len(b)) or {"x": b["image"]})
-    assert set(next(iter(plain))) == {"x"} and calls == [3]  # called with the batch alone
+    assert set(next(iter(plain))) == {"x"} and set(calls) == {3}  # called with the batch alone
     broken = shardify.Loader(fmnist, batch_size=32, transform=lambda b: list(b))
     with pytest.raises(TypeError, match="transform <function.*returned list"):
         next(iter(broken))
+
+
+class Marking:
+    """A transform that adds the batch's position and the thread it ran in; raises at one step."""
+    wants_position = True
+
+    def __init__(self, fail_at=None):
+        self.fail_at = fail_at
+
+    def __call__(self, batch, seed, epoch, step):
+        if step == self.fail_at:
+            raise ValueError(f"no batch {step} today")
+        out = dict(batch)
+        out["image"] = batch["image"].float() + 1  # a new tensor, as augmentation makes
+        out["at"] = (epoch, step, threading.current_thread().name)
+        return out
+
+
+def helper_threads():
+    return [t for t in threading.enumerate() if t.name == "shardify-transform-ahead"]
+
+
+def test_the_transform_runs_ahead_in_a_helper_thread_and_gives_the_same_batches(fmnist):
+    options = dict(batch_size=32, seed=4)
+    inline = shardify.Loader(fmnist, transform=Marking(), transform_ahead=0, **options)
+    ahead = shardify.Loader(fmnist, transform=Marking(), **options)
+    for _ in range(2):  # two epochs
+        for a, b in zip(inline, ahead, strict=True):
+            assert torch.equal(a["index"], b["index"]) and torch.equal(a["image"], b["image"])
+            assert a["at"][:2] == b["at"][:2]
+            assert a["at"][2] == threading.current_thread().name and b["at"][2] == "shardify-transform-ahead"
+    assert ahead.epoch == 2 and not helper_threads()  # an epoch's helper ends with it
+
+
+def test_breaking_out_of_a_loop_that_runs_ahead_loses_no_batch(fmnist):
+    options = dict(batch_size=32, seed=6)
+    full = indices(shardify.Loader(fmnist, transform=Marking(), transform_ahead=0, **options))
+    loader = shardify.Loader(fmnist, transform=Marking(), transform_ahead=3, **options)
+    taken = []
+    for k, batch in enumerate(loader):
+        taken.append(batch["index"].tolist())
+        if k == 2:
+            break
+    assert not helper_threads()  # the loop's end stopped it, and dropped what it queued
+    state = loader.state_dict()
+    assert (state["epoch"], state["step"]) == (0, 3)
+    resumed = shardify.Loader(fmnist, transform=Marking(), **options)
+    resumed.load_state_dict(state)
+    assert taken + indices(loader) == full and indices(resumed) == full[3:]
+
+
+def test_an_error_in_a_transform_running_ahead_reaches_the_loop(fmnist):
+    loader = shardify.Loader(fmnist, batch_size=32, transform=Marking(fail_at=2))
+    seen = []
+    with pytest.raises(ValueError, match="no batch 2 today"):
+        for batch in loader:
+            seen.append(batch["at"][1])
+    assert seen == [0, 1] and loader.state_dict()["step"] == 3  # past the batch that failed, as inline
+    assert not helper_threads()
+    with pytest.raises(ValueError, match="transform_ahead"):
+        shardify.Loader(fmnist, transform=Marking(), transform_ahead=-1)
+
+
+def test_close_and_a_new_iteration_stop_the_helper(fmnist):
+    loader = shardify.Loader(fmnist, batch_size=32, transform=Marking())
+    first = iter(loader)
+    next(first)
+    assert len(helper_threads()) == 1
+    second = iter(loader)
+    assert not helper_threads()
+    with pytest.raises(RuntimeError, match="one epoch at a time"):
+        next(first)
+    assert next(second)["at"][1] == 1
+    loader.close()
+    assert not helper_threads()
