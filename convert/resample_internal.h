@@ -23,7 +23,10 @@ struct Grid {
 // align_corners=False map them). An axis whose size does not change keeps its voxels.
 Grid ResampledGrid(const Grid& from, const Shape& size);
 
-enum class Interpolator { kNearest, kLinear, kCubic };  // cubic: third-order B-spline
+// cubic: third-order B-spline, its coefficients those of the volume extended by copies of
+// its edge voxels (as scipy's zoom with mode 'nearest', and so skimage's resize with
+// mode='edge', computes them); linear and nearest take the edge voxel beyond the edge.
+enum class Interpolator { kNearest, kLinear, kCubic };
 
 // Resamples `channels` volumes of `in` (row-major [channels, D, H, W] on grid `from`) onto
 // grid `to` with `interp`, one channel at a time, on the calling thread; `out` gets
