@@ -253,6 +253,33 @@ Status CheckConsecutive(const nlohmann::ordered_json& labels, const std::string&
                          ". Renumber the masks and the labels");
 }
 
+// nnU-Net's region-based training: a label given as a list of values is a region, and
+// then `regions_class_order` must say which value each foreground label is written back
+// as, one entry per label other than background and ignore.
+Status CheckRegions(const nlohmann::ordered_json& j, const std::string& json_path) {
+  size_t labels = 0;
+  std::string regions;
+  for (const auto& [name, v] : j["labels"].items()) {
+    if (name == "ignore" || (v.is_number_integer() && v.get<int64_t>() == 0)) continue;
+    ++labels;
+    if (v.is_array()) regions += (regions.empty() ? "'" : ", '") + name + "'";
+  }
+  if (regions.empty()) return Status::Ok();
+  if (!j.contains("regions_class_order")) {
+    return InvalidArgument(json_path + ": labels " + regions +
+                           " are regions (lists of values), and then nnU-Net needs 'regions_class_order', one value "
+                           "per foreground label (" +
+                           std::to_string(labels) + "); it is missing");
+  }
+  const nlohmann::ordered_json& order = j["regions_class_order"];
+  if (!order.is_array() || order.size() != labels ||
+      !std::all_of(order.begin(), order.end(), [](const nlohmann::ordered_json& e) { return e.is_number_integer(); })) {
+    return InvalidArgument(json_path + ": 'regions_class_order' is " + order.dump() + "; nnU-Net takes a list of " +
+                           std::to_string(labels) + " integers, one per foreground label");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status PlanNnunet(const std::string& src, const std::vector<std::string>&, SourcePlan* plan) {
@@ -276,6 +303,7 @@ Status PlanNnunet(const std::string& src, const std::vector<std::string>&, Sourc
     plan->mask_labels_json = j["labels"].dump();
     RETURN_IF_ERROR(DeclaredLabels(j["labels"], json_path, &plan->declared_mask_values));
     RETURN_IF_ERROR(CheckConsecutive(j["labels"], json_path));
+    RETURN_IF_ERROR(CheckRegions(j, json_path));
   }
   plan->has_mask = true;
   const int channels = static_cast<int>(names->size());

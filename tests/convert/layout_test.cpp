@@ -247,7 +247,7 @@ TEST_CASE("convert: nnunet mask values dataset.json does not declare fail before
   const std::string src = dir / "Dataset002";
   // Regions and the ignore label declare their values too: 0, 1, 2, 3.
   WriteText(src + "/dataset.json", R"({"channel_names": {"0": "MR"}, "labels": {"background": 0, "whole": [1, 2],
-    "core": 2, "ignore": 3}, "file_ending": ".nii.gz"})");
+    "core": 2, "ignore": 3}, "regions_class_order": [1, 2], "file_ending": ".nii.gz"})");
   const std::vector<std::pair<std::string, std::vector<uint16_t>>> masks = {
       {"a", {0, 1, 2, 3}}, {"b", {0, 7, 1605}}, {"c", {0, 2}}, {"d", {7, 0}}};
   for (const auto& [name, values] : masks) {
@@ -320,8 +320,25 @@ TEST_CASE("convert: nnunet labels must be 0, 1, 2, ... without gaps, regions and
     CHECK_THAT(r.status().ToString(), Catch::Contains(why));
     CHECK_FALSE(std::filesystem::exists(dir / "out"));  // refused before anything is written
   }
+  // Regions need regions_class_order, one entry per foreground label.
+  const std::vector<std::pair<std::string, std::string>> regions = {
+      {R"("labels": {"background": 0, "whole": [1, 2], "core": 2})",
+       "labels 'whole' are regions (lists of values), and then nnU-Net needs 'regions_class_order', one value per "
+       "foreground label (2); it is missing"},
+      {R"("labels": {"background": 0, "whole": [1, 2], "core": 2}, "regions_class_order": [1])",
+       "'regions_class_order' is [1]; nnU-Net takes a list of 2 integers"},
+  };
+  for (const auto& [json, why] : regions) {
+    INFO(json);
+    WriteText(src + "/dataset.json", R"({"channel_names": {"0": "MR"}, "file_ending": ".nii.gz", )" + json + "}");
+    auto r = RunConvert(src, dir / "out");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(r.status().ToString(), Catch::Contains(why));
+  }
   // Regions (lists) count with their values; "ignore" just above the labels is fine.
-  for (const char* labels : {R"({"background": 0, "whole": [1, 2, 3], "core": [2, 3], "enhancing": 3})",
+  for (const char* labels : {R"({"background": 0, "whole": [1, 2, 3], "core": [2, 3], "enhancing": 3},
+                              "regions_class_order": [1, 2, 3])",
                              R"({"background": 0, "organ": 1, "ignore": 2})", R"({"background": 0, "organ": 1})"}) {
     INFO(labels);
     WriteText(src + "/dataset.json",
