@@ -3,6 +3,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,6 +11,12 @@
 #include "base/status.h"
 
 namespace shardify {
+
+// The value of environment variable `name`; "" when it is unset.
+inline std::string EnvValue(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : "";
+}
 
 // Whether `s` ends with `suffix` (byte for byte).
 inline bool EndsWith(std::string_view s, std::string_view suffix) {

@@ -150,7 +150,10 @@ Status ToPreprocessOptions(const CLI::App& app, const Flags& f, PreprocessOption
 
 void Define(CLI::App& app, Flags& f) {
   app.add_option("SRC", f.src, "Source directory, or a .csv file for the csv layout")->required();
-  app.add_option("-o,--output", f.dst, "Destination dataset directory (created if missing)")->required();
+  app.add_option("-o,--output", f.dst,
+                 "Destination dataset directory (created if missing), or s3://bucket/prefix (written to a local\n"
+                 "staging folder in the cache directory, then uploaded, the manifest last; see docs/remote.md)")
+      ->required();
   app.add_option("--layout", f.layout, LayoutNames())->capture_default_str();
   app.add_option("--threads", f.threads, "Decode/compress threads (default: all cores)")
       ->capture_default_str()

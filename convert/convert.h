@@ -43,7 +43,7 @@ const char* CodecChoiceName(CodecChoice c);  // "zstd", "raw", "auto"
 
 struct ConvertOptions {
   std::string source;  // directory, or a .csv for the csv layout
-  std::string dest;    // dataset directory to create
+  std::string dest;    // dataset directory to create, or an s3:// location (see upload_internal.h)
   Layout layout = Layout::kAuto;
   int threads = 0;  // 0: all cores
   CodecChoice codec = CodecChoice::kZstd;
@@ -132,6 +132,9 @@ struct ConvertSummary {
   PartInfo part;
   uint64_t part_of = 0;
   enum class PartState { kConverted, kComplete, kMerged } part_state = PartState::kConverted;
+  // With an s3:// dest: where the dataset went, and the objects put there.
+  std::string uploaded_to;
+  uint64_t uploaded_objects = 0;
 };
 
 // What the pipeline is doing; reported from the calling thread.

@@ -20,8 +20,10 @@
 #include "convert/plans.h"
 #include "convert/schema_internal.h"
 #include "convert/source_internal.h"
+#include "convert/upload_internal.h"
 #include "convert/work_internal.h"
 #include "format/writer.h"
+#include "storage/location.h"
 
 #ifndef SHARDIFY_VERSION
 #define SHARDIFY_VERSION "0.0.0"
@@ -430,6 +432,7 @@ Result<ConvertSummary> ConvertImpl(const ConvertOptions& given, ProgressSink* pr
 }  // namespace
 
 Result<ConvertSummary> Convert(const ConvertOptions& options, ProgressSink* progress) {
+  if (storage::IsRemote(options.dest)) return detail::ConvertToObjectStore(options, progress);
   // Threads catch their own allocation failures; this covers the calling thread's work.
   return detail::NoThrow(options.source, [&] { return ConvertImpl(options, progress); });
 }

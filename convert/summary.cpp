@@ -94,6 +94,9 @@ std::string FormatSummary(const ConvertSummary& s) {
   std::snprintf(t, sizeof t, "  %.2f s, %.0f files/s\n", s.seconds,
                 s.seconds > 0 ? static_cast<double>(s.samples) / s.seconds : 0.0);
   if (converted) o << t;
+  if (!s.uploaded_to.empty()) {
+    o << "  uploaded " << s.uploaded_objects << " objects to " << s.uploaded_to << ", the manifest last\n";
+  }
   if (s.ignored_files > 0) o << "  ignored " << s.ignored_files << " file(s) that are not inputs of this layout\n";
   if (!s.skipped.empty()) {
     o << "  skipped " << s.skipped.size() << " input(s)" << (s.dry_run ? "" : ", listed in skipped.tsv") << ":\n";

@@ -21,11 +21,42 @@ std::string SchemeOf(const std::string& text) {
   return word ? Lower(scheme) : "";
 }
 
+// S3's rules for bucket names: 3-63 characters, lower-case letters, digits, '-' and '.',
+// beginning and ending with a letter or digit.
+bool ValidBucket(const std::string& b) {
+  if (b.size() < 3 || b.size() > 63) return false;
+  auto alnum = [](unsigned char c) { return std::islower(c) || std::isdigit(c); };
+  if (!alnum(b.front()) || !alnum(b.back())) return false;
+  return std::all_of(b.begin(), b.end(), [&](unsigned char c) { return alnum(c) || c == '-' || c == '.'; });
+}
+
+Result<Location> ParseS3(const std::string& text) {
+  std::string rest = text.substr(5);
+  if (rest.find_first_of("?#") != std::string::npos) {
+    return InvalidArgument(text + ": an s3:// location takes no query or fragment");
+  }
+  const size_t slash = rest.find('/');
+  Location at;
+  at.kind = LocationKind::kS3;
+  at.bucket = rest.substr(0, slash);
+  if (!ValidBucket(at.bucket)) {
+    return InvalidArgument(text + ": '" + at.bucket +
+                           "' is not an S3 bucket name (3-63 lower-case letters, digits, '-' and '.')");
+  }
+  if (slash != std::string::npos) at.prefix = rest.substr(slash + 1);
+  while (!at.prefix.empty() && at.prefix.back() == '/') at.prefix.pop_back();
+  if (at.prefix.find("//") != std::string::npos || (!at.prefix.empty() && at.prefix.front() == '/')) {
+    return InvalidArgument(text + ": an empty folder in the key prefix ('//')");
+  }
+  at.text = "s3://" + at.bucket + (at.prefix.empty() ? "" : "/" + at.prefix);
+  return at;
+}
+
 }  // namespace
 
 bool IsRemote(const std::string& text) {
   const std::string scheme = SchemeOf(text);
-  return scheme == "http" || scheme == "https";
+  return scheme == "http" || scheme == "https" || scheme == "s3";
 }
 
 Result<Location> ParseLocation(const std::string& text) {
@@ -37,9 +68,10 @@ Result<Location> ParseLocation(const std::string& text) {
     while (at.text.size() > 1 && at.text.back() == '/') at.text.pop_back();
     return at;
   }
+  if (scheme == "s3") return ParseS3(text);
   if (scheme != "http" && scheme != "https") {
     return Unsupported(text + ": location scheme '" + scheme +
-                       "://' is not supported (http://, https:// or a directory)");
+                       "://' is not supported (s3://, http://, https:// or a directory)");
   }
   std::string rest = text.substr(scheme.size() + 3);
   if (rest.find_first_of("?#") != std::string::npos) {
@@ -55,6 +87,15 @@ Result<Location> ParseLocation(const std::string& text) {
   at.base = scheme + "://" + rest;
   at.text = at.base;
   return at;
+}
+
+std::string ReadableName(const std::string& text) {
+  const size_t scheme = text.find("://");
+  std::string readable;
+  for (char c : text.substr(scheme == std::string::npos ? 0 : scheme + 3)) {
+    readable += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_';
+  }
+  return readable.size() > 80 ? readable.substr(readable.size() - 80) : readable;
 }
 
 std::string ObjectUrl(const Location& at, const std::string& name) { return at.base + "/" + name; }

@@ -10,23 +10,15 @@
 #include "base/checksum.h"
 #include "base/file.h"
 #include "base/strings.h"
+#include "storage/s3.h"
 
 namespace shardify::storage {
 namespace {
 
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr ? v : "";
-}
-
 // A folder name for a location: readable host and path, then a hash of the whole text, so
 // two datasets never share a folder.
 std::string FolderFor(const Location& at) {
-  std::string readable;
-  for (char c : at.base.substr(at.base.find("://") + 3)) {
-    readable += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_';
-  }
-  if (readable.size() > 80) readable = readable.substr(readable.size() - 80);
+  const std::string readable = ReadableName(at.base);
   char hash[17];
   std::snprintf(hash, sizeof hash, "%016llx",
                 static_cast<unsigned long long>(Checksum64(at.base.data(), at.base.size())));
@@ -42,20 +34,36 @@ uint64_t FreeBytes(const std::string& dir) {
 }  // namespace
 
 std::string DefaultCacheDir() {
-  if (const std::string dir = Env("SHARDIFY_CACHE_DIR"); !dir.empty()) return dir;
-  if (const std::string xdg = Env("XDG_CACHE_HOME"); !xdg.empty()) return JoinPath(xdg, "shardify");
-  if (const std::string home = Env("HOME"); !home.empty()) return JoinPath(home, ".cache/shardify");
+  if (const std::string dir = EnvValue("SHARDIFY_CACHE_DIR"); !dir.empty()) return dir;
+  if (const std::string xdg = EnvValue("XDG_CACHE_HOME"); !xdg.empty()) return JoinPath(xdg, "shardify");
+  if (const std::string home = EnvValue("HOME"); !home.empty()) return JoinPath(home, ".cache/shardify");
   return "/tmp/shardify-cache";
 }
 
-Result<std::unique_ptr<RemoteDataset>> RemoteDataset::Open(const std::string& location, const RemoteOptions& options) {
+namespace {
+
+// `location` parsed, remote, with its objects' URLs known and `transfer` signing for it.
+Result<Location> ResolveRemote(const std::string& location, TransferOptions* transfer) {
   ASSIGN_OR_RETURN(Location at, ParseLocation(location));
   if (at.kind == LocationKind::kLocal) return InvalidArgument(location + ": not a remote location");
   if (!TransfersAvailable()) return Unsupported(location + ": this build has no libcurl, so no remote datasets");
+  if (at.kind == LocationKind::kS3) {
+    Result<S3Settings> s3 = S3SettingsFromEnvironment();
+    if (!s3.ok()) return s3.status().WithContext(location);
+    at.base = S3PrefixUrl(*s3, at.bucket, at.prefix);
+    transfer->aws = s3->signing;
+  }
+  return at;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RemoteDataset>> RemoteDataset::Open(const std::string& location, const RemoteOptions& options) {
   RemoteOptions o = options;
+  ASSIGN_OR_RETURN(Location at, ResolveRemote(location, &o.transfer));
   if (o.cache_dir.empty()) o.cache_dir = DefaultCacheDir();
   if (o.cache_limit == 0) {
-    if (const std::string text = Env("SHARDIFY_CACHE_LIMIT"); !text.empty()) {
+    if (const std::string text = EnvValue("SHARDIFY_CACHE_LIMIT"); !text.empty()) {
       Result<uint64_t> limit = ParseByteSize(text);
       if (!limit.ok()) return limit.status().WithContext("SHARDIFY_CACHE_LIMIT");
       o.cache_limit = *limit;
@@ -93,6 +101,44 @@ Result<std::shared_ptr<const CachedFile>> RemoteDataset::Local(
     RETURN_IF_ERROR(FetchToFile(url, tmp, size, options_.transfer));
     return check ? check(tmp).WithContext(url) : Status::Ok();
   });
+}
+
+Result<bool> RemoteObjectExists(const std::string& location, const std::string& name, const TransferOptions& options) {
+  TransferOptions o = options;
+  ASSIGN_OR_RETURN(const Location at, ResolveRemote(location, &o));
+  const Result<std::vector<uint8_t>> body = FetchToMemory(ObjectUrl(at, name), UINT64_MAX, o);
+  if (body.ok()) return true;
+  if (body.status().code() == StatusCode::kNotFound) return false;
+  return body.status();
+}
+
+Result<UploadSummary> UploadDirectory(const std::string& dir, const std::string& location,
+                                      const std::vector<std::string>& last, const TransferOptions& options) {
+  TransferOptions o = options;
+  ASSIGN_OR_RETURN(const Location at, ResolveRemote(location, &o));
+  if (at.kind != LocationKind::kS3) {
+    return Unsupported(location + ": datasets are written to s3:// locations (an http(s) server takes no uploads)");
+  }
+  ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir));
+  std::vector<std::string> order;
+  for (const std::string& name : names) {
+    if (std::find(last.begin(), last.end(), name) == last.end() && !IsDirectory(JoinPath(dir, name))) {
+      order.push_back(name);
+    }
+  }
+  std::sort(order.begin(), order.end());
+  for (const std::string& name : last) {
+    if (std::find(names.begin(), names.end(), name) != names.end()) order.push_back(name);
+  }
+  UploadSummary sum;
+  for (const std::string& name : order) {
+    const std::string path = JoinPath(dir, name);
+    RETURN_IF_ERROR(PutFile(ObjectUrl(at, name), path, o).WithContext("uploading " + location));
+    ASSIGN_OR_RETURN(const uint64_t bytes, FileSize(path));
+    ++sum.objects;
+    sum.bytes += bytes;
+  }
+  return sum;
 }
 
 }  // namespace shardify::storage

@@ -53,8 +53,21 @@ struct Outcome {
   bool retry = false;
 };
 
-// One GET of `url` into `sink`.
-Outcome Get(const std::string& url, Sink& sink, const TransferOptions& o) {
+// A file sent as a request's body (PUT).
+struct Body {
+  std::FILE* file = nullptr;
+  uint64_t size = 0;
+};
+
+size_t Read(char* data, size_t size, size_t count, void* user) {
+  Body& b = *static_cast<Body*>(user);
+  const size_t n = std::fread(data, 1, size * count, b.file);
+  return std::ferror(b.file) ? CURL_READFUNC_ABORT : n;
+}
+
+// One request: a GET of `url` into `sink`, or with `body` a PUT of it (the answer's body
+// into `sink`).
+Outcome Perform(const std::string& url, Sink& sink, const TransferOptions& o, Body* body = nullptr) {
   CURL* curl = curl_easy_init();
   if (curl == nullptr) return {IOError(url + ": cannot start a transfer (curl_easy_init)"), false};
   char error[CURL_ERROR_SIZE] = {0};
@@ -71,7 +84,29 @@ Outcome Get(const std::string& url, Sink& sink, const TransferOptions& o) {
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, std::max(1L, static_cast<long>(o.stall_timeout_s)));
   curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  if (body != nullptr) {
+    curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(curl, CURLOPT_READFUNCTION, Read);
+    curl_easy_setopt(curl, CURLOPT_READDATA, body);
+    curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(body->size));
+    // No 100-continue round trip. (Removing the header with "Expect:" instead would leave
+    // it among the headers libcurl signs, and the signature would not match.)
+    curl_easy_setopt(curl, CURLOPT_EXPECT_100_TIMEOUT_MS, 0L);
+  }
+  curl_slist* headers = nullptr;
+  const std::string provider = "aws:amz:" + o.aws.region + ":s3";
+  const std::string token = "x-amz-security-token: " + o.aws.session_token;
+  if (o.aws.on()) {
+    curl_easy_setopt(curl, CURLOPT_AWS_SIGV4, provider.c_str());
+    curl_easy_setopt(curl, CURLOPT_USERNAME, o.aws.access_key.c_str());
+    curl_easy_setopt(curl, CURLOPT_PASSWORD, o.aws.secret_key.c_str());
+    curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);  // a signature holds for its own URL only
+    headers = curl_slist_append(headers, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+    if (!o.aws.session_token.empty()) headers = curl_slist_append(headers, token.c_str());
+  }
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
   const CURLcode rc = curl_easy_perform(curl);
+  curl_slist_free_all(headers);
   long http = 0;
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &http);
   curl_off_t length = -1;
@@ -91,7 +126,10 @@ Outcome Get(const std::string& url, Sink& sink, const TransferOptions& o) {
   }
   if (http == 404) return {NotFound(url + ": no such object (HTTP 404)"), false};
   if (http == 401 || http == 403) {
-    return {IOError(url + ": access refused (HTTP " + std::to_string(http) + ")"), false};
+    const std::string hint = o.aws.on() ? " with the credentials of access key " + o.aws.access_key +
+                                              " (AWS_ACCESS_KEY_ID, AWS_PROFILE, ~/.aws/credentials)"
+                                        : "";
+    return {IOError(url + ": access refused (HTTP " + std::to_string(http) + ")" + hint), false};
   }
   if (http >= 500 || http == 429 || http == 408) {
     return {IOError(url + ": the server answered HTTP " + std::to_string(http)), true};
@@ -99,7 +137,7 @@ Outcome Get(const std::string& url, Sink& sink, const TransferOptions& o) {
   if (http < 200 || http >= 300) {
     return {IOError(url + ": the server answered HTTP " + std::to_string(http)), false};
   }
-  if (length >= 0 && static_cast<uint64_t>(length) != sink.received) {
+  if (body == nullptr && length >= 0 && static_cast<uint64_t>(length) != sink.received) {
     return {IOError(url + ": received " + std::to_string(sink.received) + " of " + std::to_string(length) + " bytes"),
             true};
   }
@@ -136,7 +174,7 @@ Status FetchToFile(const std::string& url, const std::string& path, uint64_t exp
     Sink sink;
     sink.file = f;
     if (expected_size != UINT64_MAX) sink.limit = expected_size;
-    Outcome out = Get(url, sink, options);
+    Outcome out = Perform(url, sink, options);
     if (std::fclose(f) != 0 && out.status.ok()) out = {IOError(path + ": cannot write the file for " + url), false};
     if (out.status.ok() && expected_size != UINT64_MAX && sink.received != expected_size) {
       out = {IOError(url + ": the object is " + std::to_string(sink.received) + " bytes, the manifest says " +
@@ -157,9 +195,29 @@ Result<std::vector<uint8_t>> FetchToMemory(const std::string& url, uint64_t max_
     Sink sink;
     sink.buffer = &body;
     sink.limit = max_bytes;
-    return Get(url, sink, options);
+    return Perform(url, sink, options);
   }));
   return body;
+}
+
+Status PutFile(const std::string& url, const std::string& path, const TransferOptions& options) {
+  GlobalInit();
+  ASSIGN_OR_RETURN(const uint64_t size, FileSize(path));
+  return WithRetries(options, [&]() -> Outcome {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (f == nullptr) return {IOError(path + ": cannot open the file to send to " + url), false};
+    Body body{f, size};
+    std::vector<uint8_t> answer;
+    Sink sink;
+    sink.buffer = &answer;
+    sink.limit = 1 << 20;
+    Outcome out = Perform(url, sink, options, &body);
+    std::fclose(f);
+    if (out.status.code() == StatusCode::kNotFound) {  // no bucket to put into
+      out.status = NotFound(url + ": the bucket does not exist (HTTP 404)");
+    }
+    return out;
+  });
 }
 
 #else  // without libcurl
@@ -171,6 +229,10 @@ Status FetchToFile(const std::string& url, const std::string&, uint64_t, const T
 }
 
 Result<std::vector<uint8_t>> FetchToMemory(const std::string& url, uint64_t, const TransferOptions&) {
+  return Unsupported(url + ": this build has no libcurl, so no remote datasets");
+}
+
+Status PutFile(const std::string& url, const std::string&, const TransferOptions&) {
   return Unsupported(url + ": this build has no libcurl, so no remote datasets");
 }
 

@@ -10,6 +10,16 @@
 
 namespace shardify::storage {
 
+// AWS Signature Version 4 for requests to S3 and S3-compatible stores (libcurl signs
+// them). Without an access key requests go unsigned (public buckets).
+struct AwsSigning {
+  std::string region = "us-east-1";
+  std::string access_key;
+  std::string secret_key;
+  std::string session_token;  // temporary credentials' token, sent as x-amz-security-token
+  bool on() const { return !access_key.empty(); }
+};
+
 struct TransferOptions {
   double connect_timeout_s = 10;  // to open a connection
   // A transfer that moves no byte for this long is abandoned (a stalled server or
@@ -17,6 +27,7 @@ struct TransferOptions {
   double stall_timeout_s = 30;
   int attempts = 5;              // tries per object (>= 1)
   double first_backoff_s = 0.5;  // wait before the second try; doubles each time, at most 8 s
+  AwsSigning aws;                // S3 locations: how requests are signed
 };
 
 // True when this build has libcurl (remote datasets need it).
@@ -31,5 +42,9 @@ Status FetchToFile(const std::string& url, const std::string& path, uint64_t exp
 
 // GETs `url` into memory; a body over `max_bytes` is an error.
 Result<std::vector<uint8_t>> FetchToMemory(const std::string& url, uint64_t max_bytes, const TransferOptions& options);
+
+// PUTs the file `path` as object `url` (a single PUT: S3 takes up to 5 GiB so), with the
+// same retries as a GET. Errors name the URL.
+Status PutFile(const std::string& url, const std::string& path, const TransferOptions& options);
 
 }  // namespace shardify::storage

@@ -29,6 +29,8 @@ class ConvertSummary:
     skipped: list = field(default_factory=list)  # (input, reason) pairs
     part: str = None             # "2/4" when one part was converted (part="2/4")
     part_complete: bool = False  # that part was complete (or merged) already: nothing written
+    uploaded_to: str = None      # "s3://bucket/prefix" when dst was one
+    uploaded_objects: int = 0    # the objects put there (shards, then the manifest)
     text: str = ""
 
     def __str__(self):
@@ -53,7 +55,9 @@ class MergeSummary:
 
 
 def convert(src, dst, *, progress=True, **options):
-    """Converts the dataset at ``src`` into shards at ``dst``; returns a ConvertSummary.
+    """Converts the dataset at ``src`` into shards at ``dst`` (a directory, or
+    ``s3://bucket/prefix``: converted locally, then uploaded, the manifest last; see
+    docs/remote.md); returns a ConvertSummary.
 
     Every option of the ``shardify`` command line is a keyword argument, its name with
     ``_`` for ``-``: ``layout="folder"``, ``split="train=0.8,val=0.2"`` (or a dict),

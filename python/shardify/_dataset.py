@@ -41,7 +41,9 @@ class Dataset:
     fork). For training, prefer :class:`shardify.Loader`, which batches with C++ threads
     and needs no workers.
 
-    ``path`` may also be an ``http://`` or ``https://`` URL of a dataset directory. Its
+    ``path`` may also be an ``s3://bucket/prefix`` location (credentials, region and
+    endpoint from the AWS variables and files; see docs/remote.md) or an ``http://`` or
+    ``https://`` URL of a dataset directory. Its
     manifest is read at open; each shard is fetched whole into a local cache when first
     used, checked against the manifest, and kept there while it is open. ``cache_dir``
     (default ``$SHARDIFY_CACHE_DIR``, else ``~/.cache/shardify``) and ``cache_limit`` (bytes,

@@ -98,6 +98,8 @@ py::dict SummaryDict(const ConvertSummary& s) {
   out["codec"] = s.codec;
   out["part"] = s.part.count > 0 ? py::object(py::str(PartName(s.part))) : py::object(py::none());
   out["part_complete"] = s.part_state != ConvertSummary::PartState::kConverted;
+  out["uploaded_to"] = s.uploaded_to.empty() ? py::object(py::none()) : py::object(py::str(s.uploaded_to));
+  out["uploaded_objects"] = s.uploaded_objects;
   out["text"] = convert::FormatSummary(s);
   return out;
 }

@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <fstream>
 #include <vector>
@@ -100,6 +102,42 @@ MisbehavingServer::~MisbehavingServer() {
   if (listener_ >= 0) ::close(listener_);
 }
 
+std::vector<std::string> MisbehavingServer::heads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return heads_;
+}
+
+void MisbehavingServer::Accept(int c) {
+  std::string got;
+  char buf[65536];
+  size_t body = std::string::npos;  // where the body starts, once the headers are in
+  uint64_t length = 0;
+  while (true) {
+    pollfd r{c, POLLIN, 0};
+    if (::poll(&r, 1, 2000) <= 0) break;
+    const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+    if (body == std::string::npos && (body = got.find("\r\n\r\n")) != std::string::npos) {
+      body += 4;
+      std::string headers = got.substr(0, body);
+      std::transform(headers.begin(), headers.end(), headers.begin(),
+                     [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+      const size_t at = headers.find("content-length:");
+      if (at != std::string::npos) length = std::stoull(headers.substr(at + 15));
+    }
+    if (body != std::string::npos && got.size() >= body + length) break;
+  }
+  ++requests_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    heads_.push_back(got.substr(0, body));
+  }
+  const std::string answer = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+  ::send(c, answer.data(), answer.size(), MSG_NOSIGNAL);
+  ::close(c);
+}
+
 void MisbehavingServer::Serve() {
   std::vector<int> open;
   while (!stop_) {
@@ -107,6 +145,10 @@ void MisbehavingServer::Serve() {
     if (::poll(&p, 1, 50) <= 0) continue;
     const int c = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
     if (c < 0) continue;
+    if (how_ == Misbehaviour::kAcceptPuts) {
+      Accept(c);
+      continue;
+    }
     char request[4096];
     pollfd r{c, POLLIN, 0};
     if (::poll(&r, 1, 2000) > 0) ::recv(c, request, sizeof request, 0);

@@ -5,8 +5,10 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace shardify::testing {
 
@@ -28,9 +30,10 @@ class Lighttpd {
 };
 
 enum class Misbehaviour {
-  kStall,     // accepts, reads the request, never answers
-  kTruncate,  // answers 200 with Content-Length 1000, sends 10 bytes, closes
-  kError503,  // answers 503 every time
+  kStall,       // accepts, reads the request, never answers
+  kTruncate,    // answers 200 with Content-Length 1000, sends 10 bytes, closes
+  kError503,    // answers 503 every time
+  kAcceptPuts,  // reads each whole request, answers 200, and keeps its head
 };
 
 // A one-thread HTTP server on a free port of 127.0.0.1 that misbehaves; counts requests.
@@ -40,14 +43,19 @@ class MisbehavingServer {
   ~MisbehavingServer();
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   int requests() const { return requests_.load(); }
+  // kAcceptPuts: the heads of the requests received (request line and headers), in order.
+  std::vector<std::string> heads() const;
 
  private:
   void Serve();
+  void Accept(int connection);  // kAcceptPuts
   Misbehaviour how_;
   int listener_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<int> requests_{0};
+  mutable std::mutex mu_;
+  std::vector<std::string> heads_;
   std::thread thread_;
 };
 

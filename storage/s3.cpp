@@ -1,0 +1,161 @@
+#include "storage/s3.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+
+#include "base/file.h"
+#include "base/strings.h"
+
+namespace shardify::storage {
+namespace {
+
+std::string FirstEnv(std::initializer_list<const char*> names) {
+  for (const char* n : names) {
+    if (std::string v = EnvValue(n); !v.empty()) return v;
+  }
+  return "";
+}
+
+std::string Trimmed(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
+}
+
+// An INI file of the AWS tools: section -> key -> value (keys in lower case). A missing
+// file is an empty one.
+using Ini = std::map<std::string, std::map<std::string, std::string>>;
+
+Ini ReadIni(const std::string& path) {
+  Ini ini;
+  std::ifstream in(path);
+  std::string line, section;
+  while (std::getline(in, line)) {
+    line = Trimmed(line);
+    if (line.empty() || line[0] == '#' || line[0] == ';') continue;
+    if (line.front() == '[' && line.back() == ']') {
+      section = Trimmed(line.substr(1, line.size() - 2));
+      continue;
+    }
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos || section.empty()) continue;
+    std::string key = Trimmed(line.substr(0, eq));
+    std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return std::tolower(c); });
+    ini[section][key] = Trimmed(line.substr(eq + 1));
+  }
+  return ini;
+}
+
+std::string AwsFile(const char* variable, const char* name) {
+  if (std::string path = EnvValue(variable); !path.empty()) return path;
+  const std::string home = EnvValue("HOME");
+  return home.empty() ? "" : JoinPath(home, std::string(".aws/") + name);
+}
+
+std::string Lookup(const Ini& ini, const std::string& section, const std::string& key) {
+  auto s = ini.find(section);
+  if (s == ini.end()) return "";
+  auto k = s->second.find(key);
+  return k == s->second.end() ? "" : k->second;
+}
+
+// scheme://host[:port] from an endpoint as given (a trailing slash allowed, no path).
+Result<std::string> Endpoint(std::string e, const std::string& from) {
+  while (!e.empty() && e.back() == '/') e.pop_back();
+  const size_t colon = e.find("://");
+  std::string scheme = colon == std::string::npos ? "" : e.substr(0, colon);
+  std::transform(scheme.begin(), scheme.end(), scheme.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string host = colon == std::string::npos ? "" : e.substr(colon + 3);
+  if ((scheme != "http" && scheme != "https") || host.empty() || host.find_first_of("/?#@") != std::string::npos) {
+    return InvalidArgument(from + " '" + e + "' is not an endpoint (http[s]://host[:port])");
+  }
+  return scheme + "://" + host;
+}
+
+}  // namespace
+
+Result<S3Settings> S3SettingsFromEnvironment() {
+  S3Settings s;
+  const std::string profile = FirstEnv({"AWS_PROFILE", "AWS_DEFAULT_PROFILE"});
+  const std::string name = profile.empty() ? "default" : profile;
+  const std::string credentials_file = AwsFile("AWS_SHARED_CREDENTIALS_FILE", "credentials");
+  const std::string config_file = AwsFile("AWS_CONFIG_FILE", "config");
+  const Ini credentials = credentials_file.empty() ? Ini() : ReadIni(credentials_file);
+  const Ini config = config_file.empty() ? Ini() : ReadIni(config_file);
+  const std::string config_section = name == "default" ? "default" : "profile " + name;
+
+  AwsSigning& a = s.signing;
+  a.access_key = EnvValue("AWS_ACCESS_KEY_ID");
+  a.secret_key = EnvValue("AWS_SECRET_ACCESS_KEY");
+  if (!a.access_key.empty() || !a.secret_key.empty()) {
+    if (a.access_key.empty() || a.secret_key.empty()) {
+      return InvalidArgument("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY go together; only one is set");
+    }
+    a.session_token = EnvValue("AWS_SESSION_TOKEN");
+    s.credentials_from = "AWS_ACCESS_KEY_ID";
+  } else {
+    a.access_key = Lookup(credentials, name, "aws_access_key_id");
+    a.secret_key = Lookup(credentials, name, "aws_secret_access_key");
+    a.session_token = Lookup(credentials, name, "aws_session_token");
+    if (a.access_key.empty()) {  // the config file may hold credentials too
+      a.access_key = Lookup(config, config_section, "aws_access_key_id");
+      a.secret_key = Lookup(config, config_section, "aws_secret_access_key");
+      a.session_token = Lookup(config, config_section, "aws_session_token");
+    }
+    if (!a.access_key.empty() && a.secret_key.empty()) {
+      return InvalidArgument("profile '" + name + "' has aws_access_key_id but no aws_secret_access_key (" +
+                             credentials_file + ")");
+    }
+    if (!a.access_key.empty()) s.credentials_from = "profile " + name;
+    if (a.access_key.empty() && !profile.empty() && credentials.count(name) == 0 && config.count(config_section) == 0) {
+      return InvalidArgument("AWS_PROFILE names profile '" + name + "', which neither " + credentials_file + " nor " +
+                             config_file + " has");
+    }
+  }
+  a.region = FirstEnv({"AWS_REGION", "AWS_DEFAULT_REGION"});
+  if (a.region.empty()) a.region = Lookup(config, config_section, "region");
+  if (a.region.empty()) a.region = "us-east-1";
+
+  std::string endpoint = FirstEnv({"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"});
+  std::string from = "AWS_ENDPOINT_URL";
+  if (endpoint.empty()) {
+    endpoint = Lookup(config, config_section, "endpoint_url");
+    from = "endpoint_url of profile " + name;
+  }
+  const bool aws = endpoint.empty();
+  if (aws) endpoint = "https://s3." + a.region + ".amazonaws.com";
+  ASSIGN_OR_RETURN(s.endpoint, Endpoint(endpoint, from));
+
+  const std::string addressing = EnvValue("SHARDIFY_S3_ADDRESSING");
+  if (addressing == "path") {
+    s.addressing = S3Addressing::kPath;
+  } else if (addressing == "virtual") {
+    s.addressing = S3Addressing::kVirtualHost;
+  } else if (addressing.empty()) {
+    s.addressing = aws ? S3Addressing::kVirtualHost : S3Addressing::kPath;
+  } else {
+    return InvalidArgument("SHARDIFY_S3_ADDRESSING is '" + addressing + "'; it takes 'path' or 'virtual'");
+  }
+  return s;
+}
+
+std::string S3PrefixUrl(const S3Settings& s, const std::string& bucket, const std::string& prefix) {
+  std::string path;
+  for (unsigned char c : prefix) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || c == '/') {
+      path += static_cast<char>(c);
+    } else {
+      static const char kHex[] = "0123456789ABCDEF";
+      path += {'%', kHex[c >> 4], kHex[c & 15]};
+    }
+  }
+  const std::string tail = path.empty() ? "" : "/" + path;
+  if (s.addressing == S3Addressing::kPath) return s.endpoint + "/" + bucket + tail;
+  const size_t host = s.endpoint.find("://") + 3;
+  return s.endpoint.substr(0, host) + bucket + "." + s.endpoint.substr(host) + tail;
+}
+
+}  // namespace shardify::storage
