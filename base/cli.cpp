@@ -1,7 +1,12 @@
 #include "base/cli.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
+#include <ctime>
 #include <string>
 
 #include "base/strings.h"
@@ -27,7 +32,47 @@ bool TakesIntegers(const CLI::Option& option) {
   return base == "INT" || base == "UINT";
 }
 
+std::atomic<bool> g_stop{false};
+std::atomic<int64_t> g_stop_ns{0};  // CLOCK_MONOTONIC of the first stop signal; 0: none yet
+constexpr int64_t kRepeatNs = 1000000000;
+
+extern "C" void OnStopSignal(int) {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
+  const int64_t ns = std::max<int64_t>(int64_t(now.tv_sec) * 1000000000 + now.tv_nsec, 1);
+  int64_t first = 0;
+  if (g_stop_ns.compare_exchange_strong(first, ns)) {
+    g_stop = true;
+    return;
+  }
+  if (ns - first >= kRepeatNs) _exit(130);
+}
+
 }  // namespace
+
+const std::atomic<bool>* InstallStopSignals() {
+  std::signal(SIGINT, OnStopSignal);
+  std::signal(SIGTERM, OnStopSignal);
+  return &g_stop;
+}
+
+void StatusLine::Show(const std::string& text) {
+  std::fprintf(out_, "%s%s%s", tty_ ? "\r" : "", text.c_str(), tty_ ? "" : "\n");
+  std::fflush(out_);
+  open_ = tty_;
+}
+
+void StatusLine::End() {
+  if (open_) std::fputc('\n', out_);
+  open_ = false;
+}
+
+std::string ProgressBar(double fraction, int width) {
+  const double f = std::min(std::max(fraction, 0.0), 1.0);
+  std::string bar(static_cast<size_t>(f * width), '#');
+  bar.resize(static_cast<size_t>(width), '.');
+  return "[" + bar + "]";
+}
 
 void CheckIntegerOptions(CLI::App& app) {
   for (CLI::Option* option : app.get_options()) {

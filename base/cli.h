@@ -10,6 +10,9 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <atomic>
+#include <cstdio>
+#include <string>
 
 namespace shardify::cli {
 
@@ -28,5 +31,32 @@ void CheckIntegerOptions(CLI::App& app);
 // this one starts inherit. A limit that is not a size (bytes, or with K/M/G/T) is a
 // CLI::ValidationError.
 void AddCacheOptions(CLI::App& app);
+
+// The one rule for Ctrl-C and SIGTERM: the first sets the returned flag, which the program
+// polls to stop cleanly (finish its step, write what it has, exit 130); another one a
+// second or more later ends the process at once with 130. A repeat within that second is
+// the same request: a launcher (torchrun, tools/launch.py) passes on a terminal's Ctrl-C
+// to processes the terminal has signalled already. Installs the handlers (once).
+const std::atomic<bool>* InstallStopSignals();
+
+// A progress line on `out`: on a terminal redrawn in place ('\r'), else one line per
+// update, so a log keeps every one.
+class StatusLine {
+ public:
+  StatusLine(std::FILE* out, bool tty) : out_(out), tty_(tty) {}
+  // Shows `text` (no newline in it) and flushes.
+  void Show(const std::string& text);
+  // Ends a line being redrawn (nothing in a log).
+  void End();
+  bool tty() const { return tty_; }
+
+ private:
+  std::FILE* out_;
+  bool tty_;
+  bool open_ = false;
+};
+
+// "[#####.....]": `fraction` (clamped to [0, 1]) of `width` characters filled.
+std::string ProgressBar(double fraction, int width);
 
 }  // namespace shardify::cli

@@ -3,22 +3,15 @@
 // Flags live in cli.cpp (shared with the Python binding); this is the thin boundary.
 #include <unistd.h>
 
-#include <atomic>
-#include <csignal>
 #include <cstdio>
 
+#include "base/cli.h"
 #include "convert/cli.h"
 #include "convert/convert.h"
 #include "convert/parts.h"
 #include "convert/progress.h"
 
 namespace {
-
-std::atomic<bool> g_cancel{false};
-
-extern "C" void OnSignal(int) {
-  if (g_cancel.exchange(true)) _exit(130);  // a second Ctrl-C ends at once
-}
 
 // `shardify merge DST`: makes DST the dataset from its converted parts.
 int MergeMain(const std::vector<std::string>& args) {
@@ -58,9 +51,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   ConvertOptions o = parsed->options;
-  o.cancel = &g_cancel;
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
+  o.cancel = shardify::cli::InstallStopSignals();
 
   ConsoleProgress progress(stderr, isatty(STDERR_FILENO) != 0);
   auto result = Convert(o, parsed->quiet ? nullptr : &progress);

@@ -7,7 +7,7 @@
 namespace shardify::convert {
 
 ConsoleProgress::ConsoleProgress(std::FILE* out, bool tty)
-    : out_(out), tty_(tty), start_(Clock::now()), phase_start_(start_), last_(start_) {}
+    : line_(out, tty), start_(Clock::now()), phase_start_(start_), last_(start_) {}
 
 void ConsoleProgress::OnProgress(const Progress& p) {
   const auto now = Clock::now();
@@ -15,33 +15,28 @@ void ConsoleProgress::OnProgress(const Progress& p) {
     phase_ = p.phase;
     phase_start_ = now;
   }
-  const auto gap = tty_ ? std::chrono::milliseconds(100) : std::chrono::milliseconds(5000);
+  const auto gap = line_.tty() ? std::chrono::milliseconds(100) : std::chrono::milliseconds(5000);
   if (now - last_ < gap && p.done != p.total) return;
-  if (!tty_ && p.done == p.total && now - phase_start_ < gap) return;  // short phases stay quiet
+  if (!line_.tty() && p.done == p.total && now - phase_start_ < gap) return;  // short phases stay quiet
   last_ = now;
   const double secs = std::chrono::duration<double>(now - phase_start_).count();
   if (secs < 0.05 && p.done != p.total) return;  // no rate to show yet
   const double rate = secs > 0 ? static_cast<double>(p.done) / secs : 0.0;
   const double eta = rate > 0 ? static_cast<double>(p.total - p.done) / rate : 0.0;
   const double frac = p.total > 0 ? static_cast<double>(p.done) / static_cast<double>(p.total) : 1.0;
-  if (tty_) {
-    const int width = 30;
-    std::string bar(static_cast<size_t>(frac * width), '#');
-    bar.resize(width, '.');
-    std::fprintf(out_, "\r%-8s [%s] %3.0f%% %llu/%llu  %.0f files/s  ETA %.0f s   ", p.phase, bar.c_str(), frac * 100,
-                 static_cast<unsigned long long>(p.done), static_cast<unsigned long long>(p.total), rate, eta);
-    drawn_ = true;
+  char text[256];
+  if (line_.tty()) {
+    std::snprintf(text, sizeof text, "%-8s %s %3.0f%% %llu/%llu  %.0f files/s  ETA %.0f s   ", p.phase,
+                  cli::ProgressBar(frac, 30).c_str(), frac * 100, static_cast<unsigned long long>(p.done),
+                  static_cast<unsigned long long>(p.total), rate, eta);
   } else {
-    std::fprintf(out_, "%s: %llu/%llu (%.0f%%), %.0f files/s, ETA %.0f s\n", p.phase,
-                 static_cast<unsigned long long>(p.done), static_cast<unsigned long long>(p.total), frac * 100, rate,
-                 eta);
+    std::snprintf(text, sizeof text, "%s: %llu/%llu (%.0f%%), %.0f files/s, ETA %.0f s", p.phase,
+                  static_cast<unsigned long long>(p.done), static_cast<unsigned long long>(p.total), frac * 100, rate,
+                  eta);
   }
-  std::fflush(out_);
+  line_.Show(text);
 }
 
-void ConsoleProgress::Done() {
-  if (drawn_) std::fprintf(out_, "\n");
-  drawn_ = false;
-}
+void ConsoleProgress::Done() { line_.End(); }
 
 }  // namespace shardify::convert

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "base/cli.h"
 #include "convert/convert.h"
 
 namespace shardify::convert {
@@ -18,11 +19,9 @@ class ConsoleProgress final : public ProgressSink {
 
  private:
   using Clock = std::chrono::steady_clock;
-  std::FILE* out_;
-  bool tty_;
+  cli::StatusLine line_;
   Clock::time_point start_, phase_start_, last_;
   const char* phase_ = "";
-  bool drawn_ = false;
 };
 
 }  // namespace shardify::convert

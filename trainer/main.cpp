@@ -23,48 +23,22 @@ namespace st = shardify::trainer;
 
 namespace {
 
-// On a terminal the progress bar redraws one line; in a log (not a terminal) each update
-// is a line of its own.
-const bool kStderrIsTerminal = isatty(STDERR_FILENO) != 0;
-
-// Ctrl-C or SIGTERM ends training as --max-steps does (validation, last.pt, metrics); a
-// second one ends the process at once. A repeat within a second is the same request: a
-// launcher (torchrun, tools/launch.py) passes on the terminal's Ctrl-C to ranks that the
-// terminal has signalled already.
-std::atomic<bool> g_stop{false};
-std::atomic<int64_t> g_stop_ns{0};  // CLOCK_MONOTONIC of the first stop signal; 0: none yet
-constexpr int64_t kRepeatNs = 1000000000;
-
-extern "C" void OnStopSignal(int) {
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
-  const int64_t ns = std::max<int64_t>(int64_t(now.tv_sec) * 1000000000 + now.tv_nsec, 1);
-  int64_t first = 0;
-  if (g_stop_ns.compare_exchange_strong(first, ns)) {
-    g_stop = true;
-    return;
-  }
-  if (ns - first >= kRepeatNs) _exit(130);
-}
+// Training's progress on stderr: a bar redrawn on a terminal, a line per update in a log.
+shardify::cli::StatusLine g_progress(stderr, isatty(STDERR_FILENO) != 0);
 
 void PrintProgress(const st::StepInfo& s, uint64_t epochs) {
-  const int width = 24;
   const double frac = s.steps_per_epoch ? double(s.step + 1) / double(s.steps_per_epoch) : 1.0;
-  const int fill = static_cast<int>(frac * width);
-  std::fprintf(stderr, "%sepoch %llu/%llu [%s%s] %llu/%llu  loss %.4f  %.0f samples/s  data-wait %.1f%%%s",
-               kStderrIsTerminal ? "\r" : "", static_cast<unsigned long long>(s.epoch + 1),
-               static_cast<unsigned long long>(epochs), std::string(fill, '#').c_str(),
-               std::string(width - fill, '.').c_str(), static_cast<unsigned long long>(s.step + 1),
-               static_cast<unsigned long long>(s.steps_per_epoch), s.loss, s.samples_per_s,
-               100.0 * s.data_wait_fraction, kStderrIsTerminal ? "" : "\n");
-  std::fflush(stderr);
+  char text[256];
+  std::snprintf(text, sizeof text, "epoch %llu/%llu %s %llu/%llu  loss %.4f  %.0f samples/s  data-wait %.1f%%",
+                static_cast<unsigned long long>(s.epoch + 1), static_cast<unsigned long long>(epochs),
+                shardify::cli::ProgressBar(frac, 24).c_str(), static_cast<unsigned long long>(s.step + 1),
+                static_cast<unsigned long long>(s.steps_per_epoch), s.loss, s.samples_per_s,
+                100.0 * s.data_wait_fraction);
+  g_progress.Show(text);
 }
 
 void PrintEval(const std::string& split, uint64_t done, uint64_t total) {
-  std::fprintf(stderr, "%s  evaluating %s: %llu/%llu samples%s", kStderrIsTerminal ? "\r" : "", split.c_str(),
-               static_cast<unsigned long long>(done), static_cast<unsigned long long>(total),
-               kStderrIsTerminal ? "" : "\n");
-  std::fflush(stderr);
+  g_progress.Show("  evaluating " + split + ": " + std::to_string(done) + "/" + std::to_string(total) + " samples");
 }
 
 // Metrics printed as they come: all but the per-class Dice of label maps ("val_dice_1"; it
@@ -75,7 +49,8 @@ bool Shown(const std::string& metric, const std::string& prefix) {
 }
 
 void PrintEpoch(const st::EpochRecord& r) {
-  std::fprintf(stderr, "%s  epoch %llu", kStderrIsTerminal ? "\n" : "", static_cast<unsigned long long>(r.epoch));
+  g_progress.End();
+  std::fprintf(stderr, "  epoch %llu", static_cast<unsigned long long>(r.epoch));
   if (r.partial) std::fprintf(stderr, " (stopped after %llu steps)", static_cast<unsigned long long>(r.steps));
   std::fprintf(stderr, ": train_loss %.4f", r.train_loss);
   for (const auto& [k, v] : r.metrics) {
@@ -330,18 +305,18 @@ int RunTrain(Cli& c) {
     t.on_eval = PrintEval;
   }
   t.on_note = [](const std::string& note) { std::fprintf(stderr, "shardtrain: %s\n", note.c_str()); };
-  t.stop = &g_stop;
-  std::signal(SIGINT, OnStopSignal);
-  std::signal(SIGTERM, OnStopSignal);
+  // Ctrl-C or SIGTERM ends training as --max-steps does (validation, last.pt, metrics).
+  const std::atomic<bool>* stop = shardify::cli::InstallStopSignals();
+  t.stop = stop;
   shardify::Result<st::TrainSummary> r = st::Train(t);
+  g_progress.End();
   if (!r.ok()) {
     const std::string who = t.dist.world_size > 1 ? " (rank " + std::to_string(t.dist.rank) + ")" : "";
-    std::fprintf(stderr, "%sshardtrain%s: %s\n", kStderrIsTerminal ? "\n" : "", who.c_str(),
-                 r.status().ToString().c_str());
+    std::fprintf(stderr, "shardtrain%s: %s\n", who.c_str(), r.status().ToString().c_str());
     return 1;
   }
   // A stop asked on any rank stops every rank: each then exits as stopped.
-  const int code = g_stop.load() || r->stopped ? 130 : 0;
+  const int code = stop->load() || r->stopped ? 130 : 0;
   if (r->rank != 0) return code;  // rank 0 reports the run's figures
   if (c.json)
     std::printf("%s\n", st::SummaryJson(*r).c_str());
