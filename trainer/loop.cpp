@@ -9,6 +9,7 @@
 
 #include "base/checksum.h"
 #include "base/file.h"
+#include "base/parallel.h"
 #include "base/strings.h"
 #include "format/manifest.h"
 #include "trainer/distributed_internal.h"
@@ -411,8 +412,16 @@ class Trainer {
 
   Result<detail::EvalResult> Evaluate(const std::string& split, const std::string& prefix) {
     const auto t0 = Clock::now();
-    Result<detail::EvalResult> r = detail::Evaluate(*model_, s_.ds, split, s_.spec, s_.model.num_classes, s_.device,
-                                                    o_.batch_size, o_.threads, prefix, EvalCallback(split), group_);
+    detail::EvalContext c;
+    c.ds = s_.ds;
+    c.spec = s_.spec;
+    c.num_classes = s_.model.num_classes;
+    c.device = s_.device;
+    c.batch_size = o_.batch_size;
+    c.threads = o_.threads;
+    c.progress = EvalCallback(split);
+    c.group = group_;
+    Result<detail::EvalResult> r = detail::Evaluate(*model_, c, split, prefix);
     summary_.validation_seconds += Seconds(Clock::now() - t0);
     return r;
   }
@@ -713,7 +722,7 @@ Result<TrainSummary> Train(const TrainOptions& options) {
   try {
     if (options.threads == 0 && options.dist.local_world_size > 1) {  // the ranks of a machine share its cores
       TrainOptions o = options;
-      o.threads = std::max<size_t>(1, std::thread::hardware_concurrency() / size_t(options.dist.local_world_size));
+      o.threads = std::max<size_t>(1, CoreCount() / size_t(options.dist.local_world_size));
       return TrainImpl(o);
     }
     return TrainImpl(options);

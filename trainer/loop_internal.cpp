@@ -208,10 +208,9 @@ void AddDiceMetrics(const std::string& prefix, double mean_foreground, const std
 }
 
 // Whole volumes one at a time (batch 1), each covered by sliding windows.
-Result<EvalResult> EvaluateVolumes(Model& model, const std::shared_ptr<const Dataset>& ds, const std::string& split,
-                                   const DataSpec& spec, int64_t num_classes, const torch::Device& device,
-                                   size_t batch_size, size_t threads, const std::string& prefix,
-                                   const EvalProgress& progress, RankGroup* group) {
+Result<EvalResult> EvaluateVolumes(Model& model, const EvalContext& c, const std::string& split,
+                                   const std::string& prefix) {
+  const auto& [ds, spec, num_classes, device, batch_size, threads, progress, group] = c;
   ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, SplitLoader(ds, split, spec, 1, threads, group));
   torch::NoGradGuard no_grad;
   model.eval();
@@ -251,12 +250,9 @@ Result<EvalResult> EvaluateVolumes(Model& model, const std::shared_ptr<const Dat
 
 }  // namespace
 
-Result<EvalResult> Evaluate(Model& model, const std::shared_ptr<const Dataset>& ds, const std::string& split,
-                            const DataSpec& spec, int64_t num_classes, const torch::Device& device, size_t batch_size,
-                            size_t threads, const std::string& prefix, const EvalProgress& progress, RankGroup* group) {
-  if (!spec.patch.empty()) {
-    return EvaluateVolumes(model, ds, split, spec, num_classes, device, batch_size, threads, prefix, progress, group);
-  }
+Result<EvalResult> Evaluate(Model& model, const EvalContext& c, const std::string& split, const std::string& prefix) {
+  if (!c.spec.patch.empty()) return EvaluateVolumes(model, c, split, prefix);
+  const auto& [ds, spec, num_classes, device, batch_size, threads, progress, group] = c;
   ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, SplitLoader(ds, split, spec, batch_size, threads, group));
   torch::NoGradGuard no_grad;
   model.eval();

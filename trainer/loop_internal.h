@@ -115,15 +115,24 @@ struct EvalResult {
 // (with a group: this rank's samples done and its share of the split).
 using EvalProgress = std::function<void(uint64_t done, uint64_t total)>;
 
+// What an evaluation reads and where it runs.
+struct EvalContext {
+  std::shared_ptr<const Dataset> ds;
+  DataSpec spec;
+  int64_t num_classes = 0;
+  torch::Device device = torch::kCPU;
+  size_t batch_size = 1;       // of images; of sliding windows for volumes
+  size_t threads = 0;          // decode threads
+  EvalProgress progress;       // may be empty
+  RankGroup* group = nullptr;  // with a group, each rank evaluates its part
+};
+
 // Runs the model in eval mode over `split`; metric names start with `prefix` + "_".
 // Volumes: one sliding-window pass per case, Dice per class averaged over the cases.
 // Multi-label: per-class sigmoids thresholded at 0.5, "<prefix>_dice_<class name>".
-// With `group`, each rank evaluates its part and every rank returns the whole split's
-// figures; `progress` then counts this rank's part.
-Result<EvalResult> Evaluate(Model& model, const std::shared_ptr<const Dataset>& ds, const std::string& split,
-                            const DataSpec& spec, int64_t num_classes, const torch::Device& device, size_t batch_size,
-                            size_t threads, const std::string& prefix, const EvalProgress& progress = {},
-                            RankGroup* group = nullptr);
+// With a group, every rank returns the whole split's figures; `progress` then counts this
+// rank's part.
+Result<EvalResult> Evaluate(Model& model, const EvalContext& c, const std::string& split, const std::string& prefix);
 
 // Sliding-window class probabilities [K, spatial...] of one normalized volume [C, spatial...].
 torch::Tensor VolumeProbs(Model& model, const torch::Tensor& image, const DataSpec& spec, size_t batch_size);
