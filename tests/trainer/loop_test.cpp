@@ -373,37 +373,21 @@ TEST_CASE("trainer: predict quotes class names with commas, quotes and line brea
   CHECK(rows == 32);
 }
 
+// The usage rules themselves are tested in-process (cli_test.cpp); this checks the exit
+// codes and the messages of the program.
 TEST_CASE("trainer: shardtrain exits 2 on usage errors, 1 on failed runs", "[subprocess][slow]") {
   testing::TempDir dir;
   REQUIRE(WriteClassFixture(dir / "data", false, 32).ok());
   const std::string run = "train " + dir / "data" + " -q -o " + dir / "out" + " -e 1 ";
-  CHECK(Shardtrain(run + "--bogus") == 2);
-  CHECK(Shardtrain(run + "--optimizer rmsprop") == 2);
-  CHECK(Shardtrain(run + "--batch 0") == 2);
-  CHECK(Shardtrain(run + "--schedule sometimes") == 2);
-  CHECK(Shardtrain(run + "--device gpu7") == 2);
-  CHECK(Shardtrain(run + "--model transformer") == 2);
-  CHECK(Shardtrain(run + "--lr -1") == 2);
-  for (const char* wrapped : {"--epochs -1 --max-steps 1", "--max-steps -1", "--seed -1", "--rank -1 --world-size 2",
-                              "--resize 8 -8", "--threads -2"}) {
-    std::string err;
-    CHECK(Shardtrain("train " + dir / "data" + " -q -o " + dir / "out " + wrapped, &err) == 2);
-    CHECK_THAT(err, Catch::Contains("must not be negative"));
-  }
-  std::string huge;
-  CHECK(Shardtrain(run + "--batch 100000000", &huge) == 2);
-  CHECK_THAT(huge, Catch::Contains("at most 65536"));
-  CHECK(Shardtrain(run + "--resize 100000 100000", &huge) == 2);
-  CHECK_THAT(huge, Catch::Contains("1..16384, got 100000"));
+  std::string usage;
+  CHECK(Shardtrain(run + "--batch 100000000", &usage) == 2);
+  CHECK_THAT(usage,
+             Catch::Contains("shardtrain: ") && Catch::Contains("at most 65536") && Catch::Contains("Run with --help"));
   CHECK(Shardtrain("train " + dir / "missing" + " -q -o " + dir / "out") == 1);
   REQUIRE(Shardtrain(run) == 0);
   const std::string predict = "predict " + dir / "out/last.pt" + " " + dir / "data" + " -o " + dir / "p.csv ";
   CHECK(Shardtrain(predict + "--batch 0") == 2);
-  CHECK(Shardtrain(predict + "--batch -1") == 2);
-  CHECK(Shardtrain(predict + "--batch 65537") == 2);
-  CHECK(Shardtrain(predict + "--device gpu7") == 2);
   CHECK(Shardtrain(predict + "--split nowhere") == 1);
-  CHECK(Shardtrain(predict + "--io nfs") == 2);
   CHECK(Shardtrain(predict + "--io pread") == 0);
   CHECK(Shardtrain(predict) == 0);
   // Cut just before its trailer, a checkpoint is refused unless --legacy-checkpoint asks for one without.
