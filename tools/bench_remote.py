@@ -1,4 +1,5 @@
-"""Reading a dataset over HTTP against reading it from local disk: Debian's lighttpd on
+"""Reading a dataset over HTTP or S3 against reading it from local disk: Debian's lighttpd
+(or, with --store s3, Swift's s3api from tools/s3_server.py, with signed requests) on
 127.0.0.1 behind a proxy that plays a distant link: it holds back each response's first
 bytes for the latency and passes responses on at most at the bandwidth, all connections
 together (a smooth token bucket; lighttpd's own limits are per-second budgets, which let a
@@ -14,7 +15,7 @@ for 3 epochs each:
 and prints samples/s per epoch, the bytes the server sent per epoch (counted by the proxy)
 and the cache's size after each epoch.
 
-    PYTHONPATH=build/python /usr/bin/python3 tools/bench_remote.py [--mbps 100] [--latency-ms 20]
+    PYTHONPATH=build/python /usr/bin/python3 tools/bench_remote.py [--mbps 100] [--latency-ms 20] [--store s3]
 """
 
 import argparse
@@ -33,6 +34,7 @@ import shardify
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "examples"))
 from common import FMNIST, read_idx  # noqa: E402
+from s3_server import curl, s3_server  # noqa: E402  (this folder)
 
 
 def write_dataset(path):
@@ -126,6 +128,26 @@ class LatencyProxy:
         pump(server, client, self.latency)
 
 
+@contextlib.contextmanager
+def served(store, www, ds, work):
+    """Serves the dataset `ds` (in folder `www`): yields (port of the server, the location
+    of the dataset with `port` standing for the proxy's port, to be formatted)."""
+    if store == "http":
+        with lighttpd(www, work) as port:
+            yield port, "http://127.0.0.1:{port}/" + os.path.basename(ds)
+        return
+    with s3_server(os.path.join(work, "s3")) as s3:
+        assert curl(s3, "/bench", "-X", "PUT")[0] == 200
+        names = sorted(os.listdir(ds), key=lambda n: n == "manifest.sfm")  # the manifest last
+        for name in names:
+            status, _, body = curl(s3, f"/bench/fmnist/{name}", "-T", os.path.join(ds, name))
+            assert status == 200, body
+        # the reader signs for the proxy's address, which passes the bytes on unchanged
+        os.environ.update(AWS_ACCESS_KEY_ID=s3["access_key"], AWS_SECRET_ACCESS_KEY=s3["secret_key"],
+                          AWS_REGION=s3["region"], AWS_ENDPOINT_URL="http://127.0.0.1:{port}")
+        yield int(s3["endpoint"].rsplit(":", 1)[1]), "s3://bench/fmnist"
+
+
 def cache_bytes(path):
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files
                if not f.startswith(".") and not f.endswith(".lock"))
@@ -160,6 +182,8 @@ def main():
     p.add_argument("--latency-ms", type=float, default=20, help="delay before each response")
     p.add_argument("--work", default=None, help="folder for the dataset and caches (default: a temporary one)")
     p.add_argument("--json", default=None, help="also write the rows here")
+    p.add_argument("--store", choices=("http", "s3"), default="http",
+                   help="lighttpd, or an S3-compatible store (Swift's s3api) with signed requests")
     a = p.parse_args()
     work = a.work or tempfile.mkdtemp(prefix="shardify-bench-remote-")
     www, ds = os.path.join(work, "www"), os.path.join(work, "www", "fmnist")
@@ -169,9 +193,11 @@ def main():
     size = sum(os.path.getsize(os.path.join(ds, f)) for f in os.listdir(ds))
     print(f"{ds}: {len(os.listdir(ds)) - 1} shards, {size / 2**20:.1f} MiB; server {a.mbps:g} MB/s, "
           f"latency {a.latency_ms:g} ms")
-    with lighttpd(www, work) as port:
+    with served(a.store, www, ds, work) as (port, location):
         proxy = LatencyProxy(("127.0.0.1", port), a.latency_ms / 1000, a.mbps * 1e6)
-        url = f"http://127.0.0.1:{proxy.port}/fmnist"
+        url = location.format(port=proxy.port)
+        if "AWS_ENDPOINT_URL" in os.environ:
+            os.environ["AWS_ENDPOINT_URL"] = os.environ["AWS_ENDPOINT_URL"].format(port=proxy.port)
         rows = run("local", ds, proxy)
         cache = os.path.join(work, "cache")
         shutil.rmtree(cache, ignore_errors=True)

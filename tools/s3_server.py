@@ -42,6 +42,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 PYTHON = "/usr/bin/python3"  # the interpreter Debian's python3-swift is installed for
@@ -50,9 +51,12 @@ PACKAGE = "python3-swift"  # Debian's, for PYTHON
 BACKENDS = ("account", "container", "object")
 SERVERS = BACKENDS + ("proxy",)
 START_TIMEOUT = 30  # seconds for all servers to answer
+# curl runs without the sanitizer build's ASan runtime, which the Python tests preload.
+CURL_ENV = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
 
 
 # --- the cache that tempauth and the proxy keep their entries in (swift.cache) ---------------
+
 
 class MemoryCache:
     """The part of swift.common.memcached.MemcacheRing that the proxy's pipeline uses, held in
@@ -370,6 +374,31 @@ def s3_server(root):
 
 
 # --- one server process ---------------------------------------------------------------------
+
+def curl(s3, path, *args, secret=None, host=None, payload="UNSIGNED-PAYLOAD"):
+    """(status, headers with lower-case names, body) of a request that curl signs with the
+    server's key. The access key holds a ':', which --user would split at: it goes into the
+    URL, percent-encoded. s3api wants x-amz-content-sha256 (curl 7.88 sends none itself). `host`:
+    a name for 127.0.0.1 (curl takes any *.localhost for the loopback address)."""
+    port = urllib.parse.urlsplit(s3["endpoint"]).port
+    user = urllib.parse.quote(s3["access_key"], safe="")
+    key = urllib.parse.quote(secret if secret is not None else s3["secret_key"], safe="")
+    cmd = ["curl", "-sS", "--noproxy", "*", "--aws-sigv4", f"aws:amz:{s3['region']}:s3", "-D", "-",
+           "-w", "\n%{http_code}"]
+    if payload is not None:
+        cmd += ["-H", f"x-amz-content-sha256: {payload}"]
+    url = f"http://{user}:{key}@{host or '127.0.0.1'}:{port}{path}"
+    out = subprocess.run(cmd + list(args) + [url], capture_output=True, timeout=30, check=True, env=CURL_ENV).stdout
+    head, _, rest = out.partition(b"\r\n\r\n")
+    if rest.startswith(b"HTTP/"):  # the final response after a 100 Continue
+        head, _, rest = rest.partition(b"\r\n\r\n")
+    body, _, status = rest.rpartition(b"\n")
+    headers = {}
+    for line in head.decode("latin-1").split("\r\n")[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return int(status), headers, body
+
 
 def _serve(name, root):
     """Runs one server as Debian's swift-NAME-server does, with the swift.conf of `root` and its

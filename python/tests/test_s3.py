@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 
 import shardify
-from test_s3_server import curl
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
-from s3_server import s3_server  # noqa: E402
+from s3_server import curl, s3_server  # noqa: E402
 
 AWS_VARIABLES = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
                  "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",

@@ -7,16 +7,14 @@ import hashlib
 import os
 import subprocess
 import sys
-import urllib.parse
 import xml.etree.ElementTree as ET
 
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
-from s3_server import s3_server  # noqa: E402
+from s3_server import CURL_ENV, curl, s3_server  # noqa: E402
 
 NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
-ENV = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}  # curl without the sanitizer build's ASan
 
 
 @pytest.fixture(scope="module")
@@ -37,31 +35,6 @@ def shard(s3, tmp_path_factory):
         assert status == 200, headers
         assert headers["etag"] == f'"{hashlib.md5(data).hexdigest()}"'
     return "ds/shard-00000.bin", data
-
-
-def curl(s3, path, *args, secret=None, host=None, payload="UNSIGNED-PAYLOAD"):
-    """(status, headers with lower-case names, body) of a request that curl signs with the
-    server's key. The access key holds a ':', which --user would split at: it goes into the
-    URL, percent-encoded. s3api wants x-amz-content-sha256 (curl 7.88 sends none itself). `host`:
-    a name for 127.0.0.1 (curl takes any *.localhost for the loopback address)."""
-    port = urllib.parse.urlsplit(s3["endpoint"]).port
-    user = urllib.parse.quote(s3["access_key"], safe="")
-    key = urllib.parse.quote(secret if secret is not None else s3["secret_key"], safe="")
-    cmd = ["curl", "-sS", "--noproxy", "*", "--aws-sigv4", f"aws:amz:{s3['region']}:s3", "-D", "-",
-           "-w", "\n%{http_code}"]
-    if payload is not None:
-        cmd += ["-H", f"x-amz-content-sha256: {payload}"]
-    url = f"http://{user}:{key}@{host or '127.0.0.1'}:{port}{path}"
-    out = subprocess.run(cmd + list(args) + [url], capture_output=True, timeout=30, check=True, env=ENV).stdout
-    head, _, rest = out.partition(b"\r\n\r\n")
-    if rest.startswith(b"HTTP/"):  # the final response after a 100 Continue
-        head, _, rest = rest.partition(b"\r\n\r\n")
-    body, _, status = rest.rpartition(b"\n")
-    headers = {}
-    for line in head.decode("latin-1").split("\r\n")[1:]:
-        name, _, value = line.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    return int(status), headers, body
 
 
 def error_code(body):
@@ -127,7 +100,7 @@ def test_a_wrong_key_is_refused(s3, shard):
     # Unsigned requests are no S3 requests to s3api: Swift's own API refuses them (400 here).
     unsigned = subprocess.run(["curl", "-sS", "--noproxy", "*", "-o", os.devnull, "-w", "%{http_code}",
                                f"{s3['endpoint']}/shards/{key}"], capture_output=True, timeout=30, check=True,
-                              env=ENV).stdout
+                              env=CURL_ENV).stdout
     assert 400 <= int(unsigned) < 500
 
 
