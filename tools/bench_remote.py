@@ -136,6 +136,7 @@ def served(store, www, ds, work):
         with lighttpd(www, work) as port:
             yield port, "http://127.0.0.1:{port}/" + os.path.basename(ds)
         return
+    shutil.rmtree(os.path.join(work, "s3"), ignore_errors=True)  # a new store each run
     with s3_server(os.path.join(work, "s3")) as s3:
         assert curl(s3, "/bench", "-X", "PUT")[0] == 200
         names = sorted(os.listdir(ds), key=lambda n: n == "manifest.sfm")  # the manifest last
