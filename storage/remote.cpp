@@ -31,17 +31,6 @@ uint64_t FreeBytes(const std::string& dir) {
   return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
 }
 
-}  // namespace
-
-std::string DefaultCacheDir() {
-  if (const std::string dir = EnvValue("SHARDIFY_CACHE_DIR"); !dir.empty()) return dir;
-  if (const std::string xdg = EnvValue("XDG_CACHE_HOME"); !xdg.empty()) return JoinPath(xdg, "shardify");
-  if (const std::string home = EnvValue("HOME"); !home.empty()) return JoinPath(home, ".cache/shardify");
-  return "/tmp/shardify-cache";
-}
-
-namespace {
-
 // `location` parsed, remote, with its objects' URLs known and `transfer` signing for it.
 Result<Location> ResolveRemote(const std::string& location, TransferOptions* transfer) {
   ASSIGN_OR_RETURN(Location at, ParseLocation(location));
@@ -57,6 +46,13 @@ Result<Location> ResolveRemote(const std::string& location, TransferOptions* tra
 }
 
 }  // namespace
+
+std::string DefaultCacheDir() {
+  if (const std::string dir = EnvValue("SHARDIFY_CACHE_DIR"); !dir.empty()) return dir;
+  if (const std::string xdg = EnvValue("XDG_CACHE_HOME"); !xdg.empty()) return JoinPath(xdg, "shardify");
+  if (const std::string home = EnvValue("HOME"); !home.empty()) return JoinPath(home, ".cache/shardify");
+  return "/tmp/shardify-cache";
+}
 
 Result<std::unique_ptr<RemoteDataset>> RemoteDataset::Open(const std::string& location, const RemoteOptions& options) {
   RemoteOptions o = options;
@@ -120,13 +116,12 @@ Result<UploadSummary> UploadDirectory(const std::string& dir, const std::string&
     return Unsupported(location + ": datasets are written to s3:// locations (an http(s) server takes no uploads)");
   }
   ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir));
-  std::vector<std::string> order;
+  std::vector<std::string> order;  // ListDir's order (by name), then `last`
   for (const std::string& name : names) {
     if (std::find(last.begin(), last.end(), name) == last.end() && !IsDirectory(JoinPath(dir, name))) {
       order.push_back(name);
     }
   }
-  std::sort(order.begin(), order.end());
   for (const std::string& name : last) {
     if (std::find(names.begin(), names.end(), name) != names.end()) order.push_back(name);
   }
