@@ -103,10 +103,9 @@ class TransformAhead:
                     raw = self._core.next(loader._convert, wait, torch is not None, release)
                     if raw is None:
                         break
-                    index, step = step, step + 1
-                    pos = (epoch, step) if step < n else (epoch + 1, 0)
-                    loader._core_pos = pos
-                    batch = loader._prepare(dict(raw), epoch, index)
+                    pos = loader._core_pos = loader._position_after(epoch, step)
+                    batch = loader._prepare(dict(raw), epoch, step)
+                    step += 1
                     done = None
                     if self._stream is not None:
                         done = torch.cuda.Event()

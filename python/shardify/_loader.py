@@ -230,8 +230,7 @@ class Loader:
     def close(self):
         """Stops the decode threads now; batches already handed out stay valid. Iterating
         again reopens them (from where the Loader stands). Also runs at interpreter exit."""
-        if self._pid == os.getpid():
-            self._stop_ahead()
+        self._stop_ahead()
         if self._core is not None and self._pid == os.getpid():
             self._core.close()
         # In a forked child the C++ loader is only dropped: it then leaks its copy of the
@@ -337,10 +336,14 @@ class Loader:
             batch = core.next(self._convert, stream, self._torch is not None)
             if batch is None:
                 return
-            index, step = step, step + 1
-            # The epoch complete, the next iteration is the next epoch (already decoding).
-            self._pos = self._core_pos = (epoch, step) if step < n else (epoch + 1, 0)
-            yield self._prepare(batch, epoch, index)
+            self._pos = self._core_pos = self._position_after(epoch, step)
+            yield self._prepare(batch, epoch, step)
+            step += 1
+
+    def _position_after(self, epoch, step):
+        """(epoch, step) of the batch after batch `step` of `epoch`: after an epoch's last
+        batch, the next epoch's first (already decoding)."""
+        return (epoch, step + 1) if step + 1 < self._batches else (epoch + 1, 0)
 
     def _prepare(self, batch, epoch, index):
         """The batch as handed out: widened fields, then the transform."""
