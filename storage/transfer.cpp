@@ -65,9 +65,10 @@ size_t Read(char* data, size_t size, size_t count, void* user) {
   return std::ferror(b.file) ? CURL_READFUNC_ABORT : n;
 }
 
-// One request: a GET of `url` into `sink`, or with `body` a PUT of it (the answer's body
-// into `sink`).
-Outcome Perform(const std::string& url, Sink& sink, const TransferOptions& o, Body* body = nullptr) {
+// One request: a GET of `url` into `sink`, or with `body` a PUT of it, or with `method`
+// that request without a body (DELETE); the answer's body goes into `sink`.
+Outcome Perform(const std::string& url, Sink& sink, const TransferOptions& o, Body* body = nullptr,
+                const char* method = nullptr) {
   CURL* curl = curl_easy_init();
   if (curl == nullptr) return {IOError(url + ": cannot start a transfer (curl_easy_init)"), false};
   char error[CURL_ERROR_SIZE] = {0};
@@ -93,6 +94,7 @@ Outcome Perform(const std::string& url, Sink& sink, const TransferOptions& o, Bo
     // it among the headers libcurl signs, and the signature would not match.)
     curl_easy_setopt(curl, CURLOPT_EXPECT_100_TIMEOUT_MS, 0L);
   }
+  if (method != nullptr) curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
   curl_slist* headers = nullptr;
   const std::string provider = "aws:amz:" + o.aws.region + ":s3";
   const std::string token = "x-amz-security-token: " + o.aws.session_token;
@@ -220,6 +222,19 @@ Status PutFile(const std::string& url, const std::string& path, const TransferOp
   });
 }
 
+Status DeleteObject(const std::string& url, const TransferOptions& options) {
+  GlobalInit();
+  return WithRetries(options, [&]() -> Outcome {
+    std::vector<uint8_t> answer;
+    Sink sink;
+    sink.buffer = &answer;
+    sink.limit = 1 << 20;
+    Outcome out = Perform(url, sink, options, nullptr, "DELETE");
+    if (out.status.code() == StatusCode::kNotFound) out.status = Status::Ok();  // gone already
+    return out;
+  });
+}
+
 #else  // without libcurl
 
 bool TransfersAvailable() { return false; }
@@ -233,6 +248,10 @@ Result<std::vector<uint8_t>> FetchToMemory(const std::string& url, uint64_t, con
 }
 
 Status PutFile(const std::string& url, const std::string&, const TransferOptions&) {
+  return Unsupported(url + ": this build has no libcurl, so no remote datasets");
+}
+
+Status DeleteObject(const std::string& url, const TransferOptions&) {
   return Unsupported(url + ": this build has no libcurl, so no remote datasets");
 }
 

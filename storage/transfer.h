@@ -47,4 +47,7 @@ Result<std::vector<uint8_t>> FetchToMemory(const std::string& url, uint64_t max_
 // same retries as a GET. Errors name the URL.
 Status PutFile(const std::string& url, const std::string& path, const TransferOptions& options);
 
+// DELETEs object `url`, with the same retries; one that is not there is no error.
+Status DeleteObject(const std::string& url, const TransferOptions& options);
+
 }  // namespace shardify::storage
