@@ -29,7 +29,9 @@ constexpr const char* kMergeDescription =
     "(shardify SRC -o DST --part K/N for K = 1..N). Checks that the parts are all there, once\n"
     "each, from the same source and options; moves their shards into DST (no re-encoding),\n"
     "combines splits, statistics and skipped.tsv, writes DST/manifest.sfm last and removes\n"
-    "DST/parts. Interrupted, it can run again. Exit codes: 0 done, 1 failed, 2 bad usage.";
+    "DST/parts. Interrupted, it can run again. DST may be s3://bucket/prefix: the parts are\n"
+    "fetched into a staging folder in the cache directory, merged there and put back, the\n"
+    "manifest last, then the parts' objects are deleted. Exit codes: 0 done, 1 failed, 2 bad usage.";
 
 // The flags as typed, before they are checked and turned into ConvertOptions.
 struct Flags {
@@ -328,7 +330,7 @@ Result<MergeCommandLine> ParseMergeCommandLine(const std::vector<std::string>& a
   CLI::App app{kMergeDescription};
   MergeCommandLine c;
   bool no_fsync = false;
-  app.add_option("DST", c.dest, "Dataset directory whose parts to merge")->required();
+  app.add_option("DST", c.dest, "Dataset directory, or s3://bucket/prefix, whose parts to merge")->required();
   app.add_flag("--no-fsync", no_fsync, "Skip fsync of shards and manifest (faster, less crash safe)");
   std::vector<const char*> argv{"shardify merge"};
   for (const std::string& a : args) argv.push_back(a.c_str());

@@ -8,8 +8,10 @@
 #include "base/file.h"
 #include "convert/parts_internal.h"
 #include "convert/source_internal.h"
+#include "convert/upload_internal.h"
 #include "format/fields.h"
 #include "format/layout.h"
+#include "storage/location.h"
 
 namespace shardify::convert {
 namespace {
@@ -101,6 +103,7 @@ Result<Pair> ParsePart(const std::string& text, const EnvLookup& env) {
 }
 
 Result<MergeSummary> Merge(const std::string& dest, bool fsync) {
+  if (storage::IsRemote(dest)) return detail::MergeInObjectStore(dest, fsync);
   MergeOptions m;
   m.fsync = fsync;
   m.tables = {detail::kSkippedFile};

@@ -99,41 +99,4 @@ Result<std::shared_ptr<const CachedFile>> RemoteDataset::Local(
   });
 }
 
-Result<bool> RemoteObjectExists(const std::string& location, const std::string& name, const TransferOptions& options) {
-  TransferOptions o = options;
-  ASSIGN_OR_RETURN(const Location at, ResolveRemote(location, &o));
-  const Result<std::vector<uint8_t>> body = FetchToMemory(ObjectUrl(at, name), UINT64_MAX, o);
-  if (body.ok()) return true;
-  if (body.status().code() == StatusCode::kNotFound) return false;
-  return body.status();
-}
-
-Result<UploadSummary> UploadDirectory(const std::string& dir, const std::string& location,
-                                      const std::vector<std::string>& last, const TransferOptions& options) {
-  TransferOptions o = options;
-  ASSIGN_OR_RETURN(const Location at, ResolveRemote(location, &o));
-  if (at.kind != LocationKind::kS3) {
-    return Unsupported(location + ": datasets are written to s3:// locations (an http(s) server takes no uploads)");
-  }
-  ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir));
-  std::vector<std::string> order;  // ListDir's order (by name), then `last`
-  for (const std::string& name : names) {
-    if (std::find(last.begin(), last.end(), name) == last.end() && !IsDirectory(JoinPath(dir, name))) {
-      order.push_back(name);
-    }
-  }
-  for (const std::string& name : last) {
-    if (std::find(names.begin(), names.end(), name) != names.end()) order.push_back(name);
-  }
-  UploadSummary sum;
-  for (const std::string& name : order) {
-    const std::string path = JoinPath(dir, name);
-    RETURN_IF_ERROR(PutFile(ObjectUrl(at, name), path, o).WithContext("uploading " + location));
-    ASSIGN_OR_RETURN(const uint64_t bytes, FileSize(path));
-    ++sum.objects;
-    sum.bytes += bytes;
-  }
-  return sum;
-}
-
 }  // namespace shardify::storage

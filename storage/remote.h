@@ -67,20 +67,4 @@ class RemoteDataset {
 // The cache folder for remote datasets (see RemoteOptions::cache_dir).
 std::string DefaultCacheDir();
 
-// Whether object `name` of the remote `location` exists (a GET that finds it; its body is
-// dropped).
-Result<bool> RemoteObjectExists(const std::string& location, const std::string& name, const TransferOptions& options);
-
-struct UploadSummary {
-  uint64_t objects = 0;
-  uint64_t bytes = 0;
-};
-
-// Puts the files of `dir` (not its folders) as objects of the s3:// `location`, those
-// named in `last` after all the others and in that order, so that a reader that opens a
-// dataset by its manifest never finds one that names an object not there yet. An
-// http(s) location is refused (Unsupported): writing needs an object store.
-Result<UploadSummary> UploadDirectory(const std::string& dir, const std::string& location,
-                                      const std::vector<std::string>& last, const TransferOptions& options);
-
 }  // namespace shardify::storage

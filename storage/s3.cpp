@@ -75,6 +75,56 @@ Result<std::string> Endpoint(std::string e, const std::string& from) {
   return scheme + "://" + host;
 }
 
+// The text of an XML element with its entities decoded (the five named ones and
+// numeric ones below 128; others are refused: S3 keys of datasets are ASCII).
+Result<std::string> XmlText(const std::string& raw) {
+  std::string out;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] != '&') {
+      out += raw[i];
+      continue;
+    }
+    const size_t end = raw.find(';', i);
+    if (end == std::string::npos || end - i > 8) return Corruption("an S3 listing has a bad entity in '" + raw + "'");
+    const std::string name = raw.substr(i + 1, end - i - 1);
+    static const std::map<std::string, char> kNamed = {
+        {"amp", '&'}, {"lt", '<'}, {"gt", '>'}, {"quot", '"'}, {"apos", '\''}};
+    if (auto it = kNamed.find(name); it != kNamed.end()) {
+      out += it->second;
+    } else if (name.size() >= 2 && name[0] == '#') {
+      const bool hex = name[1] == 'x' || name[1] == 'X';
+      const std::string digits = name.substr(hex ? 2 : 1);
+      char* stop = nullptr;
+      const long code = digits.empty() ? -1 : std::strtol(digits.c_str(), &stop, hex ? 16 : 10);
+      if (code <= 0 || code >= 128 || *stop != '\0') {
+        return Corruption("an S3 listing has an entity this reader does not take: &" + name + ";");
+      }
+      out += static_cast<char>(code);
+    } else {
+      return Corruption("an S3 listing has an unknown entity &" + name + ";");
+    }
+    i = end;
+  }
+  return out;
+}
+
+// The text of every <tag>...</tag> in `xml`, in order.
+Result<std::vector<std::string>> Elements(const std::string& xml, const std::string& tag) {
+  const std::string open = "<" + tag + ">", close = "</" + tag + ">";
+  std::vector<std::string> out;
+  for (size_t at = xml.find(open); at != std::string::npos; at = xml.find(open, at)) {
+    const size_t begin = at + open.size();
+    const size_t end = xml.find(close, begin);
+    if (end == std::string::npos || xml.find('<', begin) != end) {
+      return Corruption("an S3 listing has a <" + tag + "> that does not close");
+    }
+    ASSIGN_OR_RETURN(std::string text, XmlText(xml.substr(begin, end - begin)));
+    out.push_back(std::move(text));
+    at = end + close.size();
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<S3Settings> S3SettingsFromEnvironment() {
@@ -142,20 +192,42 @@ Result<S3Settings> S3SettingsFromEnvironment() {
   return s;
 }
 
-std::string S3PrefixUrl(const S3Settings& s, const std::string& bucket, const std::string& prefix) {
-  std::string path;
-  for (unsigned char c : prefix) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || c == '/') {
-      path += static_cast<char>(c);
+std::string S3Encode(const std::string& text, bool keep_slashes) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || (c == '/' && keep_slashes)) {
+      out += static_cast<char>(c);
     } else {
       static const char kHex[] = "0123456789ABCDEF";
-      path += {'%', kHex[c >> 4], kHex[c & 15]};
+      out += {'%', kHex[c >> 4], kHex[c & 15]};
     }
   }
+  return out;
+}
+
+std::string S3PrefixUrl(const S3Settings& s, const std::string& bucket, const std::string& prefix) {
+  const std::string path = S3Encode(prefix, true);
   const std::string tail = path.empty() ? "" : "/" + path;
   if (s.addressing == S3Addressing::kPath) return s.endpoint + "/" + bucket + tail;
   const size_t host = s.endpoint.find("://") + 3;
   return s.endpoint.substr(0, host) + bucket + "." + s.endpoint.substr(host) + tail;
+}
+
+Result<S3Listing> ParseS3Listing(const std::string& xml) {
+  if (xml.find("<ListBucketResult") == std::string::npos) {
+    return Corruption("the answer to an S3 listing is not a ListBucketResult: '" + xml.substr(0, 120) + "'");
+  }
+  S3Listing page;
+  ASSIGN_OR_RETURN(page.keys, Elements(xml, "Key"));
+  ASSIGN_OR_RETURN(const std::vector<std::string> truncated, Elements(xml, "IsTruncated"));
+  ASSIGN_OR_RETURN(const std::vector<std::string> token, Elements(xml, "NextContinuationToken"));
+  if (truncated.size() > 1 || token.size() > 1) return Corruption("an S3 listing says twice whether it goes on");
+  page.truncated = !truncated.empty() && truncated[0] == "true";
+  if (page.truncated) {
+    if (token.empty() || token[0].empty()) return Corruption("an S3 listing goes on but gives no continuation token");
+    page.next_token = token[0];
+  }
+  return page;
 }
 
 }  // namespace shardify::storage

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "storage/transfer.h"
@@ -33,8 +34,23 @@ struct S3Settings {
 // that no file has.
 Result<S3Settings> S3SettingsFromEnvironment();
 
+// `text` percent-encoded as S3's signatures expect: every byte but A-Z a-z 0-9 - . _ ~
+// (and '/' when `keep_slashes`, as in a path) as %XX with upper-case hex digits.
+std::string S3Encode(const std::string& text, bool keep_slashes);
+
 // The URL of `prefix` in `bucket` ("" prefix: the bucket's root), without a trailing
-// slash; characters of the prefix outside A-Z a-z 0-9 - . _ ~ / are percent-encoded.
+// slash; the prefix S3Encode'd with its slashes kept.
 std::string S3PrefixUrl(const S3Settings& s, const std::string& bucket, const std::string& prefix);
+
+// One page of a ListObjectsV2 answer.
+struct S3Listing {
+  std::vector<std::string> keys;  // <Contents><Key>, entities decoded, in the answer's order
+  bool truncated = false;         // <IsTruncated>true: ask again with next_token
+  std::string next_token;         // <NextContinuationToken>
+};
+
+// Reads a ListObjectsV2 answer (untrusted bytes: anything that is not such a listing is
+// Corruption). Only the elements above are read.
+Result<S3Listing> ParseS3Listing(const std::string& xml);
 
 }  // namespace shardify::storage

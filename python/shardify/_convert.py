@@ -102,7 +102,9 @@ def merge(dst, *, fsync=True):
     Checks that the parts are all there, once each, from one source with the same options;
     moves their shards into ``dst`` (nothing is re-encoded); combines splits, statistics and
     skipped.tsv; writes the manifest last and removes ``dst/parts``. Safe to run again after
-    an interruption; on a ``dst`` already merged it reports ``already_merged``.
+    an interruption; on a ``dst`` already merged it reports ``already_merged``. ``dst`` may
+    be ``"s3://bucket/prefix"`` (parts converted there): the parts are fetched into a
+    staging folder, merged and put back, the manifest last, and their objects deleted.
 
     Errors: a missing or incomplete part FileNotFoundError, a part being written
     BlockingIOError, parts of different conversions ValueError, a ``dst`` holding a dataset

@@ -5,6 +5,7 @@ signs (AWS Signature Version 4), path-style and virtual-host style, with the cre
 from the AWS variables or a profile."""
 
 import os
+import re
 import sys
 import urllib.parse
 
@@ -113,3 +114,49 @@ def test_converting_onto_a_dataset_in_s3_needs_overwrite(aws, uploaded, fmnist_p
     with pytest.raises(FileNotFoundError, match="bucket does not exist"):
         shardify.convert(fmnist_png, "s3://no-such-bucket/x", progress=False)
     assert os.listdir(os.path.join(os.environ["SHARDIFY_CACHE_DIR"], "uploads"))  # kept, and named in the error
+
+
+def keys(s3, prefix):
+    """The keys the server lists under `prefix` of bucket `sets`."""
+    status, _, body = curl(s3, "/sets?list-type=2&prefix=" + urllib.parse.quote(prefix, safe=""))
+    assert status == 200, body
+    return sorted(re.findall(r"<Key>([^<]*)</Key>", body.decode() if isinstance(body, bytes) else body))
+
+
+def test_parts_converted_into_s3_merge_there_into_the_one_run_dataset(s3, aws, uploaded, fmnist_png):
+    options = dict(split={"train": 0.8, "val": 0.2}, shard_size="64K", progress=False)
+    parts = [shardify.convert(fmnist_png, "s3://sets/inparts", part=f"{k}/2", **options) for k in (1, 2)]
+    assert [p.part for p in parts] == ["1/2", "2/2"] and all(p.uploaded_objects > 1 for p in parts)
+    listed = keys(s3, "inparts/")
+    assert all(k.startswith("inparts/parts/0000") for k in listed)
+    assert "inparts/parts/00002-of-00002/part.sfm" in listed and len(listed) == sum(p.uploaded_objects for p in parts)
+    with pytest.raises(FileNotFoundError, match=r"s3://sets/inparts: not a shardify dataset \(no manifest.sfm\)"):
+        shardify.Dataset("s3://sets/inparts")  # not a dataset before the merge
+    again = shardify.convert(fmnist_png, "s3://sets/inparts", part="2/2", **options)
+    assert again.part_complete and again.uploaded_objects == 0  # judged by the part.sfm in the store
+    merged = shardify.merge("s3://sets/inparts")
+    assert merged.parts == 2 and merged.samples == 600 and not merged.already_merged
+    assert not [k for k in keys(s3, "inparts/") if "/parts/" in k]  # the parts' objects are gone
+    _, local = uploaded
+    remote, disk = shardify.Dataset("s3://sets/inparts"), shardify.Dataset(local)
+    assert remote.splits == disk.splits
+    for i in (0, 299, 300, 599):
+        assert np.array_equal(remote[i]["image"], disk[i]["image"]) and remote[i]["label"] == disk[i]["label"]
+    assert shardify.merge("s3://sets/inparts").already_merged
+    assert shardify.convert(fmnist_png, "s3://sets/inparts", part="1/2", **options).part_complete
+    assert not os.listdir(os.path.join(os.environ["SHARDIFY_CACHE_DIR"], "uploads"))
+
+
+def test_merge_in_s3_names_a_missing_part_by_its_objects(s3, aws, fmnist_png):
+    shardify.convert(fmnist_png, "s3://sets/half", part="1/2", progress=False)
+    with pytest.raises(FileNotFoundError, match=r"s3://sets/half.*part 2/2"):
+        shardify.merge("s3://sets/half")
+    assert keys(s3, "half/parts/00001-of-00002/")  # nothing deleted
+
+
+def test_overwrite_in_s3_leaves_no_shard_of_the_dataset_it_replaces(s3, aws, fmnist_png):
+    small = shardify.convert(fmnist_png, "s3://sets/again", shard_size="32K", progress=False)
+    large = shardify.convert(fmnist_png, "s3://sets/again", shard_size="1M", overwrite=True, progress=False)
+    assert small.shards > large.shards
+    assert len(keys(s3, "again/")) == large.shards + 1  # its shards and its manifest
+    assert len(shardify.Dataset("s3://sets/again")) == 600

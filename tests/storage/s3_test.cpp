@@ -10,7 +10,7 @@
 
 #include "base/file.h"
 #include "storage/location.h"
-#include "storage/remote.h"
+#include "storage/object_store.h"
 #include "tests/common/temp_dir.h"
 #include "tests/storage/servers.h"
 
@@ -177,9 +177,14 @@ TEST_CASE("storage: an upload puts every file as a signed object, the manifest l
                       {"AWS_ENDPOINT_URL", server.url()},
                       {"AWS_ACCESS_KEY_ID", "AKITEST"},
                       {"AWS_SECRET_ACCESS_KEY", "secret"}});
-  auto sum = UploadDirectory(dir, "s3://bucket/sets/x y", {"manifest.sfm"}, TransferOptions());
+  auto store = ObjectStore::Open("s3://bucket/sets/x y");
+  REQUIRE(store.ok());
+  std::vector<uint64_t> told;
+  auto sum = store->Upload(dir, "", {"manifest.sfm"},
+                           [&](uint64_t objects, uint64_t, uint64_t total) { told.push_back(objects * 10 + total); });
   REQUIRE(sum.ok());
   CHECK(sum->objects == 4);
+  CHECK(told == std::vector<uint64_t>{14, 24, 34, 44});
   std::vector<std::string> lines;
   for (const std::string& head : server.heads()) {
     lines.push_back(head.substr(0, head.find("\r\n")));
@@ -190,8 +195,33 @@ TEST_CASE("storage: an upload puts every file as a signed object, the manifest l
                                           "PUT /bucket/sets/x%20y/shard-00001.sfs HTTP/1.1",
                                           "PUT /bucket/sets/x%20y/skipped.tsv HTTP/1.1",
                                           "PUT /bucket/sets/x%20y/manifest.sfm HTTP/1.1"});
-  const auto http = UploadDirectory(dir, server.url() + "/x", {}, TransferOptions());
-  CHECK(http.status().code() == StatusCode::kUnsupported);
+  CHECK(ObjectStore::Open(server.url() + "/x").status().code() == StatusCode::kUnsupported);
+}
+
+TEST_CASE("storage: an S3 listing is read strictly: keys, entities and continuation") {
+  const std::string head =
+      "<?xml version=\"1.0\"?><ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">";
+  auto page = ParseS3Listing(head + "<Name>b</Name><Prefix>p/</Prefix><IsTruncated>true</IsTruncated>" +
+                             "<Contents><Key>p/a&amp;b</Key><Size>3</Size></Contents>" +
+                             "<Contents><Key>p/c&#39;d&#x21;</Key></Contents>" +
+                             "<NextContinuationToken>t+/=</NextContinuationToken></ListBucketResult>");
+  REQUIRE(page.ok());
+  CHECK(page->keys == std::vector<std::string>{"p/a&b", "p/c'd!"});
+  CHECK(page->truncated);
+  CHECK(page->next_token == "t+/=");
+  auto last = ParseS3Listing(head + "<IsTruncated>false</IsTruncated></ListBucketResult>");
+  REQUIRE(last.ok());
+  CHECK(last->keys.empty());
+  CHECK_FALSE(last->truncated);
+  for (const std::string& bad :
+       {std::string("<Error><Code>AccessDenied</Code></Error>"), head + "<Contents><Key>p/a</Contents>",
+        head + "<Contents><Key>p/&bogus;</Key></Contents>", head + "<Contents><Key>p/&#0;</Key></Contents>",
+        head + "<Contents><Key>p/&#x1F600;</Key></Contents>", head + "<Contents><Key>p/&amp</Key></Contents>",
+        head + "<IsTruncated>true</IsTruncated></ListBucketResult>",
+        head + "<IsTruncated>true</IsTruncated><IsTruncated>false</IsTruncated>"}) {
+    INFO(bad);
+    CHECK(ParseS3Listing(bad).status().code() == StatusCode::kCorruption);
+  }
 }
 
 }  // namespace

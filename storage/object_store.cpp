@@ -1,0 +1,101 @@
+#include "storage/object_store.h"
+
+#include <algorithm>
+
+#include "base/file.h"
+#include "storage/s3.h"
+
+namespace shardify::storage {
+namespace {
+
+constexpr uint64_t kMaxListingBytes = 64ull << 20;  // one page of 1,000 keys is ~300 KB
+constexpr int kMaxListingPages = 100000;
+
+}  // namespace
+
+Result<ObjectStore> ObjectStore::Open(const std::string& location, const TransferOptions& options) {
+  ASSIGN_OR_RETURN(Location at, ParseLocation(location));
+  if (at.kind != LocationKind::kS3) {
+    return Unsupported(location + ": datasets are written to s3:// locations (an http(s) server takes no uploads)");
+  }
+  if (!TransfersAvailable()) return Unsupported(location + ": this build has no libcurl, so no remote datasets");
+  Result<S3Settings> s3 = S3SettingsFromEnvironment();
+  if (!s3.ok()) return s3.status().WithContext(location);
+  at.base = S3PrefixUrl(*s3, at.bucket, at.prefix);
+  std::string bucket_url = S3PrefixUrl(*s3, at.bucket, "");
+  TransferOptions transfer = options;
+  transfer.aws = s3->signing;
+  return ObjectStore(std::move(at), std::move(bucket_url), std::move(transfer));
+}
+
+Result<bool> ObjectStore::Exists(const std::string& name) const {
+  const Result<std::vector<uint8_t>> body = FetchToMemory(Url(name), UINT64_MAX, transfer_);
+  if (body.ok()) return true;
+  if (body.status().code() == StatusCode::kNotFound) return false;
+  return body.status();
+}
+
+Status ObjectStore::Get(const std::string& name, const std::string& path, uint64_t expected_size) const {
+  return FetchToFile(Url(name), path, expected_size, transfer_);
+}
+
+Status ObjectStore::Put(const std::string& name, const std::string& path) const {
+  return PutFile(Url(name), path, transfer_);
+}
+
+Status ObjectStore::Delete(const std::string& name) const { return DeleteObject(Url(name), transfer_); }
+
+Result<std::vector<std::string>> ObjectStore::List(const std::string& under) const {
+  const std::string prefix = location_.prefix.empty() ? under : location_.prefix + "/" + under;
+  const std::string strip = location_.prefix.empty() ? "" : location_.prefix + "/";
+  std::vector<std::string> names;
+  std::string token;
+  for (int page = 0; page < kMaxListingPages; ++page) {
+    // The query's parameters in name order: libcurl signs them as given.
+    std::string url = bucket_url_ + "?";
+    if (!token.empty()) url += "continuation-token=" + S3Encode(token, false) + "&";
+    url += "list-type=2&prefix=" + S3Encode(prefix, false);
+    ASSIGN_OR_RETURN(const std::vector<uint8_t> body, FetchToMemory(url, kMaxListingBytes, transfer_));
+    Result<S3Listing> listing = ParseS3Listing(std::string(body.begin(), body.end()));
+    if (!listing.ok()) return listing.status().WithContext(url);
+    for (const std::string& key : listing->keys) {
+      if (key.compare(0, prefix.size(), prefix) != 0) {
+        return Corruption(url + ": the listing names " + key + ", which is not under " + prefix);
+      }
+      names.push_back(key.substr(strip.size()));
+    }
+    if (!listing->truncated) {
+      std::sort(names.begin(), names.end());
+      return names;
+    }
+    token = listing->next_token;
+  }
+  return ResourceExhausted(Url(under) + ": the listing goes on past " + std::to_string(kMaxListingPages) + " pages");
+}
+
+Result<UploadSummary> ObjectStore::Upload(const std::string& dir, const std::string& under,
+                                          const std::vector<std::string>& last, const UploadProgress& progress) const {
+  ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir));
+  std::vector<std::string> order;  // ListDir's order (by name), then `last`
+  for (const std::string& name : names) {
+    if (std::find(last.begin(), last.end(), name) == last.end() && !IsDirectory(JoinPath(dir, name))) {
+      order.push_back(name);
+    }
+  }
+  for (const std::string& name : last) {
+    if (std::find(names.begin(), names.end(), name) != names.end()) order.push_back(name);
+  }
+  const std::string folder = under.empty() || under.back() == '/' ? under : under + "/";
+  UploadSummary sum;
+  for (const std::string& name : order) {
+    const std::string path = JoinPath(dir, name);
+    ASSIGN_OR_RETURN(const uint64_t bytes, FileSize(path));
+    RETURN_IF_ERROR(Put(folder + name, path).WithContext("uploading to " + location_.text));
+    ++sum.objects;
+    sum.bytes += bytes;
+    if (progress) progress(sum.objects, sum.bytes, order.size());
+  }
+  return sum;
+}
+
+}  // namespace shardify::storage

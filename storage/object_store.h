@@ -1,0 +1,60 @@
+// The objects under an s3:// location, for writing datasets there: put, fetched, listed
+// and deleted by name. (Reading a dataset goes through RemoteDataset and its cache.)
+//
+//   ASSIGN_OR_RETURN(ObjectStore store, ObjectStore::Open("s3://bucket/fmnist"));
+//   ASSIGN_OR_RETURN(UploadSummary up, store.Upload("staged/fmnist", "", {"manifest.sfm"}));
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "storage/location.h"
+#include "storage/transfer.h"
+
+namespace shardify::storage {
+
+struct UploadSummary {
+  uint64_t objects = 0;
+  uint64_t bytes = 0;
+};
+
+class ObjectStore {
+ public:
+  // After each object put: objects and bytes sent so far, and the objects in all.
+  using UploadProgress = std::function<void(uint64_t objects, uint64_t bytes, uint64_t total)>;
+
+  // `location` must be s3:// (an http(s) server takes no uploads: Unsupported); the
+  // endpoint and credentials are S3SettingsFromEnvironment's. Sends nothing.
+  static Result<ObjectStore> Open(const std::string& location, const TransferOptions& options = {});
+
+  const Location& location() const { return location_; }
+  // The URL of object `name` (a name under the location, '/' between folders).
+  std::string Url(const std::string& name) const { return ObjectUrl(location_, name); }
+
+  Result<bool> Exists(const std::string& name) const;
+  // Object `name` into a new local file `path`; `expected_size` as FetchToFile's.
+  Status Get(const std::string& name, const std::string& path, uint64_t expected_size = UINT64_MAX) const;
+  Status Put(const std::string& name, const std::string& path) const;
+  Status Delete(const std::string& name) const;
+  // The names (relative to the location) of its objects whose names begin with `under`,
+  // sorted. A listing the store answers with a key outside the location is Corruption.
+  Result<std::vector<std::string>> List(const std::string& under) const;
+
+  // Puts the files of local folder `dir` (not its folders) as objects `under`/<file name>,
+  // those named in `last` after all the others and in that order, so that a reader that
+  // opens a dataset by its manifest never finds one that names an object not there yet.
+  Result<UploadSummary> Upload(const std::string& dir, const std::string& under, const std::vector<std::string>& last,
+                               const UploadProgress& progress = nullptr) const;
+
+ private:
+  ObjectStore(Location location, std::string bucket_url, TransferOptions transfer)
+      : location_(std::move(location)), bucket_url_(std::move(bucket_url)), transfer_(std::move(transfer)) {}
+  Location location_;       // base: the URL of the dataset's prefix
+  std::string bucket_url_;  // the URL of the bucket (listings are asked of it)
+  TransferOptions transfer_;
+};
+
+}  // namespace shardify::storage
