@@ -15,6 +15,17 @@ from ._dataset import Dataset
 
 _ORDERS = ("shuffle", "sequential", "shard_windowed", "class_balanced")
 _OUTPUTS = ("torch", "numpy")
+# The C++ loader's options are declared once, in the binding's table of them
+# (python/src/loader_options.cpp, read through _core_options()). A keyword of Loader() that
+# is one of them is passed on under its own name. These keywords are not: each sets the
+# options listed (none: it stays in the Python layer, or goes to the Dataset it opens).
+# test_loader.py checks the keywords and their defaults against the table and this mapping.
+_KEYWORD_OPTIONS = {"dataset": (), "shuffle": ("order",), "device": ("cuda_device",),
+                    "patch_fields": ("patch_image", "patch_label"), "transform": ("patch_margin",),
+                    "transform_ahead": (), "output": (), "verify_checksums": (), "io": (), "cache_dir": (),
+                    "cache_limit": ()}
+# Options of the C++ loader set from where the Loader stands, rather than from a keyword.
+_POSITION_OPTIONS = ("epochs", "resume")
 # Epochs one C++ loader is opened for: far more than any run, so that batches of the next
 # epoch are decoded while the current one ends. Opening costs nothing per epoch.
 _EPOCH_SPAN = 1 << 20
@@ -129,32 +140,32 @@ class Loader:
             dataset, verify_checksums=verify_checksums, io=io, cache_dir=cache_dir, cache_limit=cache_limit)
         self._torch = _import_torch() if output == "torch" else None
         self._cuda = _parse_device(device, self._torch)
-        args = _core.LoaderArgs()
-        args.split = _check_split(self._dataset, split)
-        args.batch_size = _positive("batch_size", batch_size)
-        args.order = order if order is not None else ("shuffle" if shuffle else "sequential")
-        if args.order not in _ORDERS:
+        opts = _core_options()
+        opts["split"] = _check_split(self._dataset, split)
+        opts["batch_size"] = _positive("batch_size", batch_size)
+        opts["order"] = order if order is not None else ("shuffle" if shuffle else "sequential")
+        if opts["order"] not in _ORDERS:
             raise ValueError(f"order must be one of {_ORDERS}, got {order!r}")
-        args.seed = _non_negative("seed", seed)
-        args.drop_last = bool(drop_last)
-        args.rank, args.world_size = _rank_and_world(rank, world_size, self._torch)
-        args.threads = _threads(threads)
-        args.prefetch = _positive("prefetch", prefetch)
-        args.repeats = _positive("repeats", repeats)
-        args.window_shards = _positive("window_shards", window_shards)
-        args.fields = _check_fields(self._dataset, fields)
-        args.cuda_device = -1 if self._cuda is None else self._cuda
-        args.pin_memory = self._cuda is not None if pin_memory is None else bool(pin_memory)
+        opts["seed"] = _non_negative("seed", seed)
+        opts["drop_last"] = bool(drop_last)
+        opts["rank"], opts["world_size"] = _rank_and_world(rank, world_size, self._torch)
+        opts["threads"] = _threads(threads)
+        opts["prefetch"] = _positive("prefetch", prefetch)
+        opts["repeats"] = _positive("repeats", repeats)
+        opts["window_shards"] = _positive("window_shards", window_shards)
+        opts["fields"] = _check_fields(self._dataset, fields)
+        opts["cuda_device"] = -1 if self._cuda is None else self._cuda
+        opts["pin_memory"] = self._cuda is not None if pin_memory is None else bool(pin_memory)
         if patch is not None:
-            _set_patch(args, self._dataset, patch, patch_fields, foreground_fraction, label_pad)
+            _set_patch(opts, self._dataset, patch, patch_fields, foreground_fraction, label_pad)
             if fields is None:  # the patches, and the scalars (a case's label) that come with them
-                args.fields = _patch_batch_fields(self._dataset, args)
-        self._transform, self._wants_position = _bind_transform(transform, args)
+                opts["fields"] = _patch_batch_fields(self._dataset, opts)
+        self._transform, self._wants_position = _bind_transform(transform, opts)
         self._transform_ahead = _non_negative("transform_ahead", transform_ahead)
         self._ahead = None  # the TransformAhead of the current iteration, if any
-        self._args = args
-        self._split_samples = self._dataset.splits[args.split]
-        self._widen = _widened_fields(self._dataset, args) if self._torch is not None else {}
+        self._opts = opts
+        self._split_samples = self._dataset.splits[opts["split"]]
+        self._widen = _widened_fields(self._dataset, opts) if self._torch is not None else {}
         self._convert = self._torch.utils.dlpack.from_dlpack if self._torch is not None else None
         self._core = None  # the C++ loader, opened at _core_pos by process _pid
         self._core_pos = None
@@ -203,7 +214,7 @@ class Loader:
         epoch, step = self._pos
         state = {"epoch": epoch, "step": step}
         state.update(self._order_identity())
-        state["rank"] = self._args.rank
+        state["rank"] = self._opts["rank"]
         return state
 
     def load_state_dict(self, state):
@@ -251,15 +262,15 @@ class Loader:
 
     @property
     def batch_size(self):
-        return self._args.batch_size
+        return self._opts["batch_size"]
 
     @property
     def rank(self):
-        return self._args.rank
+        return self._opts["rank"]
 
     @property
     def world_size(self):
-        return self._args.world_size
+        return self._opts["world_size"]
 
     @property
     def transform(self):
@@ -273,9 +284,9 @@ class Loader:
         return 0 if self._core is None else self._core.ring_bytes
 
     def __repr__(self):
-        a = self._args
-        return (f"shardify.Loader({self._dataset.path!r}, split={a.split!r}, batch_size={a.batch_size}, "
-                f"order={a.order!r}, rank={a.rank}, world_size={a.world_size}, batches={len(self)})")
+        a = self._opts
+        return (f"shardify.Loader({self._dataset.path!r}, split={a['split']!r}, batch_size={a['batch_size']}, "
+                f"order={a['order']!r}, rank={a['rank']}, world_size={a['world_size']}, batches={len(self)})")
 
     def __reduce__(self):
         raise TypeError("a shardify.Loader cannot be pickled (e.g. for DataLoader workers): " + _IN_ONE_PROCESS)
@@ -290,9 +301,9 @@ class Loader:
 
     def _open_core(self, epoch, step):
         self._core = None  # stops the old workers first
-        self._args.first_epoch, self._args.first_step = epoch, step
-        self._args.epochs = epoch + _EPOCH_SPAN
-        self._core = _core.Loader(self._dataset._core, self._args)
+        self._opts["resume"] = (epoch, step)
+        self._opts["epochs"] = epoch + _EPOCH_SPAN
+        self._core = _core.Loader(self._dataset._core, **self._opts)
         self._batches = self._core.batches_per_epoch
         self._core_pos = (epoch, step)
         _open_loaders.add(self)
@@ -353,9 +364,9 @@ class Loader:
         return batch if self._transform is None else self._apply_transform(batch, epoch, index)
 
     def _apply_transform(self, batch, epoch, index):
-        a = self._args
+        a = self._opts
         if self._wants_position:
-            out = self._transform(batch, seed=a.seed, epoch=epoch, step=index * a.world_size + a.rank)
+            out = self._transform(batch, seed=a["seed"], epoch=epoch, step=index * a["world_size"] + a["rank"])
         else:
             out = self._transform(batch)
         if not isinstance(out, dict):
@@ -364,12 +375,12 @@ class Loader:
         return out
 
     def _order_identity(self):
-        a = self._args
-        return {"split": a.split, "split_samples": self._split_samples, "batch_size": a.batch_size,
-                "order": a.order, "seed": a.seed, "world_size": a.world_size, "drop_last": a.drop_last,
-                "repeats": a.repeats, "window_shards": a.window_shards, "patch": list(a.patch),
-                "patch_margin": list(a.patch_margin) if a.patch_margin else None,
-                "foreground_fraction": a.foreground_fraction if a.patch else None}
+        a = self._opts
+        return {"split": a["split"], "split_samples": self._split_samples, "batch_size": a["batch_size"],
+                "order": a["order"], "seed": a["seed"], "world_size": a["world_size"], "drop_last": a["drop_last"],
+                "repeats": a["repeats"], "window_shards": a["window_shards"], "patch": list(a["patch"]),
+                "patch_margin": list(a["patch_margin"]) if a["patch_margin"] else None,
+                "foreground_fraction": a["foreground_fraction"] if a["patch"] else None}
 
 
 # Loaders with running threads, closed at exit so no thread outlives the interpreter.
@@ -390,6 +401,11 @@ def _torch_loader_class():
         Loader._torch_class = type("Loader", (Loader, IterableDataset), {"__module__": __name__,
                                                                         "__doc__": Loader.__doc__})
     return Loader._torch_class
+
+
+def _core_options():
+    """The C++ loader's options at their defaults, {name: value}, a new dict each time."""
+    return {name: default for name, default, _ in _core.loader_options()}
 
 
 def _import_torch():
@@ -475,7 +491,7 @@ def _threads(threads):
     return threads
 
 
-def _set_patch(args, dataset, patch, patch_fields, foreground_fraction, label_pad):
+def _set_patch(opts, dataset, patch, patch_fields, foreground_fraction, label_pad):
     try:
         size = [int(s) for s in patch]
     except (TypeError, ValueError):
@@ -490,11 +506,11 @@ def _set_patch(args, dataset, patch, patch_fields, foreground_fraction, label_pa
         label = None  # the default pair on a dataset without masks: images only
     for name in (image, label):
         _check_patch_rank(by_name.get(name), tuple(size))
-    args.patch = size
-    args.patch_image = image
-    args.patch_label = label or ""
-    args.foreground_fraction = float(foreground_fraction)
-    args.label_pad = int(label_pad)
+    opts["patch"] = size
+    opts["patch_image"] = image
+    opts["patch_label"] = label or ""
+    opts["foreground_fraction"] = float(foreground_fraction)
+    opts["label_pad"] = int(label_pad)
 
 
 def _check_patch_rank(field, patch):
@@ -509,17 +525,17 @@ def _check_patch_rank(field, patch):
                      f"(channels, then {axes} spatial axes): it takes {wanted}")
 
 
-def _patch_batch_fields(dataset, args):
-    names = [args.patch_image] + ([args.patch_label] if args.patch_label else [])
+def _patch_batch_fields(dataset, opts):
+    names = [opts["patch_image"]] + ([opts["patch_label"]] if opts["patch_label"] else [])
     return names + [f["name"] for f in dataset.fields if f["kind"] in ("int", "float") and f["name"] not in names]
 
 
-def _bind_transform(transform, args):
-    """The transform bound to the patch (sets args.patch_margin from its margin), and
+def _bind_transform(transform, opts):
+    """The transform bound to the patch (sets opts["patch_margin"] from its margin), and
     whether it takes the batch's position."""
     if transform is None:
         return None, False
-    patch = tuple(args.patch) if args.patch else None
+    patch = tuple(opts["patch"]) if opts["patch"] else None
     if hasattr(transform, "bind"):
         transform = transform.bind(patch=patch)
         if not callable(transform):
@@ -533,12 +549,12 @@ def _bind_transform(transform, args):
         if len(margin) != len(patch) or min(margin) < 0:
             raise ValueError(f"transform {transform!r} has margin {getattr(transform, 'margin')!r}: it must be "
                              f"{len(patch)} non-negative ints, one per patch axis")
-        args.patch_margin = list(margin)
+        opts["patch_margin"] = list(margin)
     return transform, bool(getattr(transform, "wants_position", False))
 
 
-def _widened_fields(dataset, args):
-    loaded = set(args.fields) if args.fields else None
+def _widened_fields(dataset, opts):
+    loaded = set(opts["fields"]) if opts["fields"] else None
     out = {}
     for f in dataset.fields:
         if f["kind"] == "ndarray" and f["dtype"] in ("u16", "u32") and (loaded is None or f["name"] in loaded):

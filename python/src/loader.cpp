@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "format/fields.h"
 #include "python/src/dataset.h"
+#include "python/src/loader_options.h"
 
 namespace shardify::python {
 namespace {
@@ -20,68 +20,10 @@ namespace {
 // How often a wait for a batch returns to Python to run signal handlers (Ctrl-C).
 constexpr std::chrono::milliseconds kSignalPoll{50};
 
-struct LoaderArgs {
-  std::string split = "train";
-  size_t batch_size = 64;
-  std::string order = "shuffle";
-  uint64_t seed = 0;
-  uint64_t first_epoch = 0;
-  uint64_t first_step = 0;
-  uint64_t epochs = 1;
-  size_t rank = 0;
-  size_t world_size = 1;
-  bool drop_last = false;
-  uint64_t repeats = 1;
-  size_t window_shards = 4;
-  size_t threads = 0;
-  size_t prefetch = 4;
-  std::vector<std::string> fields;
-  bool pin_memory = false;
-  int cuda_device = -1;  // >= 0: stage batches to this device
-  std::vector<int64_t> patch;
-  std::vector<int64_t> patch_margin;  // empty, or voxels read on each side per patch axis
-  std::string patch_image = kImageField;
-  std::string patch_label = kMaskField;
-  double foreground_fraction = 0.33;
-  int64_t label_pad = -1;
-};
-
 class PyLoader {
  public:
-  PyLoader(const PyDataset& d, const LoaderArgs& a) : cuda_device_(a.cuda_device), pid_(getpid()) {
-    LoaderOptions o;
-    o.split = a.split;
-    o.fields = a.fields;
-    o.batch_size = a.batch_size;
-    const std::optional<SampleOrder> order = ParseSampleOrder(a.order);
-    if (!order) Throw(InvalidArgument("order must be one of " + SampleOrderNames() + ", got '" + a.order + "'"));
-    o.sampler.order = *order;
-    o.sampler.seed = a.seed;
-    o.sampler.epochs = a.epochs;
-    o.sampler.rank = a.rank;
-    o.sampler.world_size = a.world_size;
-    o.sampler.drop_last = a.drop_last;
-    o.sampler.repeats = a.repeats;
-    o.sampler.window_shards = a.window_shards;
-    if (a.first_epoch != 0 || a.first_step != 0) o.sampler.resume = SamplerState{a.first_epoch, a.first_step};
-    o.threads = a.threads;
-    o.prefetch = a.prefetch;
-    o.pin_memory = a.pin_memory;
-    o.stage_to_device = a.cuda_device >= 0;
-    o.device = a.cuda_device < 0 ? 0 : a.cuda_device;
-    o.grow_ring = true;  // a Python user may keep any number of batches alive
-    if (!a.patch.empty()) {
-      PatchOptions p;
-      p.image_field = a.patch_image;
-      p.label_field = a.patch_label;
-      p.patch = a.patch;
-      p.margin = a.patch_margin;
-      p.foreground_fraction = a.foreground_fraction;
-      p.label_pad = a.label_pad;
-      p.seed = a.seed;
-      o.patch = p;
-    }
-    loader_ = Unwrap(WithoutGil([&] { return Loader::Open(d.dataset, std::move(o)); }));
+  PyLoader(const PyDataset& d, PyLoaderOptions o) : cuda_device_(o.binding.cuda_device), pid_(getpid()) {
+    loader_ = Unwrap(WithoutGil([&] { return Loader::Open(d.dataset, std::move(o.loader)); }));
   }
   PyLoader(const PyLoader&) = delete;
   PyLoader& operator=(const PyLoader&) = delete;
@@ -194,39 +136,20 @@ class PyLoader {
 }  // namespace
 
 void RegisterLoader(py::module_& m) {
-  py::class_<LoaderArgs>(m, "LoaderArgs")
-      .def(py::init<>())
-      .def_readwrite("split", &LoaderArgs::split)
-      .def_readwrite("batch_size", &LoaderArgs::batch_size)
-      .def_readwrite("order", &LoaderArgs::order)
-      .def_readwrite("seed", &LoaderArgs::seed)
-      .def_readwrite("first_epoch", &LoaderArgs::first_epoch)
-      .def_readwrite("first_step", &LoaderArgs::first_step)
-      .def_readwrite("epochs", &LoaderArgs::epochs)
-      .def_readwrite("rank", &LoaderArgs::rank)
-      .def_readwrite("world_size", &LoaderArgs::world_size)
-      .def_readwrite("drop_last", &LoaderArgs::drop_last)
-      .def_readwrite("repeats", &LoaderArgs::repeats)
-      .def_readwrite("window_shards", &LoaderArgs::window_shards)
-      .def_readwrite("threads", &LoaderArgs::threads)
-      .def_readwrite("prefetch", &LoaderArgs::prefetch)
-      .def_readwrite("fields", &LoaderArgs::fields)
-      .def_readwrite("pin_memory", &LoaderArgs::pin_memory)
-      .def_readwrite("cuda_device", &LoaderArgs::cuda_device)
-      .def_readwrite("patch", &LoaderArgs::patch)
-      .def_readwrite("patch_margin", &LoaderArgs::patch_margin)
-      .def_readwrite("patch_image", &LoaderArgs::patch_image)
-      .def_readwrite("patch_label", &LoaderArgs::patch_label)
-      .def_readwrite("foreground_fraction", &LoaderArgs::foreground_fraction)
-      .def_readwrite("label_pad", &LoaderArgs::label_pad);
+  const std::string init_doc =
+      "Opens the Loader over `dataset` (a _core.Dataset) with these keyword options:\n" + LoaderOptionDocs();
   py::class_<PyLoader>(m, "Loader")
-      .def(py::init<const PyDataset&, const LoaderArgs&>(), py::arg("dataset"), py::arg("args"))
+      .def(py::init([](const PyDataset& d, const py::kwargs& options) {
+             return std::make_unique<PyLoader>(d, ParseLoaderOptions(options));
+           }),
+           py::arg("dataset"), init_doc.c_str())
       .def("next", &PyLoader::Next, py::arg("convert"), py::arg("stream") = 0, py::arg("signed_views") = false,
            py::arg("release_stream") = 0)
       .def("close", &PyLoader::Close)
       .def("state", &PyLoader::State)
       .def_property_readonly("batches_per_epoch", &PyLoader::batches_per_epoch)
       .def_property_readonly("ring_bytes", &PyLoader::ring_bytes);
+  m.def("loader_options", &LoaderOptionTable, "The Loader's keyword options as [(name, default, doc)].");
   m.def("cuda_available", &CudaDeviceAvailable, "True when this build has the CUDA runtime and a CUDA device answers.");
 }
 

@@ -2,8 +2,10 @@
 the transform hook."""
 
 import gc
+import inspect
 import json
 import os
+import re
 import resource
 import threading
 
@@ -286,6 +288,50 @@ def test_bad_arguments_raise_clear_errors(fmnist, tmp_path):
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="CUDA"):
             shardify.Loader(fmnist, device="cuda")
+
+
+def test_the_keywords_agree_with_the_options_of_the_cpp_loader():
+    # Each keyword of Loader() is an option of the binding's table under the same name and
+    # default (None: the Python layer picks it), or says in _KEYWORD_OPTIONS what it sets;
+    # each option of the table is set by a keyword or from the Loader's position.
+    from shardify import _loader
+    table = {name: default for name, default, _ in shardify._core.loader_options()}
+    params = {k: p.default for k, p in inspect.signature(_loader.Loader.__init__).parameters.items() if k != "self"}
+    mapped = _loader._KEYWORD_OPTIONS
+    passed = [k for k in params if k not in mapped]
+    positioned = list(_loader._POSITION_OPTIONS)
+    set_by_mapped = [o for options in mapped.values() for o in options]
+    unknown = [k for k in passed if k not in table]
+    assert unknown == [], "add these to the table in python/src/loader_options.cpp, or to _KEYWORD_OPTIONS"
+    stale = [k for k in mapped if k not in params or k in table]
+    assert stale == [], "_KEYWORD_OPTIONS lists these, which are no keyword of Loader() or are options"
+    missing = [o for o in set_by_mapped + positioned if o not in table]
+    assert missing == [], "_KEYWORD_OPTIONS or _POSITION_OPTIONS name options the table does not have"
+    unset = [o for o in table if o not in passed + set_by_mapped + positioned]
+    assert unset == [], "no keyword of Loader() sets these options"
+    differ = {k: (params[k], table[k]) for k in passed
+              if params[k] is not None and (type(params[k]), params[k]) != (type(table[k]), table[k])}
+    assert differ == {}, "the defaults of these keywords differ from the options' (keyword, table)"
+    undocumented = [k for k in params if not re.search(rf"\b{k}\b", _loader.Loader.__doc__)]
+    assert undocumented == [], "the docstring of Loader does not mention these keywords"
+
+
+def test_the_cpp_loader_names_a_bad_option(fmnist):
+    ds = shardify.Dataset(fmnist)._core
+    with pytest.raises(TypeError, match="unknown Loader option batchsize; the options are split, batch_size, "):
+        shardify._core.Loader(ds, batchsize=3)
+    with pytest.raises(TypeError, match="Loader option batch_size takes a non-negative int, got -1"):
+        shardify._core.Loader(ds, batch_size=-1)
+    with pytest.raises(TypeError, match="Loader option patch takes a list of int, got 'x'"):
+        shardify._core.Loader(ds, patch="x")
+    with pytest.raises(TypeError, match=r"Loader option resume takes None or \(epoch, step\), got 3"):
+        shardify._core.Loader(ds, resume=3)
+    with pytest.raises(ValueError, match="order must be one of sequential, shuffle, .*got 'random'"):
+        shardify._core.Loader(ds, order="random")
+    loader = shardify._core.Loader(ds, batch_size=10, order="sequential", drop_last=True, resume=(0, 2))
+    assert loader.batches_per_epoch == shardify.Dataset(fmnist).splits["train"] // 10
+    assert loader.next(None)["index"].tolist() == list(range(20, 30))
+    loader.close()
 
 
 def test_a_corrupt_sample_raises_corruption_error_naming_it(fmnist, tmp_path):
