@@ -1,6 +1,7 @@
 #include "trainer/models.h"
 
 #include <algorithm>
+#include <cassert>
 
 #include "trainer/loop_internal.h"
 
@@ -166,103 +167,94 @@ class DenseNet121 : public Model {
   nn::Linear fc_{nullptr};
 };
 
-nn::Sequential DoubleConv(int64_t in, int64_t out) {
-  return nn::Sequential(Conv(in, out, 3), nn::BatchNorm2d(out), nn::ReLU(true), Conv(out, out, 3), nn::BatchNorm2d(out),
-                        nn::ReLU(true));
+// The layers of a UNet that depend on its spatial rank (2 or 3). Rank 2 is the classic
+// UNet (BatchNorm, ReLU); rank 3 is nnU-Net's style (affine InstanceNorm, LeakyReLU 0.01).
+// Convolutions keep the size (padding k / 2); those of the blocks have no bias, a norm follows.
+nn::AnyModule UNetConv(int rank, int64_t in, int64_t out, int64_t k, bool bias) {
+  if (rank == 2) return nn::AnyModule(nn::Conv2d(nn::Conv2dOptions(in, out, k).padding(k / 2).bias(bias)));
+  return nn::AnyModule(nn::Conv3d(nn::Conv3dOptions(in, out, k).padding(k / 2).bias(bias)));
 }
 
-// UNet-2D (Ronneberger et al. 2015), 4 levels. Decoder features are resized to the skip
-// connection's size, so any input size works.
-class UNet2d : public Model {
+nn::AnyModule UNetNorm(int rank, int64_t channels) {
+  if (rank == 2) return nn::AnyModule(nn::BatchNorm2d(channels));
+  return nn::AnyModule(nn::InstanceNorm3d(nn::InstanceNorm3dOptions(channels).affine(true)));
+}
+
+nn::AnyModule UNetActivation(int rank) {
+  if (rank == 2) return nn::AnyModule(nn::ReLU(true));
+  return nn::AnyModule(nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.01).inplace(true)));
+}
+
+torch::Tensor UNetPool(int rank, const torch::Tensor& x) {
+  if (rank == 2) return F::max_pool2d(x, F::MaxPool2dFuncOptions(2).ceil_mode(true));
+  return F::max_pool3d(x, F::MaxPool3dFuncOptions(2).ceil_mode(true));
+}
+
+// One level of a UNet: (conv 3 - norm - activation) twice, `in` -> `out` channels.
+// Its modules are named 0 to 5, the names its parameters have in checkpoints.
+nn::Sequential UNetBlock(int rank, int64_t in, int64_t out) {
+  nn::Sequential block;
+  for (int64_t from : {in, out}) {
+    block->push_back(UNetConv(rank, from, out, 3, false));
+    block->push_back(UNetNorm(rank, out));
+    block->push_back(UNetActivation(rank));
+  }
+  return block;
+}
+
+// UNet of 4 levels (c, 2c, 4c, 8c channels) over images [B, C, H, W] (rank 2) or volumes
+// [B, C, D, H, W] (rank 3): max pooling down, nearest upsampling to the skip connection's
+// size (so any input size works), a 1x1 (1x1x1) head to K logits per pixel (voxel).
+// Rank 2 is UNet-2D (Ronneberger et al. 2015); rank 3 is UNet-3D in nnU-Net's style, kept
+// small. Checkpoints name the parameters down.<level>.<layer>.*, up.<level>.<layer>.*, head.*.
+class UNet : public Model {
  public:
-  explicit UNet2d(const ModelSpec& s) {
+  UNet(const ModelSpec& s, int rank) : rank_(rank) {
+    assert(rank == 2 || rank == 3);
     const int64_t c = std::max<int64_t>(s.unet_base_channels, 1);
     int64_t in = s.in_channels;
     for (int64_t level = 0; level < 4; ++level) {
-      down_->push_back(DoubleConv(in, c << level));
+      down_->push_back(UNetBlock(rank, in, c << level));
       in = c << level;
     }
     for (int64_t level = 2; level >= 0; --level) {
-      up_->push_back(DoubleConv(in + (c << level), c << level));
+      up_->push_back(UNetBlock(rank, in + (c << level), c << level));
       in = c << level;
     }
     register_module("down", down_);
     register_module("up", up_);
-    head_ = register_module("head", nn::Conv2d(nn::Conv2dOptions(c, s.num_classes, 1)));
+    head_ = UNetConv(rank, c, s.num_classes, 1, true);
+    register_module("head", head_.ptr());
   }
   torch::Tensor forward(torch::Tensor x) override {
     std::vector<torch::Tensor> skips;
     for (size_t i = 0; i < down_->size(); ++i) {
-      if (i > 0) x = F::max_pool2d(x, F::MaxPool2dFuncOptions(2).ceil_mode(true));
+      if (i > 0) x = UNetPool(rank_, x);
       x = down_[i]->as<nn::Sequential>()->forward(x);
       skips.push_back(x);
     }
     for (size_t i = 0; i < up_->size(); ++i) {
       const torch::Tensor& skip = skips[skips.size() - 2 - i];
-      x = F::interpolate(
-          x, F::InterpolateFuncOptions().size(std::vector<int64_t>{skip.size(2), skip.size(3)}).mode(torch::kNearest));
+      x = F::interpolate(x, F::InterpolateFuncOptions().size(skip.sizes().slice(2).vec()).mode(torch::kNearest));
       x = up_[i]->as<nn::Sequential>()->forward(torch::cat({x, skip}, 1));
     }
-    return head_->forward(x);
+    return head_.forward(x);
   }
 
  private:
+  int rank_;
   nn::ModuleList down_, up_;
-  nn::Conv2d head_{nullptr};
-};
-
-nn::Sequential DoubleConv3d(int64_t in, int64_t out) {
-  auto conv = [](int64_t i, int64_t o) { return nn::Conv3d(nn::Conv3dOptions(i, o, 3).padding(1).bias(false)); };
-  auto norm = [](int64_t c) { return nn::InstanceNorm3d(nn::InstanceNorm3dOptions(c).affine(true)); };
-  auto act = [] { return nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.01).inplace(true)); };
-  return nn::Sequential(conv(in, out), norm(out), act(), conv(out, out), norm(out), act());
-}
-
-// UNet-3D in nnU-Net's style, kept small: 4 levels of two conv-InstanceNorm-LeakyReLU
-// blocks (c, 2c, 4c, 8c channels), max pooling down, nearest upsampling to the skip's size
-// (so any patch size works), a 1x1x1 head. Input [B, C, D, H, W], logits [B, K, D, H, W].
-class UNet3d : public Model {
- public:
-  explicit UNet3d(const ModelSpec& s) {
-    const int64_t c = std::max<int64_t>(s.unet_base_channels, 1);
-    int64_t in = s.in_channels;
-    for (int64_t level = 0; level < 4; ++level) {
-      down_->push_back(DoubleConv3d(in, c << level));
-      in = c << level;
-    }
-    for (int64_t level = 2; level >= 0; --level) {
-      up_->push_back(DoubleConv3d(in + (c << level), c << level));
-      in = c << level;
-    }
-    register_module("down", down_);
-    register_module("up", up_);
-    head_ = register_module("head", nn::Conv3d(nn::Conv3dOptions(c, s.num_classes, 1)));
-  }
-  torch::Tensor forward(torch::Tensor x) override {
-    std::vector<torch::Tensor> skips;
-    for (size_t i = 0; i < down_->size(); ++i) {
-      if (i > 0) x = F::max_pool3d(x, F::MaxPool3dFuncOptions(2).ceil_mode(true));
-      x = down_[i]->as<nn::Sequential>()->forward(x);
-      skips.push_back(x);
-    }
-    for (size_t i = 0; i < up_->size(); ++i) {
-      const torch::Tensor& skip = skips[skips.size() - 2 - i];
-      x = F::interpolate(x, F::InterpolateFuncOptions()
-                                .size(std::vector<int64_t>{skip.size(2), skip.size(3), skip.size(4)})
-                                .mode(torch::kNearest));
-      x = up_[i]->as<nn::Sequential>()->forward(torch::cat({x, skip}, 1));
-    }
-    return head_->forward(x);
-  }
-
- private:
-  nn::ModuleList down_, up_;
-  nn::Conv3d head_{nullptr};
+  nn::AnyModule head_;
 };
 
 template <typename M>
 std::shared_ptr<Model> Make(const ModelSpec& s) {
   return std::make_shared<M>(s);
+}
+
+template <int kRank>
+std::shared_ptr<Model> MakeUNet(const ModelSpec& s) {
+  return std::make_shared<UNet>(s, kRank);
 }
 
 }  // namespace
@@ -274,8 +266,8 @@ const std::vector<ModelInfo>& Models() {
       {"cnn", ModelTask::kClassify, false, "a small 3-stage CNN", &Make<SmallCnn>},
       {"resnet18", ModelTask::kClassify, false, "ResNet-18, any number of input channels", &Make<ResNet18>},
       {"densenet121", ModelTask::kClassify, false, "DenseNet-121, any number of input channels", &Make<DenseNet121>},
-      {"unet", ModelTask::kSegment2d, false, "2D segmentation of field 'mask'", &Make<UNet2d>},
-      {"unet3d", ModelTask::kSegment3d, false, "volumes [C, D, H, W] trained on --patch patches", &Make<UNet3d>},
+      {"unet", ModelTask::kSegment2d, false, "2D segmentation of field 'mask'", &MakeUNet<2>},
+      {"unet3d", ModelTask::kSegment3d, false, "volumes [C, D, H, W] trained on --patch patches", &MakeUNet<3>},
   };
   return table;
 }
