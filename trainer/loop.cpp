@@ -264,66 +264,69 @@ struct EpochClock {
 
 class Trainer {
  public:
-  Trainer(const TrainOptions& o, Setup& s, std::shared_ptr<Model> model, std::unique_ptr<torch::optim::Optimizer> opt,
-          std::unique_ptr<Loader> loader, detail::RankGroup* group, Clock::time_point start)
-      : o_(o),
-        s_(s),
+  Trainer(const TrainOptions& options, Setup& setup, std::shared_ptr<Model> model,
+          std::unique_ptr<torch::optim::Optimizer> optimizer, std::unique_ptr<Loader> loader, detail::RankGroup* group,
+          Clock::time_point start)
+      : options_(options),
+        setup_(setup),
         model_(std::move(model)),
-        opt_(std::move(opt)),
+        optimizer_(std::move(optimizer)),
         loader_(std::move(loader)),
-        group_(group),
-        start_(start),
-        last_progress_(start) {
-    sched_ = o.schedule;
-    const int64_t per_epoch = (int64_t(loader_->batches_per_epoch()) + o.accumulate - 1) / o.accumulate;
-    sched_.total_steps = std::max<int64_t>(per_epoch * int64_t(o.epochs), 1);
-    aug_ = o.augment;
-    aug_.seed = o.seed;
-    opt_step_ = s.resumed.optimizer_step;
-    if (!o.resume.empty() && s.resumed.world_size != s.world_size)
-      opt_step_ = per_epoch * int64_t(s.resumed.epochs_done);
-    if (group_)
-      sync_ = std::make_unique<detail::GradSync>(*group_, model_->parameters(), size_t(o.dist.bucket_mb * (1 << 20)));
-    best_ = s.resumed.has_best ? s.resumed.best_metric : kNaN;
-    summary_.epochs = s.resumed.epochs_done;
-    summary_.best_metric_name = s.best_name;
-    summary_.device = s.device.str();
-    summary_.rank = s.rank;
-    summary_.world_size = s.world_size;
+        start_time_(start),
+        last_progress_time_(start),
+        group_(group) {
+    schedule_ = options.schedule;
+    const int64_t per_epoch = (int64_t(loader_->batches_per_epoch()) + options.accumulate - 1) / options.accumulate;
+    schedule_.total_steps = std::max<int64_t>(per_epoch * int64_t(options.epochs), 1);
+    augment_ = options.augment;
+    augment_.seed = options.seed;
+    optimizer_step_ = setup.resumed.optimizer_step;
+    if (!options.resume.empty() && setup.resumed.world_size != setup.world_size)
+      optimizer_step_ = per_epoch * int64_t(setup.resumed.epochs_done);
+    if (group_) {
+      grad_sync_ =
+          std::make_unique<detail::GradSync>(*group_, model_->parameters(), size_t(options.dist.bucket_mb * (1 << 20)));
+    }
+    best_metric_ = setup.resumed.has_best ? setup.resumed.best_metric : kNaN;
+    summary_.epochs = setup.resumed.epochs_done;
+    summary_.best_metric_name = setup.best_name;
+    summary_.device = setup.device.str();
+    summary_.rank = setup.rank;
+    summary_.world_size = setup.world_size;
   }
 
   Result<TrainSummary> Run() {
     model_->train();
     while (!Stopping()) {
-      inflight_.Release(2);
+      in_flight_.Release(2);
       const auto t0 = Clock::now();
       Result<std::shared_ptr<Batch>> next = loader_->Next();
-      if (!next.ok()) return next.status().WithContext("training on " + s_.ds->dir());
+      if (!next.ok()) return next.status().WithContext("training on " + setup_.ds->dir());
       std::shared_ptr<Batch> batch = std::move(next).value();
       const auto t1 = Clock::now();
       if (!batch) break;
       RETURN_IF_ERROR(Step(batch));
       ++summary_.steps;
-      clock_.wait += Seconds(t1 - t0);
-      clock_.busy += Seconds(Clock::now() - t0);
-      at_ = {batch->epoch, batch->step};
+      epoch_clock_.wait += Seconds(t1 - t0);
+      epoch_clock_.busy += Seconds(Clock::now() - t0);
+      last_batch_ = {batch->epoch, batch->step};
       const bool last = batch->step + 1 == loader_->batches_per_epoch();
-      const bool due = last || (batch->step + 1) % std::max<uint64_t>(o_.progress_every, 1) == 0;
+      const bool due = last || (batch->step + 1) % std::max<uint64_t>(options_.progress_every, 1) == 0;
       // Every rank takes the same branches (SyncClock is a collective): `due` follows the
       // step count, and a report between those points follows rank 0's clock, which the
       // other ranks learn with the step's gradients, never from their own clocks.
-      if (due || (group_ ? agreed_.report : ClockDue())) {
+      if (due || (group_ ? step_flags_.report : ClockDue())) {
         RETURN_IF_ERROR(SyncClock());
-        if (o_.on_step && Leader()) Progress(*batch);
+        if (options_.on_step && Leader()) Progress(*batch);
       }
       if (due) RETURN_IF_ERROR(CheckFinite());
       if (last) RETURN_IF_ERROR(EndEpoch(batch->epoch, false));
     }
-    inflight_.Release(0);
-    if (clock_.steps > 0) {  // stopped within an epoch: report on the model as it is now
+    in_flight_.Release(0);
+    if (epoch_clock_.steps > 0) {  // stopped within an epoch: report on the model as it is now
       RETURN_IF_ERROR(SyncClock());
       RETURN_IF_ERROR(CheckFinite());
-      RETURN_IF_ERROR(EndEpoch(at_.epoch, true));
+      RETURN_IF_ERROR(EndEpoch(last_batch_.epoch, true));
     }
     return Finish();
   }
@@ -331,41 +334,44 @@ class Trainer {
  private:
   Status Step(const std::shared_ptr<Batch>& batch) {
     // Each rank's part of a step draws its own dropout and augmentation (one rank: the step).
-    const uint64_t draw = batch->step * uint64_t(s_.world_size) + uint64_t(s_.rank);
-    torch::manual_seed(StepSeed(o_.seed, batch->epoch, draw));
-    ASSIGN_OR_RETURN(detail::Inputs in, detail::BatchInputs(batch, s_.spec, s_.device, Where(o_.train_split)));
-    inflight_.Add(batch, s_.device);
-    ImageMask io = !s_.spec.patch.empty() ? ImageMask{in.image, in.target}
-                                          : Augment({in.image, s_.spec.segmentation ? in.target : torch::Tensor()},
-                                                    aug_, batch->epoch, draw);
-    if (s_.nnunet) io = (*s_.nnunet)(std::move(io), batch->epoch, draw);
-    torch::Tensor target = s_.spec.segmentation ? io.mask : in.target;
+    const uint64_t draw = batch->step * uint64_t(setup_.world_size) + uint64_t(setup_.rank);
+    torch::manual_seed(StepSeed(options_.seed, batch->epoch, draw));
+    ASSIGN_OR_RETURN(detail::Inputs in,
+                     detail::BatchInputs(batch, setup_.spec, setup_.device, Where(options_.train_split)));
+    in_flight_.Add(batch, setup_.device);
+    ImageMask io =
+        !setup_.spec.patch.empty()
+            ? ImageMask{in.image, in.target}
+            : Augment({in.image, setup_.spec.segmentation ? in.target : torch::Tensor()}, augment_, batch->epoch, draw);
+    if (setup_.nnunet) io = (*setup_.nnunet)(std::move(io), batch->epoch, draw);
+    torch::Tensor target = setup_.spec.segmentation ? io.mask : in.target;
     torch::Tensor loss;
     {
-      detail::AutocastScope amp(o_.amp && s_.device.is_cuda());
-      loss = detail::TaskLoss(model_->forward(io.image), target, s_.spec);
+      detail::AutocastScope amp(options_.amp && setup_.device.is_cuda());
+      loss = detail::TaskLoss(model_->forward(io.image), target, setup_.spec);
     }
     const bool epoch_end = batch->step + 1 == loader_->batches_per_epoch();
     // A stop request and rank 0's progress clock travel with the gradients (no collective
     // of their own), so every rank learns them after the same step.
-    if (sync_) sync_->Arm(micro_ + 1 == o_.accumulate || epoch_end, {LocalStop(), ClockDue()});
-    (loss / double(o_.accumulate)).backward();
-    if (sync_) {
+    if (grad_sync_) grad_sync_->Arm(micro_step_ + 1 == options_.accumulate || epoch_end, {LocalStop(), ClockDue()});
+    (loss / double(options_.accumulate)).backward();
+    if (grad_sync_) {
       const auto c0 = Clock::now();
-      RETURN_IF_ERROR(sync_->Finish(&agreed_));
-      clock_.comm += Seconds(Clock::now() - c0);
-      stop_agreed_ = stop_agreed_ || agreed_.stop;
+      RETURN_IF_ERROR(grad_sync_->Finish(&step_flags_));
+      epoch_clock_.comm += Seconds(Clock::now() - c0);
+      stop_agreed_ = stop_agreed_ || step_flags_.stop;
     }
-    last_loss_ = loss.detach();
-    clock_.loss_sum = clock_.loss_sum.defined() ? clock_.loss_sum + last_loss_ : last_loss_.clone();
-    clock_.samples += batch->size();
-    ++clock_.steps;
-    if (++micro_ == o_.accumulate || epoch_end) {
-      SetLr(*opt_, ScheduledLr(sched_, o_.optimizer.lr, opt_step_));
-      opt_->step();
-      opt_->zero_grad();
-      ++opt_step_;
-      micro_ = 0;
+    last_step_loss_ = loss.detach();
+    epoch_clock_.loss_sum =
+        epoch_clock_.loss_sum.defined() ? epoch_clock_.loss_sum + last_step_loss_ : last_step_loss_.clone();
+    epoch_clock_.samples += batch->size();
+    ++epoch_clock_.steps;
+    if (++micro_step_ == options_.accumulate || epoch_end) {
+      SetLr(*optimizer_, ScheduledLr(schedule_, options_.optimizer.lr, optimizer_step_));
+      optimizer_->step();
+      optimizer_->zero_grad();
+      ++optimizer_step_;
+      micro_step_ = 0;
     }
     return Status::Ok();
   }
@@ -375,50 +381,50 @@ class Trainer {
     info.epoch = batch.epoch;
     info.step = batch.step;
     info.steps_per_epoch = loader_->batches_per_epoch();
-    info.loss = shown_.Loss();
-    info.last_step_loss = last_loss_.item<double>();
-    info.samples_per_s = shown_.busy > 0 ? double(shown_.samples) / shown_.busy : 0;
-    info.data_wait_fraction = shown_.busy > 0 ? shown_.wait / shown_.busy : 0;
-    o_.on_step(info);
-    last_progress_ = Clock::now();
+    info.loss = shown_clock_.Loss();
+    info.last_step_loss = last_step_loss_.item<double>();
+    info.samples_per_s = shown_clock_.busy > 0 ? double(shown_clock_.samples) / shown_clock_.busy : 0;
+    info.data_wait_fraction = shown_clock_.busy > 0 ? shown_clock_.wait / shown_clock_.busy : 0;
+    options_.on_step(info);
+    last_progress_time_ = Clock::now();
   }
 
   // Whether the run ends before the next batch: max_steps (the same on every rank) is
   // reached, or a stop was asked (distributed: on some rank, and every rank knows).
   bool Stopping() {
-    if (o_.max_steps > 0 && summary_.steps >= o_.max_steps) return true;
+    if (options_.max_steps > 0 && summary_.steps >= options_.max_steps) return true;
     summary_.stopped = group_ ? stop_agreed_ : LocalStop();
     return summary_.stopped;
   }
-  bool LocalStop() const { return o_.stop != nullptr && o_.stop->load(); }
+  bool LocalStop() const { return options_.stop != nullptr && options_.stop->load(); }
 
   // Whether this rank's clock asks for a progress report between the every-N-batches
   // points: only rank 0 reports.
   bool ClockDue() const {
-    return o_.on_step && Leader() && Seconds(Clock::now() - last_progress_) >= o_.progress_seconds;
+    return options_.on_step && Leader() && Seconds(Clock::now() - last_progress_time_) >= options_.progress_seconds;
   }
 
   // Reports evaluation progress every progress_seconds, and at the end when it did before.
   detail::EvalProgress EvalCallback(const std::string& split) const {
-    if (!o_.on_eval || !Leader()) return {};
+    if (!options_.on_eval || !Leader()) return {};
     auto last = std::make_shared<std::pair<Clock::time_point, bool>>(Clock::now(), false);
     return [this, split, last](uint64_t done, uint64_t total) {
-      const bool due = Seconds(Clock::now() - last->first) >= o_.progress_seconds;
+      const bool due = Seconds(Clock::now() - last->first) >= options_.progress_seconds;
       if (!due && !(done >= total && last->second)) return;
       *last = {Clock::now(), true};
-      o_.on_eval(split, done, total);
+      options_.on_eval(split, done, total);
     };
   }
 
   Result<detail::EvalResult> Evaluate(const std::string& split, const std::string& prefix) {
     const auto t0 = Clock::now();
     detail::EvalContext c;
-    c.ds = s_.ds;
-    c.spec = s_.spec;
-    c.num_classes = s_.model.num_classes;
-    c.device = s_.device;
-    c.batch_size = o_.batch_size;
-    c.threads = o_.threads;
+    c.ds = setup_.ds;
+    c.spec = setup_.spec;
+    c.num_classes = setup_.model.num_classes;
+    c.device = setup_.device;
+    c.batch_size = options_.batch_size;
+    c.threads = options_.threads;
     c.progress = EvalCallback(split);
     c.group = group_;
     Result<detail::EvalResult> r = detail::Evaluate(*model_, c, split, prefix);
@@ -429,11 +435,11 @@ class Trainer {
   // A loss that is NaN or infinite anywhere in the epoch so far (the device-side sum
   // carries it) means the run diverged: it stops before anything is saved from it.
   Status CheckFinite() const {
-    const Position& batch = at_;
-    const double loss = shown_.Loss();
+    const Position& batch = last_batch_;
+    const double loss = shown_clock_.Loss();
     if (std::isfinite(loss)) return Status::Ok();
     char lr[32];
-    std::snprintf(lr, sizeof lr, "%g", o_.optimizer.lr);
+    std::snprintf(lr, sizeof lr, "%g", options_.optimizer.lr);
     return InvalidArgument(std::string("training diverged: the training loss is ") +
                            (std::isnan(loss) ? "NaN"
                             : loss > 0       ? "+inf"
@@ -443,27 +449,28 @@ class Trainer {
                            ", or a warm-up (--schedule onecycle)");
   }
 
-  bool Leader() const { return s_.rank == 0; }
+  bool Leader() const { return setup_.rank == 0; }
 
-  // The epoch so far over all ranks (shown_): loss and samples summed, times averaged.
+  // The epoch so far over all ranks (shown_clock_): loss and samples summed, times averaged.
   Status SyncClock() {
-    shown_ = clock_;
+    shown_clock_ = epoch_clock_;
     if (!group_) return Status::Ok();
-    const double loss_sum = clock_.steps ? clock_.loss_sum.item<double>() : 0;
-    ASSIGN_OR_RETURN(const std::vector<double> v, group_->Sum({loss_sum, double(clock_.steps), double(clock_.samples),
-                                                               clock_.wait, clock_.busy, clock_.comm},
-                                                              "summing the training loss"));
-    const double world = double(s_.world_size);
-    shown_.loss_sum = torch::tensor(v[0], torch::kDouble);
-    shown_.steps = uint64_t(v[1]);
-    shown_.samples = uint64_t(v[2]);
-    shown_.wait = v[3] / world;
-    shown_.busy = v[4] / world;
-    shown_.comm = v[5] / world;
+    const double loss_sum = epoch_clock_.steps ? epoch_clock_.loss_sum.item<double>() : 0;
+    ASSIGN_OR_RETURN(const std::vector<double> v,
+                     group_->Sum({loss_sum, double(epoch_clock_.steps), double(epoch_clock_.samples), epoch_clock_.wait,
+                                  epoch_clock_.busy, epoch_clock_.comm},
+                                 "summing the training loss"));
+    const double world = double(setup_.world_size);
+    shown_clock_.loss_sum = torch::tensor(v[0], torch::kDouble);
+    shown_clock_.steps = uint64_t(v[1]);
+    shown_clock_.samples = uint64_t(v[2]);
+    shown_clock_.wait = v[3] / world;
+    shown_clock_.busy = v[4] / world;
+    shown_clock_.comm = v[5] / world;
     return Status::Ok();
   }
 
-  std::string Where(const std::string& split) const { return s_.ds->dir() + ", split '" + split + "'"; }
+  std::string Where(const std::string& split) const { return setup_.ds->dir() + ", split '" + split + "'"; }
 
   Status EndEpoch(uint64_t epoch, bool partial);
   Status SaveCheckpoints(bool improved);
@@ -473,30 +480,41 @@ class Trainer {
     uint64_t epoch = 0, step = 0;
   };
 
-  const TrainOptions& o_;
-  Setup& s_;
+  // Times and samples of the finished epochs (shown_clock_'s, summed), for the summary.
+  struct RunTotals {
+    double wait = 0, busy = 0, comm = 0;
+    uint64_t samples = 0;
+  };
+
+  // What the run trains, and how.
+  const TrainOptions& options_;
+  Setup& setup_;
   std::shared_ptr<Model> model_;
-  std::unique_ptr<torch::optim::Optimizer> opt_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<Loader> loader_;
-  ScheduleOptions sched_;
-  AugmentOptions aug_;
-  int64_t opt_step_ = 0;
-  int micro_ = 0;
-  double best_ = kNaN;
-  double total_wait_ = 0, total_busy_ = 0;
-  uint64_t total_samples_ = 0;
-  EpochClock clock_;
-  detail::InFlightBatches inflight_;
-  torch::Tensor last_loss_;
+  ScheduleOptions schedule_;  // options_.schedule, its total_steps set to the run's optimizer steps
+  AugmentOptions augment_;    // options_.augment, seeded with options_.seed
+  detail::InFlightBatches in_flight_;
+
+  // Where the run stands.
+  int64_t optimizer_step_ = 0;  // optimizer steps taken, those before a resume included
+  int micro_step_ = 0;          // batches accumulated since the last optimizer step
+  Position last_batch_;         // the last batch trained
+  torch::Tensor last_step_loss_;
+  double best_metric_ = kNaN;  // of setup_.best_name; NaN: none yet
   TrainSummary summary_;
-  detail::RankGroup* group_;  // null: one process
-  std::unique_ptr<detail::GradSync> sync_;
-  EpochClock shown_;  // clock_ over all ranks at the last progress point
-  double total_comm_ = 0;
-  Clock::time_point start_, last_progress_;
-  Position at_;               // the last batch trained
-  detail::StepFlags agreed_;  // what some rank flagged at the last step (group)
-  bool stop_agreed_ = false;  // some rank asked to stop, and every rank knows
+
+  // Clocks.
+  Clock::time_point start_time_, last_progress_time_;
+  EpochClock epoch_clock_;  // this rank's epoch in progress
+  EpochClock shown_clock_;  // epoch_clock_ over all ranks at the last progress point
+  RunTotals totals_;
+
+  // Distributed training.
+  detail::RankGroup* group_;                     // null: one process
+  std::unique_ptr<detail::GradSync> grad_sync_;  // null: one process
+  detail::StepFlags step_flags_;                 // what some rank flagged at the last step (group)
+  bool stop_agreed_ = false;                     // some rank asked to stop, and every rank knows
 };
 
 // An epoch's end, or with `partial` the end of a run stopped within epoch `epoch`.
@@ -504,81 +522,82 @@ Status Trainer::EndEpoch(uint64_t epoch, bool partial) {
   EpochRecord r;
   r.epoch = epoch + 1;
   r.partial = partial;
-  r.steps = clock_.steps;  // this rank's: the same on every rank
-  r.train_loss = shown_.Loss();
-  r.seconds = shown_.busy;
-  r.samples_per_s = shown_.busy > 0 ? double(shown_.samples) / shown_.busy : 0;
-  r.data_wait_fraction = shown_.busy > 0 ? shown_.wait / shown_.busy : 0;
-  r.lr = ScheduledLr(sched_, o_.optimizer.lr, std::max<int64_t>(opt_step_ - 1, 0));
+  r.steps = epoch_clock_.steps;  // this rank's: the same on every rank
+  r.train_loss = shown_clock_.Loss();
+  r.seconds = shown_clock_.busy;
+  r.samples_per_s = shown_clock_.busy > 0 ? double(shown_clock_.samples) / shown_clock_.busy : 0;
+  r.data_wait_fraction = shown_clock_.busy > 0 ? shown_clock_.wait / shown_clock_.busy : 0;
+  r.lr = ScheduledLr(schedule_, options_.optimizer.lr, std::max<int64_t>(optimizer_step_ - 1, 0));
   r.val_loss = kNaN;
   if (group_) RETURN_IF_ERROR(detail::AverageBuffers(*group_, *model_));
-  if (s_.has_val) {
-    ASSIGN_OR_RETURN(detail::EvalResult ev, Evaluate(o_.val_split, "val"));
+  if (setup_.has_val) {
+    ASSIGN_OR_RETURN(detail::EvalResult ev, Evaluate(options_.val_split, "val"));
     r.val_loss = ev.loss;
     r.metrics = ev.metrics;
   }
-  const double value = s_.best_name == "train_loss" ? r.train_loss : r.Metric(s_.best_name);
+  const double value = setup_.best_name == "train_loss" ? r.train_loss : r.Metric(setup_.best_name);
   const bool improved =
-      !std::isnan(value) && (std::isnan(best_) || (HigherIsBetter(s_.best_name) ? value > best_ : value < best_));
-  if (improved) best_ = value;
-  total_wait_ += shown_.wait;
-  total_busy_ += shown_.busy;
-  total_comm_ += shown_.comm;
-  total_samples_ += shown_.samples;
-  clock_ = shown_ = EpochClock();
+      !std::isnan(value) &&
+      (std::isnan(best_metric_) || (HigherIsBetter(setup_.best_name) ? value > best_metric_ : value < best_metric_));
+  if (improved) best_metric_ = value;
+  totals_.wait += shown_clock_.wait;
+  totals_.busy += shown_clock_.busy;
+  totals_.comm += shown_clock_.comm;
+  totals_.samples += shown_clock_.samples;
+  epoch_clock_ = shown_clock_ = EpochClock();
   if (!partial) summary_.epochs = epoch + 1;
   summary_.history.push_back(r);
   if (!Leader()) return Status::Ok();  // rank 0 writes and reports
   RETURN_IF_ERROR(SaveCheckpoints(improved));
-  RETURN_IF_ERROR(AppendMetricsLine(o_.out_dir + "/metrics.jsonl", r));
-  RETURN_IF_ERROR(WriteCurvePng(o_.out_dir + "/curve.png", summary_.history, s_.curve_metric));
-  if (o_.on_epoch) o_.on_epoch(r);
+  RETURN_IF_ERROR(AppendMetricsLine(options_.out_dir + "/metrics.jsonl", r));
+  RETURN_IF_ERROR(WriteCurvePng(options_.out_dir + "/curve.png", summary_.history, setup_.curve_metric));
+  if (options_.on_epoch) options_.on_epoch(r);
   return Status::Ok();
 }
 
 Status Trainer::SaveCheckpoints(bool improved) {
   CheckpointMeta meta;
-  meta.model = s_.model;
-  meta.task = s_.spec.segmentation ? "segmentation" : "classification";
-  meta.classes = s_.classes;
-  meta.mean = s_.spec.mean;
-  meta.stddev = s_.spec.stddev;
-  meta.resize_h = s_.spec.resize_h;
-  meta.resize_w = s_.spec.resize_w;
+  meta.model = setup_.model;
+  meta.task = setup_.spec.segmentation ? "segmentation" : "classification";
+  meta.classes = setup_.classes;
+  meta.mean = setup_.spec.mean;
+  meta.stddev = setup_.spec.stddev;
+  meta.resize_h = setup_.spec.resize_h;
+  meta.resize_w = setup_.spec.resize_w;
   meta.epochs_done = summary_.epochs;  // a partial epoch resumes at its next step
-  meta.multi_label = s_.spec.multi_label;
-  meta.mask_classes = s_.spec.class_names;
-  meta.optimizer_step = opt_step_;
+  meta.multi_label = setup_.spec.multi_label;
+  meta.mask_classes = setup_.spec.class_names;
+  meta.optimizer_step = optimizer_step_;
   meta.sampler = loader_->State();
-  meta.world_size = s_.world_size;
-  meta.has_best = !std::isnan(best_);
-  meta.best_metric = meta.has_best ? best_ : 0;
-  meta.best_metric_name = s_.best_name;
-  meta.patch = s_.spec.patch;
-  meta.overlap = s_.spec.overlap;
+  meta.world_size = setup_.world_size;
+  meta.has_best = !std::isnan(best_metric_);
+  meta.best_metric = meta.has_best ? best_metric_ : 0;
+  meta.best_metric_name = setup_.best_name;
+  meta.patch = setup_.spec.patch;
+  meta.overlap = setup_.spec.overlap;
   meta.has_optimizer = true;
-  meta.optimizer = o_.optimizer;
-  RETURN_IF_ERROR(SaveCheckpoint(o_.out_dir + "/last.pt", *model_, opt_.get(), meta));
-  if (improved) RETURN_IF_ERROR(SaveCheckpoint(o_.out_dir + "/best.pt", *model_, nullptr, meta));
+  meta.optimizer = options_.optimizer;
+  RETURN_IF_ERROR(SaveCheckpoint(options_.out_dir + "/last.pt", *model_, optimizer_.get(), meta));
+  if (improved) RETURN_IF_ERROR(SaveCheckpoint(options_.out_dir + "/best.pt", *model_, nullptr, meta));
   return Status::Ok();
 }
 
 Result<TrainSummary> Trainer::Finish() {
-  summary_.seconds = total_busy_;
-  summary_.samples_per_s = total_busy_ > 0 ? double(total_samples_) / total_busy_ : 0;
-  summary_.data_wait_fraction = total_busy_ > 0 ? total_wait_ / total_busy_ : 0;
-  summary_.allreduce_fraction = total_busy_ > 0 ? total_comm_ / total_busy_ : 0;
-  summary_.best_metric = best_;
+  summary_.seconds = totals_.busy;
+  summary_.samples_per_s = totals_.busy > 0 ? double(totals_.samples) / totals_.busy : 0;
+  summary_.data_wait_fraction = totals_.busy > 0 ? totals_.wait / totals_.busy : 0;
+  summary_.allreduce_fraction = totals_.busy > 0 ? totals_.comm / totals_.busy : 0;
+  summary_.best_metric = best_metric_;
   if (!summary_.history.empty()) summary_.metrics = summary_.history.back().metrics;
   if (!summary_.history.empty()) summary_.metrics.emplace_back("train_loss", summary_.history.back().train_loss);
-  if (!o_.test_split.empty()) {
-    if (s_.ds->manifest().FindSplit(o_.test_split) == nullptr) {
-      return NotFound(s_.ds->dir() + ": no split '" + o_.test_split + "' to test on");
+  if (!options_.test_split.empty()) {
+    if (setup_.ds->manifest().FindSplit(options_.test_split) == nullptr) {
+      return NotFound(setup_.ds->dir() + ": no split '" + options_.test_split + "' to test on");
     }
-    ASSIGN_OR_RETURN(detail::EvalResult ev, Evaluate(o_.test_split, "test"));
+    ASSIGN_OR_RETURN(detail::EvalResult ev, Evaluate(options_.test_split, "test"));
     summary_.metrics.insert(summary_.metrics.end(), ev.metrics.begin(), ev.metrics.end());
   }
-  summary_.wall_seconds = Seconds(Clock::now() - start_);
+  summary_.wall_seconds = Seconds(Clock::now() - start_time_);
   return summary_;
 }
 
