@@ -207,34 +207,50 @@ void AddDiceMetrics(const std::string& prefix, double mean_foreground, const std
   }
 }
 
+// Calls `visit` with the inputs of each batch of `split` (of `batch_size` samples) that
+// holds samples of this rank, cut to those samples, then reports the samples done. With a
+// group, the Loader pads each rank's part so that every rank steps equally often: the
+// padding is read and dropped. The model runs without gradients, in eval mode, and is back
+// in training mode once the split is done.
+Status ForEachOwnedBatch(Model& model, const EvalContext& c, const std::string& split, size_t batch_size,
+                         const std::function<void(const Inputs&)>& visit) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, SplitLoader(c.ds, split, c.spec, batch_size, c.threads, c.group));
+  torch::NoGradGuard no_grad;
+  model.eval();
+  const std::string where = c.ds->dir() + ", split '" + split + "'";
+  const uint64_t total = OwnedOf(*c.ds, split, c.group);
+  uint64_t done = 0;
+  while (true) {
+    ASSIGN_OR_RETURN(std::shared_ptr<Batch> batch, loader->Next());
+    if (!batch) break;
+    const int64_t keep = static_cast<int64_t>(std::min<uint64_t>(batch->size(), total - done));
+    if (keep == 0) continue;
+    ASSIGN_OR_RETURN(Inputs in, BatchInputs(batch, c.spec, c.device, where));  // resized as in training
+    in.image = in.image.narrow(0, 0, keep);
+    in.target = in.target.narrow(0, 0, keep);
+    visit(in);
+    done += static_cast<uint64_t>(keep);
+    if (c.progress) c.progress(done, total);
+  }
+  model.train();
+  return Status::Ok();
+}
+
 // Whole volumes one at a time (batch 1), each covered by sliding windows.
 Result<EvalResult> EvaluateVolumes(Model& model, const EvalContext& c, const std::string& split,
                                    const std::string& prefix) {
   const auto& [ds, spec, num_classes, device, batch_size, threads, progress, group] = c;
-  ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, SplitLoader(ds, split, spec, 1, threads, group));
-  torch::NoGradGuard no_grad;
-  model.eval();
   CaseDiceMetrics dice(num_classes, spec.multi_label);
   double loss_sum = 0;
-  const std::string where = ds->dir() + ", split '" + split + "'";
-  uint64_t owned = OwnedOf(*ds, split, group);
-  const uint64_t total = owned;
-  while (true) {
-    ASSIGN_OR_RETURN(std::shared_ptr<Batch> batch, loader->Next());
-    if (!batch) break;
-    if (owned == 0) continue;
-    --owned;
-    ASSIGN_OR_RETURN(Inputs in, BatchInputs(batch, spec, device, where));
+  RETURN_IF_ERROR(ForEachOwnedBatch(model, c, split, 1, [&](const Inputs& in) {
     // A batch of one case has the case's own shape (the Loader pads only to the batch's largest).
-    const torch::Tensor image = in.image[0], target = in.target.narrow(0, 0, 1);
+    const torch::Tensor image = in.image[0], target = in.target;
     torch::Tensor probs = VolumeProbs(model, image, spec, batch_size).unsqueeze(0);
     loss_sum +=
         (spec.multi_label ? BceDiceFromProbs(probs, target) : DiceCeFromLogProbs(probs.clamp_min(1e-8).log(), target))
             .item<double>();
     dice.Add(Predictions(probs, spec, true), target);
-    if (progress) progress(dice.cases(), total);
-  }
-  model.train();
+  }));
   if (group != nullptr) {
     ASSIGN_OR_RETURN(const std::vector<double> sum, group->Sum({loss_sum}, "summing the " + prefix + " loss"));
     loss_sum = sum[0];
@@ -253,35 +269,20 @@ Result<EvalResult> EvaluateVolumes(Model& model, const EvalContext& c, const std
 Result<EvalResult> Evaluate(Model& model, const EvalContext& c, const std::string& split, const std::string& prefix) {
   if (!c.spec.patch.empty()) return EvaluateVolumes(model, c, split, prefix);
   const auto& [ds, spec, num_classes, device, batch_size, threads, progress, group] = c;
-  ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, SplitLoader(ds, split, spec, batch_size, threads, group));
-  torch::NoGradGuard no_grad;
-  model.eval();
   ClassMetrics cls(num_classes);
   DiceMetrics dice(num_classes, spec.multi_label);
   double loss_sum = 0;
   uint64_t n = 0;
-  const std::string where = ds->dir() + ", split '" + split + "'";
-  uint64_t owned = OwnedOf(*ds, split, group);
-  const uint64_t total = owned;
-  while (true) {
-    ASSIGN_OR_RETURN(std::shared_ptr<Batch> batch, loader->Next());
-    if (!batch) break;
-    const int64_t keep = static_cast<int64_t>(std::min<uint64_t>(batch->size(), owned));
-    if (keep == 0) continue;
-    owned -= static_cast<uint64_t>(keep);
-    ASSIGN_OR_RETURN(Inputs in, BatchInputs(batch, spec, device, where));  // resized as in training
-    in.image = in.image.narrow(0, 0, keep);
-    in.target = in.target.narrow(0, 0, keep);
+  RETURN_IF_ERROR(ForEachOwnedBatch(model, c, split, batch_size, [&](const Inputs& in) {
     torch::Tensor logits = model.forward(in.image).to(torch::kFloat);
+    const int64_t keep = in.image.size(0);
     loss_sum += TaskLoss(logits, in.target, spec).item<double>() * double(keep);
     n += static_cast<uint64_t>(keep);
     if (spec.segmentation)
       dice.Add(Predictions(logits, spec, false), in.target);
     else
       cls.Add(logits, in.target);
-    if (progress) progress(n, total);
-  }
-  model.train();
+  }));
   if (group != nullptr) {
     ASSIGN_OR_RETURN(const std::vector<double> sum,
                      group->Sum({loss_sum, double(n)}, "summing the " + prefix + " loss"));
