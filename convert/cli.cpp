@@ -157,9 +157,8 @@ void Define(CLI::App& app, Flags& f) {
                  "staging folder in the cache directory, then uploaded, the manifest last; see docs/remote.md)")
       ->required();
   app.add_option("--layout", f.layout, LayoutNames())->capture_default_str();
-  app.add_option("--threads", f.threads, "Decode/compress threads (default: all cores)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1024));
+  // No default shown: it is this machine's core count, and docs/reference/ is made from --help.
+  app.add_option("--threads", f.threads, "Decode/compress threads (default: all cores)")->check(CLI::Range(1, 1024));
   app.add_option("--codec", f.codec,
                  "How images and masks are stored: zstd (compressed), raw (larger; read by a copy,\n"
                  "with no decompression), or auto: raw when they decode to at most 2 GiB in all\n"
@@ -321,6 +320,7 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
 
 std::string CommandLineHelp() {
   CLI::App app{kDescription};
+  app.name("shardify");
   Flags flags;
   Define(app, flags);
   return app.help();

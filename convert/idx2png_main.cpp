@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
       "idx2png: write an MNIST-style idx images + labels pair (.gz or plain) as\n"
       "class-folder PNGs OUT/<class>/<prefix><index>.png, index = 5-digit position in the file.\n"
       "Example: idx2png train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz -o fmnist/train"};
+  app.name("idx2png");  // not argv[0]: --help reads the same however the program is started
   std::string classes;
   o.threads = static_cast<int>(shardify::CoreCount());
   app.add_option("IMAGES", o.images, "*-images-idx3-ubyte[.gz] (u8 [N, H, W] or [N, H, W, C])")->required();
@@ -29,9 +30,7 @@ int main(int argc, char** argv) {
                  "default: the label number)");
   app.add_option("--prefix", o.prefix, "File name prefix, e.g. test- to add a second file to the same folders");
   app.add_option("--limit", o.limit, "Write only the first N images (default: all)");
-  app.add_option("--threads", o.threads, "Writer threads (default: all cores)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1024));
+  app.add_option("--threads", o.threads, "Writer threads (default: all cores)")->check(CLI::Range(1, 1024));
   shardify::cli::CheckIntegerOptions(app);
   try {
     app.parse(argc, argv);

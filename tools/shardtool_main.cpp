@@ -176,6 +176,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "shardtool: inspect, verify, export, plot and benchmark shardify datasets.\n"
       "Run 'shardtool <command> --help' for the options of a command."};
+  app.name("shardtool");  // not argv[0]: --help reads the same however the program is started
   app.footer(kExitCodes);
   app.require_subcommand(1);
   Args args;
