@@ -1,18 +1,66 @@
 #include "storage/transfer.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 
 #include "base/file.h"
+#include "base/strings.h"
 
 #ifdef SHARDIFY_HAVE_CURL
 #include <curl/curl.h>
 #endif
 
 namespace shardify::storage {
+namespace {
+
+constexpr double kDay = 86400;  // the longest timeout taken, in seconds
+constexpr int kMostAttempts = 100;
+
+// Environment variable `name` as a number in [1, kMostAttempts] (`attempts`), or of seconds
+// in (0, kDay]; `fallback` when it is unset or empty.
+Result<double> EnvLimit(const char* name, double fallback, bool attempts) {
+  const std::string text = EnvValue(name);
+  if (text.empty()) return fallback;
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  const bool in_range = attempts ? v >= 1 && v <= kMostAttempts && v == std::floor(v) : v > 0 && v <= kDay;
+  if (end != text.c_str() + text.size() || errno != 0 || !in_range) {
+    return InvalidArgument(std::string(name) + "='" + text + "' is not " +
+                           (attempts ? "a whole number of attempts from 1 to " + std::to_string(kMostAttempts)
+                                     : std::string("a number of seconds above 0 and at most 86400")));
+  }
+  return v;
+}
+
+}  // namespace
+
+Result<TransferOptions> ResolveTransferOptions(TransferOptions o) {
+  auto seconds = [](double s) { return s >= 0 && s <= kDay; };  // false for NaN
+  if (!seconds(o.connect_timeout_s) || !seconds(o.stall_timeout_s) || o.attempts < 0 || o.attempts > kMostAttempts) {
+    return InvalidArgument("transfer limits out of range (seconds from 0 to 86400, attempts from 0 to " +
+                           std::to_string(kMostAttempts) + "; 0 takes the default): connect_timeout_s " +
+                           std::to_string(o.connect_timeout_s) + ", stall_timeout_s " +
+                           std::to_string(o.stall_timeout_s) + ", attempts " + std::to_string(o.attempts));
+  }
+  if (o.connect_timeout_s == 0) {
+    ASSIGN_OR_RETURN(o.connect_timeout_s, EnvLimit("SHARDIFY_REMOTE_CONNECT_TIMEOUT", 10, false));
+  }
+  if (o.stall_timeout_s == 0) {
+    ASSIGN_OR_RETURN(o.stall_timeout_s, EnvLimit("SHARDIFY_REMOTE_STALL_TIMEOUT", 30, false));
+  }
+  if (o.attempts == 0) {
+    ASSIGN_OR_RETURN(const double attempts, EnvLimit("SHARDIFY_REMOTE_ATTEMPTS", 5, true));
+    o.attempts = static_cast<int>(attempts);
+  }
+  return o;
+}
 
 #ifdef SHARDIFY_HAVE_CURL
 namespace {
@@ -82,7 +130,7 @@ Outcome Perform(const std::string& url, Sink& sink, const TransferOptions& o, Bo
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(o.connect_timeout_s * 1000));
   // No byte for stall_timeout_s: the speed stays under 1 byte/s for that long.
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
-  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, std::max(1L, static_cast<long>(o.stall_timeout_s)));
+  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, static_cast<long>(std::ceil(o.stall_timeout_s)));
   curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
   if (body != nullptr) {
@@ -146,14 +194,16 @@ Outcome Perform(const std::string& url, Sink& sink, const TransferOptions& o, Bo
   return {Status::Ok(), false};
 }
 
-// Runs `attempt` up to o.attempts times while it fails transiently, backing off between.
+// Runs `attempt` with `options` resolved (ResolveTransferOptions) up to their attempts
+// times while it fails transiently, backing off between.
 template <typename F>
-Status WithRetries(const TransferOptions& o, F attempt) {
+Status WithRetries(const TransferOptions& options, F attempt) {
+  ASSIGN_OR_RETURN(const TransferOptions o, ResolveTransferOptions(options));
   double wait = o.first_backoff_s;
   Status last;
-  const int attempts = std::max(1, o.attempts);
+  const int attempts = o.attempts;
   for (int k = 1; k <= attempts; ++k) {
-    const Outcome out = attempt();
+    const Outcome out = attempt(o);
     if (out.status.ok() || !out.retry) return out.status;
     last = out.status;
     if (k == attempts) break;
@@ -170,13 +220,13 @@ bool TransfersAvailable() { return true; }
 Status FetchToFile(const std::string& url, const std::string& path, uint64_t expected_size,
                    const TransferOptions& options) {
   GlobalInit();
-  const Status st = WithRetries(options, [&]() -> Outcome {
+  const Status st = WithRetries(options, [&](const TransferOptions& o) -> Outcome {
     std::FILE* f = std::fopen(path.c_str(), "wb");
     if (f == nullptr) return {IOError(path + ": cannot create the file for " + url), false};
     Sink sink;
     sink.file = f;
     if (expected_size != UINT64_MAX) sink.limit = expected_size;
-    Outcome out = Perform(url, sink, options);
+    Outcome out = Perform(url, sink, o);
     if (std::fclose(f) != 0 && out.status.ok()) out = {IOError(path + ": cannot write the file for " + url), false};
     if (out.status.ok() && expected_size != UINT64_MAX && sink.received != expected_size) {
       out = {IOError(url + ": the object is " + std::to_string(sink.received) + " bytes, the manifest says " +
@@ -192,12 +242,12 @@ Status FetchToFile(const std::string& url, const std::string& path, uint64_t exp
 Result<std::vector<uint8_t>> FetchToMemory(const std::string& url, uint64_t max_bytes, const TransferOptions& options) {
   GlobalInit();
   std::vector<uint8_t> body;
-  RETURN_IF_ERROR(WithRetries(options, [&]() -> Outcome {
+  RETURN_IF_ERROR(WithRetries(options, [&](const TransferOptions& o) -> Outcome {
     body.clear();
     Sink sink;
     sink.buffer = &body;
     sink.limit = max_bytes;
-    return Perform(url, sink, options);
+    return Perform(url, sink, o);
   }));
   return body;
 }
@@ -205,7 +255,7 @@ Result<std::vector<uint8_t>> FetchToMemory(const std::string& url, uint64_t max_
 Status PutFile(const std::string& url, const std::string& path, const TransferOptions& options) {
   GlobalInit();
   ASSIGN_OR_RETURN(const uint64_t size, FileSize(path));
-  return WithRetries(options, [&]() -> Outcome {
+  return WithRetries(options, [&](const TransferOptions& o) -> Outcome {
     std::FILE* f = std::fopen(path.c_str(), "rb");
     if (f == nullptr) return {IOError(path + ": cannot open the file to send to " + url), false};
     Body body{f, size};
@@ -213,7 +263,7 @@ Status PutFile(const std::string& url, const std::string& path, const TransferOp
     Sink sink;
     sink.buffer = &answer;
     sink.limit = 1 << 20;
-    Outcome out = Perform(url, sink, options, &body);
+    Outcome out = Perform(url, sink, o, &body);
     std::fclose(f);
     if (out.status.code() == StatusCode::kNotFound) {  // no bucket to put into
       out.status = NotFound(url + ": the bucket does not exist (HTTP 404)");
@@ -224,12 +274,12 @@ Status PutFile(const std::string& url, const std::string& path, const TransferOp
 
 Status DeleteObject(const std::string& url, const TransferOptions& options) {
   GlobalInit();
-  return WithRetries(options, [&]() -> Outcome {
+  return WithRetries(options, [&](const TransferOptions& o) -> Outcome {
     std::vector<uint8_t> answer;
     Sink sink;
     sink.buffer = &answer;
     sink.limit = 1 << 20;
-    Outcome out = Perform(url, sink, options, nullptr, "DELETE");
+    Outcome out = Perform(url, sink, o, nullptr, "DELETE");
     if (out.status.code() == StatusCode::kNotFound) out.status = Status::Ok();  // gone already
     return out;
   });

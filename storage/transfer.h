@@ -20,15 +20,24 @@ struct AwsSigning {
   bool on() const { return !access_key.empty(); }
 };
 
+// The limits left at 0 take their value from the environment when a transfer starts
+// (ResolveTransferOptions), else the default in brackets.
 struct TransferOptions {
-  double connect_timeout_s = 10;  // to open a connection
-  // A transfer that moves no byte for this long is abandoned (a stalled server or
-  // network), and retried as a failed one.
-  double stall_timeout_s = 30;
-  int attempts = 5;              // tries per object (>= 1)
+  double connect_timeout_s = 0;  // to open a connection: $SHARDIFY_REMOTE_CONNECT_TIMEOUT [10 s]
+  // A transfer that moves no byte for this long (whole seconds, rounded up) is abandoned (a
+  // stalled server or network), and retried as a failed one: $SHARDIFY_REMOTE_STALL_TIMEOUT [30 s]
+  double stall_timeout_s = 0;
+  int attempts = 0;              // tries per object: $SHARDIFY_REMOTE_ATTEMPTS [5]
   double first_backoff_s = 0.5;  // wait before the second try; doubles each time, at most 8 s
   AwsSigning aws;                // S3 locations: how requests are signed
 };
+
+// `options` with each limit left at 0 set from its environment variable, else its default.
+// The one place those variables are read; every transfer below calls it. InvalidArgument
+// naming the variable when its value is out of range (seconds: above 0, at most a day;
+// attempts: a whole number from 1 to 100), or listing the limits when one set in code is
+// (negative, NaN, or past those bounds).
+Result<TransferOptions> ResolveTransferOptions(TransferOptions options);
 
 // True when this build has libcurl (remote datasets need it).
 bool TransfersAvailable();

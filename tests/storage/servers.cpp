@@ -44,7 +44,7 @@ bool Accepts(int port) {
 
 }  // namespace
 
-Lighttpd::Lighttpd(const std::string& root, const std::string& work) {
+Lighttpd::Lighttpd(const std::string& root, const std::string& work, const std::string& more) {
   int port = 0;
   const int probe = Listen(&port);  // a free port, released for lighttpd to take
   if (probe < 0) {
@@ -57,7 +57,8 @@ Lighttpd::Lighttpd(const std::string& root, const std::string& work) {
                       << "server.bind = \"127.0.0.1\"\n"
                       << "server.port = " << port << "\n"
                       << "server.errorlog = \"" << work << "/lighttpd-error.log\"\n"
-                      << "mimetype.assign = (\"\" => \"application/octet-stream\")\n";
+                      << "mimetype.assign = (\"\" => \"application/octet-stream\")\n"
+                      << more << "\n";
   const char* binary = "/usr/sbin/lighttpd";
   if (::access(binary, X_OK) != 0) {
     why_ = std::string(binary) + " is missing (Debian package lighttpd; tools/install-deps.sh installs it)";

@@ -13,10 +13,12 @@
 namespace shardify::testing {
 
 // lighttpd (-D, in the foreground) serving `root` on a free port of 127.0.0.1, stopped
-// when the object dies. started() is false, with why() set, when it could not start.
+// when the object dies; `more` is added to its configuration (e.g. a url.redirect, with
+// server.modules += ("mod_redirect")). Its files go in `work`. started() is false, with
+// why() set, when it could not start.
 class Lighttpd {
  public:
-  Lighttpd(const std::string& root, const std::string& work);
+  Lighttpd(const std::string& root, const std::string& work, const std::string& more = "");
   ~Lighttpd();
   bool started() const { return port_ != 0; }
   const std::string& why() const { return why_; }

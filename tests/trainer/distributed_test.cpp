@@ -1,14 +1,8 @@
 // Distributed shardtrain: several local processes over loopback (c10d, Gloo), launched by
 // tools/launch.py or started here with the launcher's environment.
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/file.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -19,12 +13,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "../common/temp_dir.h"
 #include "catch_torch.h"
 #include "fixtures.h"
+#include "ranks.h"
 #include "trainer/distributed_internal.h"
 #include "trainer/models.h"
 #include "trainer/optim.h"
@@ -36,12 +30,13 @@ using Json = nlohmann::json;
 
 namespace {
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::Child;
+using testing::Environment;
+using testing::PortLease;
+using testing::Rank;
+using testing::RankArgv;
+using testing::Slurp;
+using testing::WaitForText;
 
 // Runs a shell command; its exit code (-1 when killed by a signal).
 int Run(const std::string& cmd) {
@@ -93,150 +88,6 @@ double MaxDifference(const std::map<std::string, torch::Tensor>& a, const std::m
   double worst = 0;
   for (const auto& [name, t] : a) worst = std::max(worst, (t - b.at(name)).abs().max().item<double>());
   return worst;
-}
-
-// A port of 29500-29549 for a rank-0-hosted store, held for the test's life: a lock file
-// per port (taken by every test process that uses this range, whatever its build
-// directory) and a bind check against other programs.
-class PortLease {
- public:
-  PortLease() {
-    for (int p = 29500; p < 29550 && port_ == 0; ++p) {
-      const std::string lock = "/tmp/shardify-test-port-" + std::to_string(p) + ".lock";
-      const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-      if (fd < 0) continue;
-      if (::flock(fd, LOCK_EX | LOCK_NB) == 0 && Free(p)) {
-        fd_ = fd;
-        port_ = p;
-      } else {
-        ::close(fd);
-      }
-    }
-  }
-  ~PortLease() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int port() const { return port_; }
-
- private:
-  static bool Free(int port) {
-    const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const bool ok = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    ::close(s);
-    return ok;
-  }
-  int fd_ = -1, port_ = 0;
-};
-
-// A child process running `argv` with environment `env`, its output to `log`. With
-// `own_group`, it leads a process group of its own (as a shell's foreground job), so that a
-// signal can reach it and everything it starts, as the terminal's Ctrl-C does. Everything
-// the child needs is prepared before fork (the child only calls setpgid, open, dup2, execve).
-class Child {
- public:
-  Child(std::vector<std::string> argv, std::vector<std::string> env, const std::string& log, bool own_group = false)
-      : group_(own_group) {
-    std::vector<char*> cargv, cenv;
-    for (std::string& a : argv) cargv.push_back(a.data());
-    for (std::string& e : env) cenv.push_back(e.data());
-    cargv.push_back(nullptr);
-    cenv.push_back(nullptr);
-    pid_ = ::fork();
-    if (pid_ != 0) return;
-    if (own_group) ::setpgid(0, 0);
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    ::execve(cargv[0], cargv.data(), cenv.data());
-    ::_exit(127);
-  }
-  ~Child() {
-    if (pid_ > 0 && !reaped_) {
-      ::kill(group_ ? -pid_ : pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-  void Signal(int sig) const { ::kill(pid_, sig); }
-  // `sig` to the child's whole process group (own_group only).
-  void SignalGroup(int sig) const { ::kill(-pid_, sig); }
-  // The exit code (128 + signal when killed), or -1 when it still runs after `seconds`
-  // (a hang: the test then fails instead of waiting on).
-  int Wait(double seconds) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    while (std::chrono::steady_clock::now() < end) {
-      int st = 0;
-      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-        reaped_ = true;
-        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-  bool group_ = false;
-  bool reaped_ = false;
-};
-
-std::vector<std::string> Words(const std::string& text) {
-  std::vector<std::string> w;
-  std::istringstream in(text);
-  for (std::string word; in >> word;) w.push_back(word);
-  return w;
-}
-
-// This process's environment without the variables a launcher sets.
-std::vector<std::string> Environment() {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string var = *e;
-    if (var.rfind("TORCHELASTIC_", 0) != 0 && var.rfind("RANK=", 0) != 0 && var.rfind("WORLD_SIZE=", 0) != 0) {
-      env.push_back(var);
-    }
-  }
-  return env;
-}
-
-std::vector<std::string> RankArgv(const std::string& args) {
-  std::vector<std::string> argv = Words(args);
-  argv.insert(argv.begin(), SHARDTRAIN_BIN);
-  return argv;
-}
-
-std::vector<std::string> RankEnvironment(int rank, int world, int port) {
-  std::vector<std::string> env = Environment();
-  for (const std::string& v :
-       {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank), "WORLD_SIZE=" + std::to_string(world),
-        "LOCAL_WORLD_SIZE=" + std::to_string(world), std::string("MASTER_ADDR=127.0.0.1"),
-        "MASTER_PORT=" + std::to_string(port), std::string("OMP_NUM_THREADS=1")}) {
-    env.push_back(v);
-  }
-  return env;
-}
-
-// One rank started here with the environment a launcher gives it; output to `log`.
-class Rank : public Child {
- public:
-  Rank(int rank, int world, int port, const std::string& args, const std::string& log)
-      : Child(RankArgv(args), RankEnvironment(rank, world, port), log) {}
-};
-
-// Waits until `path` holds `text` (false after `seconds`).
-bool WaitForText(const std::string& path, const std::string& text, double seconds) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    if (Slurp(path).find(text) != std::string::npos) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
 }
 
 std::string TrainArgs(const std::string& data, const std::string& out, int batch, int epochs) {

@@ -1,0 +1,125 @@
+// Transfer limits: the defaults from SHARDIFY_REMOTE_* variables, read in one place, and
+// bad values refused with the variable's name.
+#include "storage/transfer.h"
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/common/watchdog.h"
+#include "tests/storage/servers.h"
+
+namespace shardify::storage {
+namespace {
+
+using testing::MisbehavingServer;
+using testing::Misbehaviour;
+
+// The SHARDIFY_REMOTE_* variables set as given (the others unset) while it lives, then
+// restored.
+class LimitVariables {
+ public:
+  explicit LimitVariables(const std::map<std::string, std::string>& set) {
+    for (const char* name : kNames) {
+      const char* old = std::getenv(name);
+      saved_[name] = old != nullptr ? std::optional<std::string>(old) : std::nullopt;
+      const auto it = set.find(name);
+      if (it != set.end()) {
+        ::setenv(name, it->second.c_str(), 1);
+      } else {
+        ::unsetenv(name);
+      }
+    }
+  }
+  ~LimitVariables() {
+    for (const auto& [name, value] : saved_) {
+      if (value) {
+        ::setenv(name.c_str(), value->c_str(), 1);
+      } else {
+        ::unsetenv(name.c_str());
+      }
+    }
+  }
+  LimitVariables(const LimitVariables&) = delete;
+  LimitVariables& operator=(const LimitVariables&) = delete;
+
+ private:
+  static constexpr const char* kNames[] = {"SHARDIFY_REMOTE_CONNECT_TIMEOUT", "SHARDIFY_REMOTE_STALL_TIMEOUT",
+                                           "SHARDIFY_REMOTE_ATTEMPTS"};
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+TEST_CASE("storage: transfer limits left at 0 come from SHARDIFY_REMOTE_*, else the defaults") {
+  {
+    const LimitVariables none({});
+    const Result<TransferOptions> o = ResolveTransferOptions(TransferOptions());
+    REQUIRE(o.ok());
+    CHECK(o->connect_timeout_s == 10);
+    CHECK(o->stall_timeout_s == 30);
+    CHECK(o->attempts == 5);
+  }
+  const LimitVariables set({{"SHARDIFY_REMOTE_CONNECT_TIMEOUT", "2.5"},
+                            {"SHARDIFY_REMOTE_STALL_TIMEOUT", "4"},
+                            {"SHARDIFY_REMOTE_ATTEMPTS", "2"}});
+  Result<TransferOptions> o = ResolveTransferOptions(TransferOptions());
+  REQUIRE(o.ok());
+  CHECK(o->connect_timeout_s == 2.5);
+  CHECK(o->stall_timeout_s == 4);
+  CHECK(o->attempts == 2);
+  TransferOptions own;  // a value set in code wins
+  own.stall_timeout_s = 7;
+  own.attempts = 1;
+  o = ResolveTransferOptions(own);
+  REQUIRE(o.ok());
+  CHECK(o->connect_timeout_s == 2.5);
+  CHECK(o->stall_timeout_s == 7);
+  CHECK(o->attempts == 1);
+}
+
+TEST_CASE("storage: a bad SHARDIFY_REMOTE_* value is an error naming the variable") {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"SHARDIFY_REMOTE_STALL_TIMEOUT", "abc"},   {"SHARDIFY_REMOTE_STALL_TIMEOUT", "0"},
+      {"SHARDIFY_REMOTE_STALL_TIMEOUT", "-3"},    {"SHARDIFY_REMOTE_STALL_TIMEOUT", "5s"},
+      {"SHARDIFY_REMOTE_STALL_TIMEOUT", "nan"},   {"SHARDIFY_REMOTE_CONNECT_TIMEOUT", "1e9"},
+      {"SHARDIFY_REMOTE_CONNECT_TIMEOUT", "inf"}, {"SHARDIFY_REMOTE_ATTEMPTS", "0"},
+      {"SHARDIFY_REMOTE_ATTEMPTS", "2.5"},        {"SHARDIFY_REMOTE_ATTEMPTS", "1000"},
+  };
+  for (const auto& [name, value] : bad) {
+    INFO(name + "=" + value);
+    const LimitVariables set(std::map<std::string, std::string>{{name, value}});
+    const Result<TransferOptions> o = ResolveTransferOptions(TransferOptions());
+    REQUIRE_FALSE(o.ok());
+    CHECK(o.status().code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(o.status().message(), Catch::StartsWith(name + "='" + value + "' is not "));
+  }
+  const LimitVariables none({});
+  TransferOptions negative;
+  negative.attempts = -1;
+  CHECK_THAT(ResolveTransferOptions(negative).status().message(), Catch::Contains("attempts -1"));
+}
+
+TEST_CASE("storage: a transfer with the default options takes its limits from the environment", "[subprocess]") {
+  const LimitVariables set({{"SHARDIFY_REMOTE_STALL_TIMEOUT", "1"}, {"SHARDIFY_REMOTE_ATTEMPTS", "2"}});
+  MisbehavingServer stall(Misbehaviour::kStall);
+  const auto start = std::chrono::steady_clock::now();
+  const auto body = testing::WithinSeconds(30, "fetching from a stalled server",
+                                           [&] { return FetchToMemory(stall.url() + "/x", 100, TransferOptions()); });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  REQUIRE_FALSE(body.ok());
+  CHECK_THAT(body.status().message(), Catch::Contains(stall.url() + "/x") && Catch::Contains("after 2 attempts"));
+  CHECK(stall.requests() == 2);
+  CHECK(seconds < 10);
+
+  const LimitVariables bad(std::map<std::string, std::string>{{"SHARDIFY_REMOTE_ATTEMPTS", "many"}});
+  const auto refused = FetchToMemory(stall.url() + "/x", 100, TransferOptions());
+  CHECK_THAT(refused.status().message(), Catch::StartsWith("SHARDIFY_REMOTE_ATTEMPTS='many'"));
+  CHECK(stall.requests() == 2);  // refused before any request
+}
+
+}  // namespace
+}  // namespace shardify::storage
