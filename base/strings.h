@@ -23,6 +23,13 @@ inline bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
+// `s` with its ASCII letters in lower case (other bytes as they are).
+inline std::string AsciiLower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
 // Whether `s` ends with `suffix`, a lower-case ASCII string, whatever the case of `s`'s
 // letters ("SCAN.NII.GZ" ends with ".nii.gz").
 inline bool EndsWithNoCase(std::string_view s, std::string_view suffix) {

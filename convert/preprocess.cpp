@@ -102,8 +102,7 @@ const char* NormalizationName(Normalization n) {
 }
 
 Result<Normalization> ChannelSchemeOf(const std::string& name) {
-  std::string folded;
-  for (char c : name) folded += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string folded = AsciiLower(name);
   if (folded == "ct") return Normalization::kCt;
   if (folded == "nonorm") return Normalization::kNone;
   if (folded == "rescale_to_0_1" || folded == "rgb_to_0_1") {

@@ -1,6 +1,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -73,18 +74,48 @@ Result<std::optional<Manifest>> PreviousManifest(const storage::ObjectStore& sto
   return std::optional<Manifest>(std::move(m));
 }
 
-// Puts the files of local folder `dir` under `under`, `last` last, telling `progress`.
-Result<storage::UploadSummary> UploadFolder(const storage::ObjectStore& store, const std::string& dir,
-                                            const std::string& under, const std::string& last, ProgressSink* progress) {
-  return store.Upload(dir, under, {last}, [&](uint64_t objects, uint64_t bytes, uint64_t total) {
-    if (progress != nullptr) progress->OnProgress({"upload", objects, total, bytes});
-  });
-}
-
 // Deletes `names` from the store, ignoring none of its errors.
 Status DeleteAll(const storage::ObjectStore& store, const std::vector<std::string>& names) {
   for (const std::string& name : names) RETURN_IF_ERROR(store.Delete(name));
   return Status::Ok();
+}
+
+// Converts `local` (its dest: the stage), then puts the files of `folder` (in the stage)
+// under `under`, `last` last. With `early`, the shards go up as they are finished, during
+// the conversion. Sets *converted once the conversion is done; returns the summary with
+// the objects put. A part found complete or merged already puts nothing.
+Result<ConvertSummary> ConvertAndUpload(ConvertOptions local, const storage::ObjectStore& store,
+                                        const std::string& folder, const std::string& under, const char* last,
+                                        bool early, ProgressSink* progress, bool* converted) {
+  auto object = [&under](const std::string& name) { return under.empty() ? name : under + "/" + name; };
+  std::optional<EarlyUploads> uploads;
+  if (early && !local.dry_run) {
+    uploads.emplace(
+        folder,
+        [&](const std::string& name) {
+          return store.Put(object(name), JoinPath(folder, name)).WithContext("uploading to " + store.location().text);
+        },
+        local.cancel);
+    local.cancel = uploads->cancel();
+  }
+  Result<ConvertSummary> sum = Convert(local, progress);
+  const Status uploaded = uploads ? uploads->Stop() : Status::Ok();
+  if (!sum.ok() || !uploaded.ok()) {  // a conversion that failed leaves no objects behind
+    if (uploads) {
+      for (const std::string& name : uploads->put()) store.Delete(object(name)).IgnoreError();
+    }
+    return uploaded.ok() ? sum.status() : uploaded;
+  }
+  if (local.dry_run || sum->part_state != ConvertSummary::PartState::kConverted) return sum;
+  *converted = true;
+  const std::vector<std::string> done = uploads ? uploads->put() : std::vector<std::string>();
+  ASSIGN_OR_RETURN(const storage::UploadSummary up,
+                   store.Upload(folder, under, {last}, done, [&](uint64_t objects, uint64_t bytes, uint64_t total) {
+                     if (progress != nullptr) progress->OnProgress({"upload", objects, total, bytes});
+                   }));
+  sum->uploaded_to = store.location().text;
+  sum->uploaded_objects = done.size() + up.objects;
+  return sum;
 }
 
 // Part o.part of o.parts into `stage`, then its folder under parts/ in the store, its
@@ -102,14 +133,13 @@ Result<ConvertSummary> ConvertPart(const ConvertOptions& options, const storage:
     RETURN_IF_ERROR(
         GetIfThere(store, under + "/" + kPartManifestFileName, JoinPath(folder, kPartManifestFileName)).status());
   }
+  ASSIGN_OR_RETURN(const std::vector<std::string> before, store.List(under + "/"));
   ConvertOptions local = options;
   local.dest = stage;
-  ASSIGN_OR_RETURN(ConvertSummary sum, Convert(local, progress));
-  if (options.dry_run || sum.part_state != ConvertSummary::PartState::kConverted) return sum;
-  *converted = true;
-  ASSIGN_OR_RETURN(const std::vector<std::string> before, store.List(under + "/"));
-  ASSIGN_OR_RETURN(const storage::UploadSummary up,
-                   UploadFolder(store, folder, under, kPartManifestFileName, progress));
+  // Shards go up during the conversion only into a part folder that holds nothing yet.
+  ASSIGN_OR_RETURN(ConvertSummary sum, ConvertAndUpload(local, store, folder, under, kPartManifestFileName,
+                                                        !merged && before.empty(), progress, converted));
+  if (!*converted) return sum;
   // A part converted again (--overwrite) leaves no object of its earlier copy behind.
   ASSIGN_OR_RETURN(const std::vector<std::string> now, ListDir(folder));
   std::vector<std::string> stale;
@@ -117,8 +147,6 @@ Result<ConvertSummary> ConvertPart(const ConvertOptions& options, const storage:
     if (std::find(now.begin(), now.end(), name.substr(under.size() + 1)) == now.end()) stale.push_back(name);
   }
   RETURN_IF_ERROR(DeleteAll(store, stale));
-  sum.uploaded_to = store.location().text;
-  sum.uploaded_objects = up.objects;
   return sum;
 }
 
@@ -133,10 +161,10 @@ Result<ConvertSummary> ConvertWhole(const ConvertOptions& options, const storage
   ConvertOptions local = options;
   local.dest = stage;
   local.overwrite = true;  // the stage is this process's own
-  ASSIGN_OR_RETURN(ConvertSummary sum, Convert(local, progress));
-  if (options.dry_run) return sum;
-  *converted = true;
-  ASSIGN_OR_RETURN(const storage::UploadSummary up, UploadFolder(store, stage, "", kManifestFileName, progress));
+  // Shards go up during the conversion only where no dataset is there to be read.
+  ASSIGN_OR_RETURN(ConvertSummary sum,
+                   ConvertAndUpload(local, store, stage, "", kManifestFileName, !previous, progress, converted));
+  if (!*converted) return sum;
   if (previous) {
     ASSIGN_OR_RETURN(const std::vector<std::string> now, ListDir(stage));
     std::vector<std::string> stale;
@@ -145,12 +173,56 @@ Result<ConvertSummary> ConvertWhole(const ConvertOptions& options, const storage
     }
     RETURN_IF_ERROR(DeleteAll(store, stale));
   }
-  sum.uploaded_to = store.location().text;
-  sum.uploaded_objects = up.objects;
   return sum;
 }
 
 }  // namespace
+
+EarlyUploads::EarlyUploads(std::string dir, Put put, const std::atomic<bool>* caller_cancel)
+    : dir_(std::move(dir)), put_file_(std::move(put)), caller_cancel_(caller_cancel) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+EarlyUploads::~EarlyUploads() { Stop().IgnoreError(); }
+
+Status EarlyUploads::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  return error_;
+}
+
+void EarlyUploads::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!done_) {
+    lock.unlock();
+    if (caller_cancel_ != nullptr && caller_cancel_->load()) cancel_ = true;
+    Status st = Pass();
+    lock.lock();
+    if (!st.ok()) {
+      error_ = std::move(st);
+      cancel_ = true;
+      return;
+    }
+    wake_.wait_for(lock, std::chrono::milliseconds(200));
+  }
+}
+
+Status EarlyUploads::Pass() {
+  Result<std::vector<std::string>> names = ListDir(dir_);
+  if (!names.ok()) return Status::Ok();  // not made yet
+  for (const std::string& name : *names) {
+    const bool shard = name.size() > 10 && name.compare(0, 6, "shard-") == 0 &&
+                       name.compare(name.size() - 4, 4, ".sfs") == 0;  // not a .tmp being written
+    if (!shard || std::find(put_.begin(), put_.end(), name) != put_.end()) continue;
+    RETURN_IF_ERROR(put_file_(name));
+    put_.push_back(name);
+  }
+  return Status::Ok();
+}
 
 Result<ConvertSummary> ConvertToObjectStore(const ConvertOptions& options, ProgressSink* progress) {
   ASSIGN_OR_RETURN(const storage::ObjectStore store, storage::ObjectStore::Open(options.dest));
@@ -179,7 +251,7 @@ Result<MergeSummary> MergeInObjectStore(const std::string& dest, bool fsync) {
     }
     ASSIGN_OR_RETURN(MergeSummary sum, Merge(stage, fsync));
     if (!sum.already_merged) {
-      RETURN_IF_ERROR(UploadFolder(store, stage, "", kManifestFileName, nullptr).status());
+      RETURN_IF_ERROR(store.Upload(stage, "", {kManifestFileName}).status());
     }
     RETURN_IF_ERROR(DeleteAll(store, parts));  // the dataset is complete: its parts go
     return sum;

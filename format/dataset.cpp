@@ -84,19 +84,26 @@ class MappedShard {
   // one it was checked with, and the index is not read again; otherwise it is read and
   // checked completely.
   // A remote dataset's shard is read from its local copy in the cache, held there while
-  // the shard is open; messages name its URL.
+  // the shard is open; unless `whole` is false and the dataset reads by ranges
+  // (RemoteDataset::ranges()) and the cache does not have it: then every read is a range
+  // request. Messages name its URL.
   static Result<std::shared_ptr<const MappedShard>> Open(const std::string& dir, const Manifest& m, size_t n,
                                                          const ReadOptions& options,
                                                          std::shared_ptr<const CheckedIndex> known,
-                                                         const storage::RemoteDataset* remote) {
+                                                         const std::shared_ptr<const storage::RemoteDataset>& remote,
+                                                         bool whole) {
     const ShardInfo& info = m.shards[n];
     std::shared_ptr<MappedShard> shard(new MappedShard(JoinPath(dir, info.file_name), info.file_name, n));
     std::string file = shard->path();
-    if (remote != nullptr) {
+    if (remote != nullptr && !whole && remote->ranges()) {
+      ASSIGN_OR_RETURN(shard->cached_, remote->Cached(info.file_name, info.size_bytes, info.index_checksum));
+      if (!shard->cached_) shard->ranged_ = remote;
+    } else if (remote != nullptr) {
       ASSIGN_OR_RETURN(shard->cached_, FetchShard(*remote, m, n));
-      file = shard->cached_->path();
     }
-    Status opened = shard->OpenFile(options.io, file);
+    if (shard->cached_) file = shard->cached_->path();
+    Status opened = shard->ranged_ ? Status::Ok() : shard->OpenFile(options.io, file);
+    if (shard->ranged_) shard->size_ = info.size_bytes;  // Check() reads the footer where the manifest puts it
     if (opened.ok()) opened = shard->Check(m, info, options, std::move(known));
     if (opened.code() == StatusCode::kNotFound) return Corruption(shard->path() + ": shard is missing");
     if (!opened.ok()) return opened;
@@ -110,10 +117,12 @@ class MappedShard {
   const ColumnView& column(size_t f) const { return columns_[f]; }
   const std::shared_ptr<const CheckedIndex>& index() const { return index_; }
   bool faulted() const { return map_ && map_->faulted(); }
+  bool ranged() const { return ranged_ != nullptr; }
 
   // Copies [offset, offset + size) of the file into dst. The range was checked against the
   // file when the shard was opened; a file that shrank since gives IOError.
   Status Read(uint64_t offset, uint64_t size, void* dst) const {
+    if (ranged_) return ranged_->ReadRange(name_, offset, size, dst);
     if (!map_) return file_->Read(offset, size, dst);
     if (size > 0) std::memcpy(dst, map_->data() + offset, size);
     return map_->FaultStatus();
@@ -165,9 +174,10 @@ class MappedShard {
   std::string path_, name_;
   size_t number_;
   uint64_t size_ = 0;
-  std::shared_ptr<const storage::CachedFile> cached_;  // a remote shard's local copy, held
-  std::unique_ptr<MappedFile> map_;                    // IoMode::kMmap
-  std::unique_ptr<ReadableFile> file_;                 // IoMode::kPread
+  std::shared_ptr<const storage::CachedFile> cached_;     // a remote shard's local copy, held
+  std::shared_ptr<const storage::RemoteDataset> ranged_;  // a remote shard read by range requests
+  std::unique_ptr<MappedFile> map_;                       // IoMode::kMmap
+  std::unique_ptr<ReadableFile> file_;                    // IoMode::kPread
   std::shared_ptr<const CheckedIndex> index_;
   std::vector<ColumnView> columns_;  // index_->columns, one pointer less on every sample's way
 };
@@ -196,16 +206,18 @@ struct Dataset::Impl {
   mutable std::vector<std::shared_ptr<const detail::MappedShard>> retired;
   mutable std::list<size_t> lru;  // front = most recent
   mutable std::vector<std::list<size_t>::iterator> lru_pos;
-  uint64_t manifest_checksum = 0;                  // of the manifest file's bytes, as Open read them
-  std::unique_ptr<storage::RemoteDataset> remote;  // a remote dataset's objects and cache
+  uint64_t manifest_checksum = 0;                        // of the manifest file's bytes, as Open read them
+  std::shared_ptr<const storage::RemoteDataset> remote;  // a remote dataset's objects and cache
 
   // Opens shard n of the dataset at `dir`. When that fails and the manifest now at `dir`
   // is not the one Open read (shardify --overwrite or a merge replaced the dataset since),
   // the error says so instead of blaming the shard, whose file is the new dataset's.
   // `known`: the shard's index as checked before (see MappedShard::Open), or null.
+  // `whole`: a remote shard is fetched whole (batches), else maybe read by ranges.
   Result<std::shared_ptr<const detail::MappedShard>> OpenShard(const std::string& dir, const Manifest& m, size_t n,
                                                                const ReadOptions& o,
-                                                               std::shared_ptr<const detail::CheckedIndex> known) const;
+                                                               std::shared_ptr<const detail::CheckedIndex> known,
+                                                               bool whole) const;
 
   // The last shard whose first sample is <= index (index < num_samples). A binary search
   // without branches: in a shuffled order each step's direction is a coin toss, which a
@@ -234,32 +246,39 @@ struct Dataset::Impl {
   }
   // With `lock` holding `mu`, on return too: shard n, open, in `open` (valid while the lock
   // is held). A shard that is not open is opened and checked without the lock, its index
-  // taken from `indices` when it was checked before, then kept.
+  // taken from `indices` when it was checked before, then kept. `whole` (batches): a shard
+  // open by ranges is opened again, fetched whole.
   Result<const std::shared_ptr<const detail::MappedShard>*> Acquire(const std::string& dir, const Manifest& m,
                                                                     const ReadOptions& o, size_t n,
-                                                                    std::unique_lock<std::mutex>& lock) const {
-    if (const auto* now = Touch(n)) return now;
+                                                                    std::unique_lock<std::mutex>& lock,
+                                                                    bool whole) const {
+    if (const auto* now = Touch(n); now != nullptr && !(whole && (*now)->ranged())) return now;
     std::shared_ptr<const detail::CheckedIndex> known = indices[n];
     lock.unlock();
-    Result<std::shared_ptr<const detail::MappedShard>> opened = OpenShard(dir, m, n, o, known);
+    Result<std::shared_ptr<const detail::MappedShard>> opened = OpenShard(dir, m, n, o, known, whole);
     lock.lock();
     // A remote dataset's cache may be full of shards kept open here: close the least
     // recently used one (a shard that views or batches still hold stays) and try again.
     while (!opened.ok() && opened.status().code() == StatusCode::kResourceExhausted && remote && !lru.empty()) {
-      if (const auto* now = Touch(n)) return now;  // opened by another thread meanwhile
+      if (const auto* now = Touch(n); now != nullptr && !(whole && (*now)->ranged())) return now;  // opened meanwhile
       open[lru.back()].reset();
       lru.pop_back();
       lock.unlock();
-      opened = OpenShard(dir, m, n, o, known);
+      opened = OpenShard(dir, m, n, o, known, whole);
       lock.lock();
     }
     if (!opened.ok()) return opened.status();
     Keep(n, std::move(opened).value());  // now open[n] is set: ours, or one another thread kept first
     return &open[n];
   }
-  // With `mu` held: keeps `shard` open as number n (unless another thread was first) and
-  // closes the least recently used beyond max_open (its index stays).
+  // With `mu` held: keeps `shard` open as number n (unless another thread was first, or
+  // it replaces one open by ranges) and closes the least recently used beyond max_open
+  // (its index stays).
   void Keep(size_t n, std::shared_ptr<const detail::MappedShard> shard) const {
+    if (open[n] && open[n]->ranged() && !shard->ranged()) {  // views that hold the ranged one keep it
+      open[n].reset();
+      lru.erase(lru_pos[n]);
+    }
     if (!open[n]) {
       if (alive[n].lock() != shard) pinned_by[n] = 0;  // a new object: no SampleBatch call has pinned it
       open[n] = std::move(shard);
@@ -286,9 +305,9 @@ constexpr uint64_t kMaxManifestBytes = 1ull << 30;
 
 Result<std::shared_ptr<const detail::MappedShard>> Dataset::Impl::OpenShard(
     const std::string& dir, const Manifest& m, size_t n, const ReadOptions& o,
-    std::shared_ptr<const detail::CheckedIndex> known) const {
+    std::shared_ptr<const detail::CheckedIndex> known, bool whole) const {
   Result<std::shared_ptr<const detail::MappedShard>> shard =
-      detail::MappedShard::Open(dir, m, n, o, std::move(known), remote.get());
+      detail::MappedShard::Open(dir, m, n, o, std::move(known), remote, whole);
   if (shard.ok() || remote) return shard;
   const Result<std::vector<uint8_t>> now = ReadWholeFile(JoinPath(dir, kManifestFileName), kMaxManifestBytes);
   if (now.ok() && Checksum64(now->data(), now->size()) == manifest_checksum) return shard;
@@ -372,7 +391,7 @@ Result<SampleView> Dataset::Sample(uint64_t index) const {
   v.index_ = index;
   v.local_ = index - impl_->shard_starts[n];
   std::unique_lock<std::mutex> lock(impl_->mu);
-  ASSIGN_OR_RETURN(const auto* shard, impl_->Acquire(dir_, manifest_, options_, n, lock));
+  ASSIGN_OR_RETURN(const auto* shard, impl_->Acquire(dir_, manifest_, options_, n, lock, /*whole=*/false));
   v.owner_ = *shard;
   v.shard_ = v.owner_.get();
   return v;
@@ -396,7 +415,7 @@ Status Dataset::SampleBatch(const uint64_t* indices, size_t n, SampleView* out,
       lo = impl.shard_starts[shard];
       hi = impl.shard_ends[shard];
       Result<const std::shared_ptr<const detail::MappedShard>*> open =
-          impl.Acquire(dir_, manifest_, options_, shard, lock);
+          impl.Acquire(dir_, manifest_, options_, shard, lock, /*whole=*/true);
       if (!open.ok()) return open.status().WithContext("sample " + std::to_string(index));
       current = (*open)->get();
       if (!impl.all_open && impl.pinned_by[shard] != call) {  // not yet pinned by this call
@@ -428,7 +447,7 @@ void Dataset::Forget(const detail::MappedShard* shard) const {
 
 Status Dataset::CheckShard(size_t n) const {
   if (n >= manifest_.shards.size()) return OutOfRange("no shard " + std::to_string(n));
-  return impl_->OpenShard(dir_, manifest_, n, options_, nullptr).status();
+  return impl_->OpenShard(dir_, manifest_, n, options_, nullptr, /*whole=*/true).status();
 }
 
 Status Dataset::CheckSampleCounts(uint64_t first, uint64_t count) const {
@@ -459,7 +478,8 @@ Status Dataset::Prefetch(size_t n) const {
   if (!impl_->remote || n >= manifest_.shards.size()) return Status::Ok();
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
-    if (impl_->open[n] || !impl_->alive[n].expired()) return Status::Ok();
+    const std::shared_ptr<const detail::MappedShard> held = impl_->open[n] ? impl_->open[n] : impl_->alive[n].lock();
+    if (held && !held->ranged()) return Status::Ok();  // open from a local copy
   }
   return detail::FetchShard(*impl_->remote, manifest_, n).status();
 }

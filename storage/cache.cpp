@@ -164,10 +164,20 @@ Result<std::string> Cache::Reserve(const std::string& key, uint64_t size) const 
   return tmp;
 }
 
-Result<std::shared_ptr<const CachedFile>> Cache::Get(const std::string& key, uint64_t size, const Fetch& fetch) const {
+Status Cache::CheckKey(const std::string& key) const {
   if (key.empty() || key.find('/') != std::string::npos || key[0] == '.' || IsLock(key)) {
     return InvalidArgument("cache " + dir_ + ": bad key '" + key + "'");
   }
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<const CachedFile>> Cache::Find(const std::string& key, uint64_t size) const {
+  RETURN_IF_ERROR(CheckKey(key));
+  return Hold(key, size);
+}
+
+Result<std::shared_ptr<const CachedFile>> Cache::Get(const std::string& key, uint64_t size, const Fetch& fetch) const {
+  RETURN_IF_ERROR(CheckKey(key));
   for (int attempt = 0; attempt < 8; ++attempt) {
     ASSIGN_OR_RETURN(std::shared_ptr<const CachedFile> held, Hold(key, size));
     if (held) return held;

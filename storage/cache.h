@@ -50,6 +50,10 @@ class Cache {
   // it fails.
   Result<std::shared_ptr<const CachedFile>> Get(const std::string& key, uint64_t size, const Fetch& fetch) const;
 
+  // The file `key` of `size` bytes, held, when the cache has it; null when it has not
+  // (nothing is fetched). Errors as Get's.
+  Result<std::shared_ptr<const CachedFile>> Find(const std::string& key, uint64_t size) const;
+
   // Bytes of the complete files in the cache now.
   Result<uint64_t> BytesUsed() const;
   const std::string& dir() const { return dir_; }
@@ -57,6 +61,8 @@ class Cache {
 
  private:
   Cache(std::string dir, uint64_t limit) : dir_(std::move(dir)), limit_(limit) {}
+  // InvalidArgument for a key that is not a plain file name of the cache's own.
+  Status CheckKey(const std::string& key) const;
   // Holds `key` when it is cached at `size` bytes; null when it is not there.
   Result<std::shared_ptr<const CachedFile>> Hold(const std::string& key, uint64_t size) const;
   // With the cache's lock held: evicts unheld files, oldest first, until `size` more bytes

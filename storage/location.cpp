@@ -3,13 +3,10 @@
 #include <algorithm>
 #include <cctype>
 
+#include "base/strings.h"
+
 namespace shardify::storage {
 namespace {
-
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
 
 // The scheme of `text` in lower case ("" when it has none).
 std::string SchemeOf(const std::string& text) {
@@ -18,7 +15,7 @@ std::string SchemeOf(const std::string& text) {
   const std::string scheme = text.substr(0, colon);
   const bool word = std::all_of(scheme.begin(), scheme.end(),
                                 [](unsigned char c) { return std::isalnum(c) || c == '+' || c == '-' || c == '.'; });
-  return word ? Lower(scheme) : "";
+  return word ? AsciiLower(scheme) : "";
 }
 
 // S3's rules for bucket names: 3-63 characters, lower-case letters, digits, '-' and '.',
@@ -74,18 +71,24 @@ Result<Location> ParseLocation(const std::string& text) {
                        "://' is not supported (s3://, http://, https:// or a directory)");
   }
   std::string rest = text.substr(scheme.size() + 3);
-  if (rest.find_first_of("?#") != std::string::npos) {
-    return InvalidArgument(text + ": a dataset URL takes no query or fragment (object names are appended to its path)");
+  if (rest.find('#') != std::string::npos) {
+    return InvalidArgument(UrlForMessages(text) +
+                           ": a dataset URL takes no fragment (object names are appended to its path)");
+  }
+  if (const size_t q = rest.find('?'); q != std::string::npos) {
+    at.query = rest.substr(q);
+    rest.resize(q);
+    if (at.query == "?") at.query.clear();
   }
   while (!rest.empty() && rest.back() == '/') rest.pop_back();
   const size_t slash = rest.find('/');
   const std::string host = rest.substr(0, slash);
   if (host.empty() || host.find('@') != std::string::npos) {
-    return InvalidArgument(text + ": a dataset URL needs a host (and no user name in it)");
+    return InvalidArgument(UrlForMessages(text) + ": a dataset URL needs a host (and no user name in it)");
   }
   at.kind = LocationKind::kHttp;
   at.base = scheme + "://" + rest;
-  at.text = at.base;
+  at.text = UrlForMessages(at.base + at.query);
   return at;
 }
 
@@ -98,6 +101,11 @@ std::string ReadableName(const std::string& text) {
   return readable.size() > 80 ? readable.substr(readable.size() - 80) : readable;
 }
 
-std::string ObjectUrl(const Location& at, const std::string& name) { return at.base + "/" + name; }
+std::string ObjectUrl(const Location& at, const std::string& name) { return at.base + "/" + name + at.query; }
+
+std::string UrlForMessages(const std::string& url) {
+  const size_t q = url.find('?');
+  return q == std::string::npos || q + 1 == url.size() ? url : url.substr(0, q) + "?...";
+}
 
 }  // namespace shardify::storage

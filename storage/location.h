@@ -17,6 +17,10 @@ struct Location {
   // slash; an object's URL is base + "/" + name. kS3: empty until the endpoint is known
   // (S3PrefixUrl), then the same.
   std::string base;
+  // kHttp: the location's query ("?..." or ""), appended to every object's URL: a token
+  // that grants the whole prefix (a signed-prefix or shared-access URL). `text` shows it
+  // as "?..." so that messages do not carry the token.
+  std::string query;
   // kS3: the bucket, and the key prefix of the dataset's objects ("" or without slashes
   // at either end).
   std::string bucket;
@@ -26,16 +30,20 @@ struct Location {
 // True for "http://", "https://" and "s3://" locations (the scheme in any case).
 bool IsRemote(const std::string& text);
 
-// Parses `text`. Errors: an empty location, a URL without a host, one with a query or
-// fragment (an object's name is appended to the path), an S3 bucket name S3 does not
-// allow, or an unsupported scheme ("ftp://", ...), each naming the location.
+// Parses `text`. Errors: an empty location, a URL without a host, one with a fragment, an
+// s3:// location with a query, an S3 bucket name S3 does not allow, or an unsupported
+// scheme ("ftp://", ...), each naming the location (its query shown as "?...").
 Result<Location> ParseLocation(const std::string& text);
 
 // `text` (a location) as a folder name: what follows "scheme://", with characters other
 // than letters, digits, '-' and '.' made '_', its last 80 characters.
 std::string ReadableName(const std::string& text);
 
-// The URL of object `name` (a file name of the dataset) under a remote location.
+// The URL of object `name` (a file name of the dataset) under a remote location, with the
+// location's query.
 std::string ObjectUrl(const Location& at, const std::string& name);
+
+// `url` with its query, if any, shown as "?..." (for messages: a query may hold a token).
+std::string UrlForMessages(const std::string& url);
 
 }  // namespace shardify::storage

@@ -74,16 +74,20 @@ Result<std::vector<std::string>> ObjectStore::List(const std::string& under) con
 }
 
 Result<UploadSummary> ObjectStore::Upload(const std::string& dir, const std::string& under,
-                                          const std::vector<std::string>& last, const UploadProgress& progress) const {
+                                          const std::vector<std::string>& last, const std::vector<std::string>& skip,
+                                          const UploadProgress& progress) const {
   ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir));
   std::vector<std::string> order;  // ListDir's order (by name), then `last`
+  auto among = [](const std::vector<std::string>& list, const std::string& name) {
+    return std::find(list.begin(), list.end(), name) != list.end();
+  };
   for (const std::string& name : names) {
-    if (std::find(last.begin(), last.end(), name) == last.end() && !IsDirectory(JoinPath(dir, name))) {
+    if (!among(last, name) && !among(skip, name) && !IsDirectory(JoinPath(dir, name))) {
       order.push_back(name);
     }
   }
   for (const std::string& name : last) {
-    if (std::find(names.begin(), names.end(), name) != names.end()) order.push_back(name);
+    if (among(names, name)) order.push_back(name);
   }
   const std::string folder = under.empty() || under.back() == '/' ? under : under + "/";
   UploadSummary sum;

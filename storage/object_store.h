@@ -43,10 +43,12 @@ class ObjectStore {
   // sorted. A listing the store answers with a key outside the location is Corruption.
   Result<std::vector<std::string>> List(const std::string& under) const;
 
-  // Puts the files of local folder `dir` (not its folders) as objects `under`/<file name>,
-  // those named in `last` after all the others and in that order, so that a reader that
-  // opens a dataset by its manifest never finds one that names an object not there yet.
+  // Puts the files of local folder `dir` (not its folders, nor those named in `skip`: put
+  // already) as objects `under`/<file name>, those named in `last` after all the others
+  // and in that order, so that a reader that opens a dataset by its manifest never finds
+  // one that names an object not there yet.
   Result<UploadSummary> Upload(const std::string& dir, const std::string& under, const std::vector<std::string>& last,
+                               const std::vector<std::string>& skip = {},
                                const UploadProgress& progress = nullptr) const;
 
  private:

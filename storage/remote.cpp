@@ -45,6 +45,23 @@ Result<Location> ResolveRemote(const std::string& location, TransferOptions* tra
   return at;
 }
 
+// The cache's name for version `version` of object `name`.
+std::string CacheKey(const std::string& name, uint64_t version) {
+  char tag[17];
+  std::snprintf(tag, sizeof tag, "%016llx", static_cast<unsigned long long>(version));
+  return name + "." + tag;
+}
+
+// `st` with the location's query (a token) shown as "?..." wherever its message has it.
+Status WithoutQuery(Status st, const Location& at) {
+  if (st.ok() || at.query.empty()) return st;
+  std::string text = st.message();
+  for (size_t q = text.find(at.query); q != std::string::npos; q = text.find(at.query, q + 4)) {
+    text.replace(q, at.query.size(), "?...");
+  }
+  return Status(st.code(), text);
+}
+
 }  // namespace
 
 std::string DefaultCacheDir() {
@@ -52,6 +69,13 @@ std::string DefaultCacheDir() {
   if (const std::string xdg = EnvValue("XDG_CACHE_HOME"); !xdg.empty()) return JoinPath(xdg, "shardify");
   if (const std::string home = EnvValue("HOME"); !home.empty()) return JoinPath(home, ".cache/shardify");
   return "/tmp/shardify-cache";
+}
+
+std::optional<RemoteFetch> ParseRemoteFetch(const std::string& name) {
+  if (name == "auto") return RemoteFetch::kAuto;
+  if (name == "whole") return RemoteFetch::kWhole;
+  if (name == "ranges") return RemoteFetch::kRanges;
+  return std::nullopt;
 }
 
 Result<std::unique_ptr<RemoteDataset>> RemoteDataset::Open(const std::string& location, const RemoteOptions& options) {
@@ -65,13 +89,22 @@ Result<std::unique_ptr<RemoteDataset>> RemoteDataset::Open(const std::string& lo
       o.cache_limit = *limit;
     }
   }
+  if (o.fetch == RemoteFetch::kAuto) {
+    if (const std::string text = EnvValue("SHARDIFY_REMOTE_FETCH"); !text.empty()) {
+      const std::optional<RemoteFetch> fetch = ParseRemoteFetch(text);
+      if (!fetch) return InvalidArgument("SHARDIFY_REMOTE_FETCH is '" + text + "'; it takes auto, whole or ranges");
+      o.fetch = *fetch;
+    }
+  }
   const std::string folder = JoinPath(o.cache_dir, FolderFor(at));
   RETURN_IF_ERROR(MakeDirs(folder).WithContext("cache for " + at.text));
   return std::unique_ptr<RemoteDataset>(new RemoteDataset(std::move(at), folder, std::move(o)));
 }
 
 Result<std::vector<uint8_t>> RemoteDataset::ReadObject(const std::string& name, uint64_t max_bytes) const {
-  return FetchToMemory(Url(name), max_bytes, options_.transfer);
+  Result<std::vector<uint8_t>> body = FetchToMemory(Url(name), max_bytes, options_.transfer);
+  if (!body.ok()) return WithoutQuery(body.status(), location_);
+  return body;
 }
 
 Status RemoteDataset::OpenCache(uint64_t dataset_bytes, uint64_t largest_shard) {
@@ -83,20 +116,32 @@ Status RemoteDataset::OpenCache(uint64_t dataset_bytes, uint64_t largest_shard) 
   }
   ASSIGN_OR_RETURN(cache_, Cache::Open(folder_, limit));
   largest_shard_ = largest_shard;
+  ranges_ = options_.fetch == RemoteFetch::kRanges || (options_.fetch == RemoteFetch::kAuto && limit < dataset_bytes);
   return Status::Ok();
+}
+
+Result<std::shared_ptr<const CachedFile>> RemoteDataset::Cached(const std::string& name, uint64_t size,
+                                                                uint64_t version) const {
+  if (!cache_) return Internal(location_.text + ": the cache is not open");
+  return cache_->Find(CacheKey(name, version), size);
+}
+
+Status RemoteDataset::ReadRange(const std::string& name, uint64_t offset, uint64_t size, void* dst) const {
+  return WithoutQuery(FetchRange(Url(name), offset, size, dst, options_.transfer), location_);
 }
 
 Result<std::shared_ptr<const CachedFile>> RemoteDataset::Local(
     const std::string& name, uint64_t size, uint64_t version,
     const std::function<Status(const std::string&)>& check) const {
   if (!cache_) return Internal(location_.text + ": the cache is not open");
-  char tag[17];
-  std::snprintf(tag, sizeof tag, "%016llx", static_cast<unsigned long long>(version));
   const std::string url = Url(name);
-  return cache_->Get(name + "." + tag, size, [&](const std::string& tmp) -> Status {
-    RETURN_IF_ERROR(FetchToFile(url, tmp, size, options_.transfer));
-    return check ? check(tmp).WithContext(url) : Status::Ok();
-  });
+  Result<std::shared_ptr<const CachedFile>> held =
+      cache_->Get(CacheKey(name, version), size, [&](const std::string& tmp) -> Status {
+        RETURN_IF_ERROR(FetchToFile(url, tmp, size, options_.transfer));
+        return check ? check(tmp).WithContext(url) : Status::Ok();
+      });
+  if (!held.ok()) return WithoutQuery(held.status(), location_);
+  return held;
 }
 
 }  // namespace shardify::storage

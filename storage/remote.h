@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,20 @@
 
 namespace shardify::storage {
 
+// How a shard is brought in for reading samples one at a time (Dataset::Sample). Batches
+// (the Loader, which fetches ahead of its order) always fetch whole shards.
+enum class RemoteFetch {
+  // Whole shards when the cache holds the whole dataset (each is fetched once, then read
+  // locally); ranges when it does not, so that samples read in a random order do not
+  // fetch a shard each.
+  kAuto,
+  kWhole,   // the shard is fetched whole into the cache, then read there
+  kRanges,  // a shard the cache does not have is read by range requests, a blob each
+};
+
+// "auto", "whole", "ranges" (the names SHARDIFY_REMOTE_FETCH takes).
+std::optional<RemoteFetch> ParseRemoteFetch(const std::string& name);
+
 struct RemoteOptions {
   // Where fetched shards are kept; "" = $SHARDIFY_CACHE_DIR, else $XDG_CACHE_HOME/shardify,
   // else ~/.cache/shardify. Each remote dataset gets its own folder in it.
@@ -24,6 +39,8 @@ struct RemoteOptions {
   // K/M/G/T suffix), else the dataset's size, capped at half the free space of the cache's
   // file system.
   uint64_t cache_limit = 0;
+  // kAuto = $SHARDIFY_REMOTE_FETCH when set, else kAuto.
+  RemoteFetch fetch = RemoteFetch::kAuto;
   TransferOptions transfer;
 };
 
@@ -49,6 +66,17 @@ class RemoteDataset {
   Result<std::shared_ptr<const CachedFile>> Local(const std::string& name, uint64_t size, uint64_t version,
                                                   const std::function<Status(const std::string&)>& check) const;
 
+  // Whether samples read one at a time read a shard the cache does not have by ranges
+  // (RemoteFetch; after OpenCache).
+  bool ranges() const { return ranges_; }
+  // Object `name` as Local() would give it when the cache has it already; else null,
+  // fetching nothing.
+  Result<std::shared_ptr<const CachedFile>> Cached(const std::string& name, uint64_t size, uint64_t version) const;
+  // Bytes [offset, offset + size) of object `name` into `dst`, by one range request (with
+  // the transfer's retries); nothing enters the cache. A server that answers with the
+  // whole object or another range is an error naming the URL.
+  Status ReadRange(const std::string& name, uint64_t offset, uint64_t size, void* dst) const;
+
   const Location& location() const { return location_; }
   std::string Url(const std::string& name) const { return ObjectUrl(location_, name); }
   // The cache (after OpenCache): its folder and limit.
@@ -62,6 +90,7 @@ class RemoteDataset {
   RemoteOptions options_;
   std::shared_ptr<Cache> cache_;
   uint64_t largest_shard_ = 0;
+  bool ranges_ = false;
 };
 
 // The cache folder for remote datasets (see RemoteOptions::cache_dir).

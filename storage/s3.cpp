@@ -42,9 +42,7 @@ Ini ReadIni(const std::string& path) {
     }
     const size_t eq = line.find('=');
     if (eq == std::string::npos || section.empty()) continue;
-    std::string key = Trimmed(line.substr(0, eq));
-    std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return std::tolower(c); });
-    ini[section][key] = Trimmed(line.substr(eq + 1));
+    ini[section][AsciiLower(Trimmed(line.substr(0, eq)))] = Trimmed(line.substr(eq + 1));
   }
   return ini;
 }
@@ -66,8 +64,7 @@ std::string Lookup(const Ini& ini, const std::string& section, const std::string
 Result<std::string> Endpoint(std::string e, const std::string& from) {
   while (!e.empty() && e.back() == '/') e.pop_back();
   const size_t colon = e.find("://");
-  std::string scheme = colon == std::string::npos ? "" : e.substr(0, colon);
-  std::transform(scheme.begin(), scheme.end(), scheme.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string scheme = AsciiLower(colon == std::string::npos ? "" : e.substr(0, colon));
   const std::string host = colon == std::string::npos ? "" : e.substr(colon + 3);
   if ((scheme != "http" && scheme != "https") || host.empty() || host.find_first_of("/?#@") != std::string::npos) {
     return InvalidArgument(from + " '" + e + "' is not an endpoint (http[s]://host[:port])");

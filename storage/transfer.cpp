@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -74,6 +75,7 @@ void GlobalInit() {
 struct Sink {
   std::FILE* file = nullptr;
   std::vector<uint8_t>* buffer = nullptr;
+  uint8_t* into = nullptr;  // `limit` bytes of the caller's
   uint64_t limit = UINT64_MAX;
   uint64_t received = 0;
   bool over_limit = false;
@@ -92,6 +94,7 @@ size_t Write(char* data, size_t size, size_t count, void* user) {
     return 0;
   }
   if (s.buffer != nullptr) s.buffer->insert(s.buffer->end(), data, data + n);
+  if (s.into != nullptr) std::memcpy(s.into + s.received, data, n);  // within limit: checked above
   s.received += n;
   return n;
 }
@@ -113,10 +116,11 @@ size_t Read(char* data, size_t size, size_t count, void* user) {
   return std::ferror(b.file) ? CURL_READFUNC_ABORT : n;
 }
 
-// One request: a GET of `url` into `sink`, or with `body` a PUT of it, or with `method`
-// that request without a body (DELETE); the answer's body goes into `sink`.
+// One request: a GET of `url` into `sink` (of bytes `range`, "first-last", when given),
+// or with `body` a PUT of it, or with `method` that request without a body (DELETE); the
+// answer's body goes into `sink`.
 Outcome Perform(const std::string& url, Sink& sink, const TransferOptions& o, Body* body = nullptr,
-                const char* method = nullptr) {
+                const char* method = nullptr, const char* range = nullptr) {
   CURL* curl = curl_easy_init();
   if (curl == nullptr) return {IOError(url + ": cannot start a transfer (curl_easy_init)"), false};
   char error[CURL_ERROR_SIZE] = {0};
@@ -143,6 +147,7 @@ Outcome Perform(const std::string& url, Sink& sink, const TransferOptions& o, Bo
     curl_easy_setopt(curl, CURLOPT_EXPECT_100_TIMEOUT_MS, 0L);
   }
   if (method != nullptr) curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+  if (range != nullptr) curl_easy_setopt(curl, CURLOPT_RANGE, range);
   curl_slist* headers = nullptr;
   const std::string provider = "aws:amz:" + o.aws.region + ":s3";
   const std::string token = "x-amz-security-token: " + o.aws.session_token;
@@ -162,11 +167,18 @@ Outcome Perform(const std::string& url, Sink& sink, const TransferOptions& o, Bo
   curl_off_t length = -1;
   curl_easy_getinfo(curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
   curl_easy_cleanup(curl);
-  if (sink.over_limit) {
+  if (range != nullptr && http == 200) {
+    return {
+        IOError(url + ": the server does not serve byte ranges (it answered a range request with the whole object)"),
+        false};
+  }
+  // An error page longer than the body expected (a small range) is reported by its status.
+  const bool error_page = sink.over_limit && http >= 300;
+  if (sink.over_limit && !error_page) {
     return {IOError(url + ": the object is larger than " + std::to_string(sink.limit) + " bytes"), false};
   }
   if (sink.write_failed) return {IOError(url + ": cannot write what was received to the local file"), false};
-  if (rc != CURLE_OK) {
+  if (rc != CURLE_OK && !error_page) {
     const std::string why = error[0] != '\0' ? error : curl_easy_strerror(rc);
     const bool transient = rc == CURLE_OPERATION_TIMEDOUT || rc == CURLE_COULDNT_CONNECT || rc == CURLE_RECV_ERROR ||
                            rc == CURLE_SEND_ERROR || rc == CURLE_PARTIAL_FILE || rc == CURLE_GOT_NOTHING ||
@@ -285,6 +297,22 @@ Status DeleteObject(const std::string& url, const TransferOptions& options) {
   });
 }
 
+Status FetchRange(const std::string& url, uint64_t offset, uint64_t size, void* dst, const TransferOptions& options) {
+  if (size == 0) return Status::Ok();
+  GlobalInit();
+  const std::string range = std::to_string(offset) + "-" + std::to_string(offset + size - 1);
+  return WithRetries(options, [&](const TransferOptions& o) -> Outcome {
+    Sink sink;
+    sink.into = static_cast<uint8_t*>(dst);
+    sink.limit = size;
+    Outcome out = Perform(url, sink, o, nullptr, nullptr, range.c_str());
+    if (out.status.ok() && sink.received != size) {
+      out = {IOError(url + ": bytes " + range + " came as " + std::to_string(sink.received) + " bytes"), true};
+    }
+    return out;
+  });
+}
+
 #else  // without libcurl
 
 bool TransfersAvailable() { return false; }
@@ -302,6 +330,10 @@ Status PutFile(const std::string& url, const std::string&, const TransferOptions
 }
 
 Status DeleteObject(const std::string& url, const TransferOptions&) {
+  return Unsupported(url + ": this build has no libcurl, so no remote datasets");
+}
+
+Status FetchRange(const std::string& url, uint64_t, uint64_t, void*, const TransferOptions&) {
   return Unsupported(url + ": this build has no libcurl, so no remote datasets");
 }
 

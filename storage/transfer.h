@@ -59,4 +59,9 @@ Status PutFile(const std::string& url, const std::string& path, const TransferOp
 // DELETEs object `url`, with the same retries; one that is not there is no error.
 Status DeleteObject(const std::string& url, const TransferOptions& options);
 
+// GETs bytes [offset, offset + size) of object `url` into `dst` (a range request), with the
+// same retries. A server that answers with the whole object (no range support) or with
+// another number of bytes is an IOError naming the URL.
+Status FetchRange(const std::string& url, uint64_t offset, uint64_t size, void* dst, const TransferOptions& options);
+
 }  // namespace shardify::storage

@@ -32,9 +32,25 @@ TEST_CASE("storage: unusable locations are refused, naming them") {
   CHECK_THAT(ftp.status().message(), Catch::Contains("ftp://host/prefix"));
   CHECK(ParseLocation("http:///path").status().code() == StatusCode::kInvalidArgument);
   CHECK(ParseLocation("http://user@host/path").status().code() == StatusCode::kInvalidArgument);
-  const auto query = ParseLocation("https://host/ds?token=1");
-  CHECK(query.status().code() == StatusCode::kInvalidArgument);
-  CHECK_THAT(query.status().message(), Catch::Contains("query"));
+  const auto fragment = ParseLocation("https://host/ds?sig=secret#part");
+  CHECK(fragment.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(fragment.status().message(), Catch::Contains("https://host/ds?...: a dataset URL takes no fragment"));
+  CHECK(ParseLocation("s3://bucket/ds?versionId=1").status().code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("storage: a URL's query goes with every object and stays out of messages") {
+  const auto signed_prefix = ParseLocation("https://cdn.example.org/sets/fmnist/?sv=2024&sig=a%2Fb");
+  REQUIRE(signed_prefix.ok());
+  CHECK(signed_prefix->kind == LocationKind::kHttp);
+  CHECK(signed_prefix->base == "https://cdn.example.org/sets/fmnist");
+  CHECK(signed_prefix->text == "https://cdn.example.org/sets/fmnist?...");
+  CHECK(ObjectUrl(*signed_prefix, "manifest.sfm") ==
+        "https://cdn.example.org/sets/fmnist/manifest.sfm?sv=2024&sig=a%2Fb");
+  CHECK(UrlForMessages("http://h/a/manifest.sfm?sig=x") == "http://h/a/manifest.sfm?...");
+  CHECK(UrlForMessages("http://h/a/manifest.sfm") == "http://h/a/manifest.sfm");
+  const auto empty_query = ParseLocation("http://h/a?");
+  REQUIRE(empty_query.ok());
+  CHECK(ObjectUrl(*empty_query, "x") == "http://h/a/x");
 }
 
 TEST_CASE("storage: sizes are bytes or K/M/G/T multiples of 1024") {

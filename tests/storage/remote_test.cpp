@@ -277,5 +277,94 @@ TEST_CASE("storage: cut bodies and server errors are retried, then reported", "[
   CHECK(failing.requests() == 3);
 }
 
+// The image of sample i of `ds`, decoded.
+std::vector<uint8_t> Image(const Dataset& ds, uint64_t i) {
+  Decoder decoder;
+  auto v = ds.Sample(i);
+  INFO(v.status().ToString());
+  REQUIRE(v.ok());
+  const size_t field = static_cast<size_t>(ds.manifest().FindField("image"));
+  std::vector<uint8_t> out(*v->raw_size(field));
+  const Status st = v->Decode(field, out.data(), out.size(), decoder);
+  INFO(st.ToString());
+  REQUIRE(st.ok());
+  return out;
+}
+
+TEST_CASE("storage: samples of a dataset larger than the cache are read by ranges, batches fetch whole shards",
+          "[subprocess]") {
+  Served served;
+  const TempDir& tmp = served.tmp;
+  INFO(served.server.why());
+  REQUIRE(served.server.started());
+  auto local = Dataset::Open(tmp / "www/ds", ReadOptions());
+  REQUIRE(local.ok());
+  ReadOptions ro;
+  ro.remote = Quick(tmp / "cache");
+  ro.remote.cache_limit = 8000;  // two or so of the dataset's 8-12 shards
+  auto ds = Dataset::Open(served.server.url() + "/ds", ro);
+  REQUIRE(ds.ok());
+  REQUIRE((*ds)->remote()->ranges());
+  for (uint64_t i : {0, 57, 119, 58, 1}) {
+    INFO("sample " << i);
+    CHECK(Image(**ds, i) == Image(**local, i));
+  }
+  CHECK(CachedFiles(tmp / "cache").files == 0);  // read by ranges: nothing fetched whole
+  // A batch (the Loader's way) fetches its shard whole, and a sample read after it is
+  // read from that copy.
+  const uint64_t batch[] = {0, 1, 2};
+  std::vector<SampleView> views(3);
+  std::vector<std::shared_ptr<const void>> pins;
+  REQUIRE((*ds)->SampleBatch(batch, 3, views.data(), &pins).ok());
+  CHECK(CachedFiles(tmp / "cache").files == 1);
+  CHECK(Image(**ds, 2) == Image(**local, 2));
+
+  ro.remote.fetch = storage::RemoteFetch::kWhole;  // the choice made explicit
+  ro.remote.cache_dir = tmp / "cache2";
+  auto whole = Dataset::Open(served.server.url() + "/ds", ro);
+  REQUIRE(whole.ok());
+  CHECK_FALSE((*whole)->remote()->ranges());
+  CHECK(Image(**whole, 119) == Image(**local, 119));
+  CHECK(CachedFiles(tmp / "cache2").files == 1);
+}
+
+TEST_CASE("storage: a server that ignores ranges is an error naming the object", "[subprocess]") {
+  TempDir tmp;
+  Lighttpd server(Served::Written(tmp), tmp.path(), "server.range-requests = \"disable\"\n");
+  INFO(server.why());
+  REQUIRE(server.started());
+  ReadOptions ro;
+  ro.remote = Quick(tmp / "cache");
+  ro.remote.fetch = storage::RemoteFetch::kRanges;
+  auto ds = Dataset::Open(server.url() + "/ds", ro);
+  REQUIRE(ds.ok());
+  const auto v = (*ds)->Sample(5);
+  REQUIRE_FALSE(v.ok());
+  CHECK(v.status().code() == StatusCode::kIOError);
+  CHECK_THAT(v.status().message(), Catch::Contains(server.url() + "/ds/shard-0000"));
+  CHECK_THAT(v.status().message(), Catch::Contains("range"));
+}
+
+TEST_CASE("storage: a URL's query goes with every request and stays out of errors", "[subprocess]") {
+  TempDir tmp;
+  // lighttpd refuses every request without the token.
+  Lighttpd server(Served::Written(tmp), tmp.path(),
+                  "server.modules += (\"mod_access\")\n"
+                  "$HTTP[\"querystring\"] != \"sig=s3cr3t\" { url.access-deny = (\"\") }\n");
+  INFO(server.why());
+  REQUIRE(server.started());
+  const storage::RemoteOptions remote = Quick(tmp / "cache");
+  CHECK(ReadAll(server.url() + "/ds?sig=s3cr3t", remote) == ReadAll(tmp / "www/ds", remote));
+  ReadOptions ro;
+  ro.remote = remote;
+  const auto refused = Dataset::Open(server.url() + "/ds?sig=wrong", ro);
+  REQUIRE_FALSE(refused.ok());
+  CHECK_THAT(refused.status().message(), Catch::Contains(server.url() + "/ds/manifest.sfm?...: access refused"));
+  CHECK_THAT(refused.status().message(), !Catch::Contains("wrong"));
+  const auto missing = Dataset::Open(server.url() + "/nothing?sig=s3cr3t", ro);
+  REQUIRE_FALSE(missing.ok());
+  CHECK_THAT(missing.status().message(), !Catch::Contains("s3cr3t"));
+}
+
 }  // namespace
 }  // namespace shardify

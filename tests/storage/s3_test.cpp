@@ -180,7 +180,7 @@ TEST_CASE("storage: an upload puts every file as a signed object, the manifest l
   auto store = ObjectStore::Open("s3://bucket/sets/x y");
   REQUIRE(store.ok());
   std::vector<uint64_t> told;
-  auto sum = store->Upload(dir, "", {"manifest.sfm"},
+  auto sum = store->Upload(dir, "", {"manifest.sfm"}, {},
                            [&](uint64_t objects, uint64_t, uint64_t total) { told.push_back(objects * 10 + total); });
   REQUIRE(sum.ok());
   CHECK(sum->objects == 4);
