@@ -13,7 +13,9 @@ for 3 epochs each:
   remote, warm      the URL again, with that cache now full
   remote, 25%       the URL, with a cache limited to a quarter of the dataset
 and prints samples/s per epoch, the bytes the server sent per epoch (counted by the proxy)
-and the cache's size after each epoch.
+and the cache's size after each epoch. Then it reads 400 samples in a random order one at a
+time (shardify.Dataset(url)[i], as a map-style dataset is read) with the 25% cache, the
+shards fetched whole (SHARDIFY_REMOTE_FETCH=whole) and read by ranges (the default there).
 
     PYTHONPATH=build/python /usr/bin/python3 tools/bench_remote.py [--mbps 100] [--latency-ms 20] [--store s3]
 """
@@ -29,6 +31,8 @@ import sys
 import tempfile
 import threading
 import time
+
+import numpy as np
 
 import shardify
 
@@ -177,6 +181,26 @@ def run(name, location, proxy, cache=None, limit=None, epochs=3):
     return rows
 
 
+def run_random(name, location, proxy, cache, limit, fetch, samples=400):
+    """Reads `samples` random samples of `location` one at a time; one row."""
+    shutil.rmtree(cache, ignore_errors=True)
+    os.environ["SHARDIFY_REMOTE_FETCH"] = fetch
+    try:
+        ds = shardify.Dataset(location, cache_dir=cache, cache_limit=limit)
+    finally:
+        del os.environ["SHARDIFY_REMOTE_FETCH"]
+    order = np.random.default_rng(0).permutation(len(ds))[:samples]
+    before, start = proxy.sent, time.perf_counter()
+    for i in order:
+        ds[int(i)]["image"]
+    seconds = time.perf_counter() - start
+    row = {"run": name, "samples_per_s": samples / seconds, "seconds": seconds,
+           "fetched_mib": (proxy.sent - before) / 2**20, "cache_mib": cache_bytes(cache) / 2**20}
+    print(f"{name:15} {samples} samples: {row['samples_per_s']:>8,.1f} samples/s, fetched "
+          f"{row['fetched_mib']:6.1f} MiB, cache {row['cache_mib']:.1f} MiB", flush=True)
+    return row
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mbps", type=float, default=100, help="link bandwidth in MB/s")
@@ -207,6 +231,8 @@ def main():
         small = os.path.join(work, "cache-25")
         shutil.rmtree(small, ignore_errors=True)
         rows += run("remote, 25%", url, proxy, small, size // 4)
+        rows.append(run_random("random, whole", url, proxy, small, size // 4, "whole"))
+        rows.append(run_random("random, ranges", url, proxy, small, size // 4, "auto"))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)
