@@ -60,6 +60,17 @@ Result<TransferOptions> ResolveTransferOptions(TransferOptions o) {
     ASSIGN_OR_RETURN(const double attempts, EnvLimit("SHARDIFY_REMOTE_ATTEMPTS", 5, true));
     o.attempts = static_cast<int>(attempts);
   }
+  if (o.ca_bundle.empty()) {
+    for (const char* name : {"AWS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"}) {
+      if (std::string path = EnvValue(name); !path.empty()) {
+        if (!PathExists(path)) return InvalidArgument(std::string(name) + "='" + path + "': no such file");
+        o.ca_bundle = std::move(path);
+        break;
+      }
+    }
+  } else if (!PathExists(o.ca_bundle)) {
+    return InvalidArgument("CA bundle '" + o.ca_bundle + "': no such file");
+  }
   return o;
 }
 
@@ -135,6 +146,7 @@ Outcome Perform(const std::string& url, Sink& sink, const TransferOptions& o, Bo
   // No byte for stall_timeout_s: the speed stays under 1 byte/s for that long.
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, static_cast<long>(std::ceil(o.stall_timeout_s)));
+  if (!o.ca_bundle.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, o.ca_bundle.c_str());
   curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
   if (body != nullptr) {
@@ -222,7 +234,8 @@ Status WithRetries(const TransferOptions& options, F attempt) {
     std::this_thread::sleep_for(std::chrono::duration<double>(wait));
     wait = std::min(wait * 2, 8.0);
   }
-  return Status(last.code(), last.message() + " (after " + std::to_string(attempts) + " attempts)");
+  return Status(last.code(),
+                last.message() + " (after " + std::to_string(attempts) + (attempts == 1 ? " attempt)" : " attempts)"));
 }
 
 }  // namespace

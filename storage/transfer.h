@@ -30,13 +30,17 @@ struct TransferOptions {
   int attempts = 0;              // tries per object: $SHARDIFY_REMOTE_ATTEMPTS [5]
   double first_backoff_s = 0.5;  // wait before the second try; doubles each time, at most 8 s
   AwsSigning aws;                // S3 locations: how requests are signed
+  // The certificate authorities https servers are checked against (a PEM file): ""
+  // takes $AWS_CA_BUNDLE, else $CURL_CA_BUNDLE, else $SSL_CERT_FILE, else the system's
+  // (a private endpoint with its own CA: MinIO, Ceph, a lab's server).
+  std::string ca_bundle;
 };
 
-// `options` with each limit left at 0 set from its environment variable, else its default.
-// The one place those variables are read; every transfer below calls it. InvalidArgument
-// naming the variable when its value is out of range (seconds: above 0, at most a day;
-// attempts: a whole number from 1 to 100), or listing the limits when one set in code is
-// (negative, NaN, or past those bounds).
+// `options` with each limit left at 0 set from its environment variable, else its default,
+// and the CA bundle likewise. The one place those variables are read; every transfer below
+// calls it. InvalidArgument naming the variable when its value is out of range (seconds:
+// above 0, at most a day; attempts: a whole number from 1 to 100) or names no file, or
+// listing the limits when one set in code is (negative, NaN, or past those bounds).
 Result<TransferOptions> ResolveTransferOptions(TransferOptions options);
 
 // True when this build has libcurl (remote datasets need it).

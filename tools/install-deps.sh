@@ -5,7 +5,8 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ clang clang-format-14 libclang-rt-14-dev pkg-config
   libzstd-dev libflatbuffers-dev flatbuffers-compiler libxxhash-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev
-  libcli11-dev catch2 nlohmann-json3-dev libcurl4-openssl-dev lighttpd python3-swift
+  libcli11-dev catch2 nlohmann-json3-dev libcurl4-openssl-dev lighttpd lighttpd-mod-openssl openssl ca-certificates
+  python3-swift
   libinsighttoolkit5-dev insighttoolkit5-examples
   libtorch-dev libgloo-dev python3-torch python3-torchvision
   python3-dev pybind11-dev python3-numpy python3-pil python3-pytest python3-nbclient python3-ipykernel

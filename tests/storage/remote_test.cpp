@@ -4,6 +4,7 @@
 #include "storage/remote.h"
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -364,6 +365,36 @@ TEST_CASE("storage: a URL's query goes with every request and stays out of error
   const auto missing = Dataset::Open(server.url() + "/nothing?sig=s3cr3t", ro);
   REQUIRE_FALSE(missing.ok());
   CHECK_THAT(missing.status().message(), !Catch::Contains("s3cr3t"));
+}
+
+TEST_CASE("storage: an https server is checked against the CA bundle given, or the system's", "[subprocess]") {
+  TempDir tmp;
+  const std::string www = Served::Written(tmp);
+  // A key and a self-signed certificate for 127.0.0.1, made by openssl.
+  const std::string make = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -addext "
+                           "subjectAltName=IP:127.0.0.1 -keyout " +
+                           (tmp / "key.pem") + " -out " + (tmp / "cert.pem") + " >/dev/null 2>&1";
+  REQUIRE(std::system(make.c_str()) == 0);
+  Lighttpd server(www, tmp.path(),
+                  "server.modules += (\"mod_openssl\")\nssl.engine = \"enable\"\nssl.pemfile = \"" + (tmp / "cert.pem") +
+                      "\"\nssl.privkey = \"" + (tmp / "key.pem") + "\"\n");
+  INFO(server.why());
+  REQUIRE(server.started());
+  const std::string url = "https" + server.url().substr(4) + "/ds";
+  storage::RemoteOptions trusting = Quick(tmp / "cache");
+  trusting.transfer.ca_bundle = tmp / "cert.pem";
+  CHECK(ReadAll(url, trusting) == ReadAll(tmp / "www/ds", trusting));
+
+  ReadOptions ro;
+  ro.remote = Quick(tmp / "cache");
+  const auto untrusted = Dataset::Open(url, ro);  // the system's CAs do not know this one
+  REQUIRE_FALSE(untrusted.ok());
+  CHECK_THAT(untrusted.status().message(), Catch::Contains(url + "/manifest.sfm"));
+  CHECK_THAT(untrusted.status().message(), Catch::Contains("certificate"));
+  ro.remote.transfer.ca_bundle = tmp / "nothing.pem";
+  const auto missing = Dataset::Open(url, ro);
+  REQUIRE_FALSE(missing.ok());
+  CHECK_THAT(missing.status().message(), Catch::Contains("nothing.pem': no such file"));
 }
 
 }  // namespace
