@@ -371,13 +371,14 @@ TEST_CASE("storage: an https server is checked against the CA bundle given, or t
   TempDir tmp;
   const std::string www = Served::Written(tmp);
   // A key and a self-signed certificate for 127.0.0.1, made by openssl.
-  const std::string make = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -addext "
-                           "subjectAltName=IP:127.0.0.1 -keyout " +
-                           (tmp / "key.pem") + " -out " + (tmp / "cert.pem") + " >/dev/null 2>&1";
+  const std::string make =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -addext "
+      "subjectAltName=IP:127.0.0.1 -keyout " +
+      (tmp / "key.pem") + " -out " + (tmp / "cert.pem") + " >/dev/null 2>&1";
   REQUIRE(std::system(make.c_str()) == 0);
   Lighttpd server(www, tmp.path(),
-                  "server.modules += (\"mod_openssl\")\nssl.engine = \"enable\"\nssl.pemfile = \"" + (tmp / "cert.pem") +
-                      "\"\nssl.privkey = \"" + (tmp / "key.pem") + "\"\n");
+                  "server.modules += (\"mod_openssl\")\nssl.engine = \"enable\"\nssl.pemfile = \"" +
+                      (tmp / "cert.pem") + "\"\nssl.privkey = \"" + (tmp / "key.pem") + "\"\n");
   INFO(server.why());
   REQUIRE(server.started());
   const std::string url = "https" + server.url().substr(4) + "/ds";
