@@ -50,7 +50,10 @@ class Dataset:
     or a size like ``"20G"``; default ``$SHARDIFY_CACHE_LIMIT``, else the dataset's size
     capped at half the free space) bound it; the processes of a node share one cache
     safely. Reading fewer shards at once than the limit holds (``order="shard_windowed"``)
-    lets a cache smaller than the dataset serve every epoch; see docs/remote.md.
+    lets a cache smaller than the dataset serve every epoch; see docs/remote.md. With a
+    cache smaller than the dataset, ``dataset[i]`` reads a shard the cache does not have by
+    HTTP range requests (one per sample, nothing cached) instead of fetching it whole;
+    ``SHARDIFY_REMOTE_FETCH=whole`` or ``ranges`` makes that choice for every dataset.
 
     Errors: a missing dataset raises ``FileNotFoundError``; bytes that disagree with the
     format or their checksum raise :class:`shardify.CorruptionError` (an ``OSError``)
