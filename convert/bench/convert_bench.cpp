@@ -16,9 +16,9 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "base/parallel.h"
 #include "convert/convert.h"
 #include "convert/idx2png.h"
 #include "convert/image_io.h"
@@ -71,19 +71,12 @@ uint64_t DirBytes(const std::string& dir) {
 
 // Decodes every file once with ReadImage on `threads` threads.
 Speed DecodeOnly(const std::vector<std::string>& files, int threads) {
-  std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   auto t = Clock::now();
   const double cpu = CpuSeconds();
-  std::vector<std::thread> pool;
-  for (int k = 0; k < threads; ++k) {
-    pool.emplace_back([&] {
-      for (size_t i; (i = next.fetch_add(1)) < files.size();) {
-        if (!ReadImage(files[i]).ok()) failed = true;
-      }
-    });
-  }
-  for (auto& th : pool) th.join();
+  ParallelFor(files.size(), static_cast<size_t>(threads), [&](size_t i, size_t) {
+    if (!ReadImage(files[i]).ok()) failed = true;
+  });
   if (failed) std::fprintf(stderr, "decode-only: some files failed to decode\n");
   const double n = static_cast<double>(files.size());
   return Speed{n / Since(t), n / (CpuSeconds() - cpu)};
@@ -143,7 +136,7 @@ int PngBench(const std::string& work, uint64_t n) {
   std::vector<std::string> files = ListImages(src);
   const uint64_t src_bytes = DirBytes(src);
   std::printf("PNG 28x28 gray, %zu files, %.2f MiB of PNG\n", files.size(), src_bytes / 1048576.0);
-  std::printf("  load average before: %.1f on %u cores\n", LoadAverage(), std::thread::hardware_concurrency());
+  std::printf("  load average before: %.1f on %zu cores\n", LoadAverage(), CoreCount());
   DecodeOnly(files, 1);  // warm the page cache
   Speed d1 = DecodeOnly(files, 1), d2 = DecodeOnly(files, 2);
   uint64_t out1 = 0, out2 = 0;
