@@ -62,3 +62,23 @@ def test_bad_cache_options_and_a_missing_dataset_raise(served, tmp_path):
         shardify.Dataset(url.replace("/ds", "/nothing"), cache_dir=tmp_path)
     with pytest.raises(ValueError, match="smaller than the largest shard"):
         shardify.Dataset(url, cache_dir=tmp_path / "c", cache_limit=100)
+
+
+def test_samples_of_a_dataset_larger_than_the_cache_are_read_by_ranges(served, tmp_path, monkeypatch):
+    url, local = served
+    sizes = [os.path.getsize(os.path.join(local, f)) for f in os.listdir(local) if f.startswith("shard-")]
+    cache = tmp_path / "cache"
+    remote = shardify.Dataset(url, cache_dir=cache, cache_limit=2 * max(sizes))
+    disk = shardify.Dataset(local)
+    for i in np.random.default_rng(4).permutation(300)[:40]:
+        a, b = remote[int(i)], disk[int(i)]
+        assert np.array_equal(a["image"], b["image"]) and a["label"] == b["label"]
+    held = [f for _, _, files in os.walk(cache) for f in files if f.startswith("shard-")]
+    assert held == []  # read by ranges: no shard fetched whole
+    monkeypatch.setenv("SHARDIFY_REMOTE_FETCH", "whole")
+    whole = shardify.Dataset(url, cache_dir=cache, cache_limit=2 * max(sizes))
+    assert np.array_equal(whole[5]["image"], disk[5]["image"])
+    assert [f for _, _, files in os.walk(cache) for f in files if f.startswith("shard-")]
+    monkeypatch.setenv("SHARDIFY_REMOTE_FETCH", "sometimes")
+    with pytest.raises(ValueError, match="SHARDIFY_REMOTE_FETCH is 'sometimes'"):
+        shardify.Dataset(url, cache_dir=cache)
