@@ -158,21 +158,6 @@ Status DecodeRle(const std::string& rle, uint8_t* out, uint64_t n, const std::st
   return Status::Ok();
 }
 
-std::string EncodeRle(const uint8_t* mask, uint64_t n) {
-  std::string out;
-  for (uint64_t i = 0; i < n;) {
-    if (mask[i] == 0) {
-      ++i;
-      continue;
-    }
-    uint64_t j = i;
-    while (j < n && mask[j] != 0) ++j;
-    out += (out.empty() ? "" : " ") + std::to_string(i + 1) + " " + std::to_string(j - i);
-    i = j;
-  }
-  return out;
-}
-
 Result<CaseData> DecodeCase(const CaseInput& in, const std::vector<uint8_t>* small_file, uint64_t max_bytes) {
   CaseData out;
   const CaseSource* source = in.source.get();

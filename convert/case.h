@@ -34,8 +34,5 @@ Result<CaseData> DecodeCase(const CaseInput& in, const std::vector<uint8_t>* sma
 // Decodes run-length `rle` ("start length ..." with 1-based starts over `n` pixels) by
 // setting those pixels of `out` (n bytes) to 1. `where` names the case in errors.
 Status DecodeRle(const std::string& rle, uint8_t* out, uint64_t n, const std::string& where);
-// The inverse, for one mask channel of `n` pixels (row-major, as stored): the runs of
-// nonzero pixels as "start length ..." with 1-based starts; "" when there are none.
-std::string EncodeRle(const uint8_t* mask, uint64_t n);
 
 }  // namespace shardify::convert

@@ -14,6 +14,23 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The inverse of DecodeRle, for one mask channel of `n` pixels (row-major): the runs of
+// nonzero pixels as "start length ..." with 1-based starts; "" when there are none.
+std::string EncodeRle(const uint8_t* mask, uint64_t n) {
+  std::string out;
+  for (uint64_t i = 0; i < n;) {
+    if (mask[i] == 0) {
+      ++i;
+      continue;
+    }
+    uint64_t j = i;
+    while (j < n && mask[j] != 0) ++j;
+    out += (out.empty() ? "" : " ") + std::to_string(i + 1) + " " + std::to_string(j - i);
+    i = j;
+  }
+  return out;
+}
+
 // A class-folder source with two good images in class "a".
 std::string GoodSource(const TempDir& dir) {
   WritePng(dir / "src/a/1.png", 1, 4, 4, 1);
