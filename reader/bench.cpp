@@ -1,7 +1,6 @@
 #include "reader/bench.h"
 
 #include <chrono>
-#include <cstdio>
 
 namespace shardify {
 namespace {
@@ -26,18 +25,6 @@ Result<LoaderBenchResult> RunLoaderBench(const std::string& dir, const LoaderOpt
   }
   r.seconds = Since(t0);
   return r;
-}
-
-std::string ToJson(const LoaderBenchResult& r) {
-  char line[512];
-  std::snprintf(line, sizeof(line),
-                "{\"samples\": %llu, \"batches\": %llu, \"bytes\": %llu, \"open_seconds\": %.6f, "
-                "\"first_batch_seconds\": %.6f, \"seconds\": %.6f, \"samples_per_second\": %.1f, "
-                "\"mb_per_second\": %.2f, \"ring_bytes\": %zu}",
-                static_cast<unsigned long long>(r.samples), static_cast<unsigned long long>(r.batches),
-                static_cast<unsigned long long>(r.bytes), r.open_seconds, r.first_batch_seconds, r.seconds,
-                r.samples_per_second(), r.megabytes_per_second(), r.ring_bytes);
-  return line;
 }
 
 }  // namespace shardify

@@ -25,7 +25,4 @@ struct LoaderBenchResult {
 // each at once) and times it. Errors are those of Loader::Open and Loader::Next.
 Result<LoaderBenchResult> RunLoaderBench(const std::string& dir, const LoaderOptions& options);
 
-// One line of JSON with every member of `r` and the derived rates.
-std::string ToJson(const LoaderBenchResult& r);
-
 }  // namespace shardify

@@ -27,6 +27,19 @@ double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// One line of JSON with every member of `r` and the derived rates.
+std::string ToJson(const LoaderBenchResult& r) {
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "{\"samples\": %llu, \"batches\": %llu, \"bytes\": %llu, \"open_seconds\": %.6f, "
+                "\"first_batch_seconds\": %.6f, \"seconds\": %.6f, \"samples_per_second\": %.1f, "
+                "\"mb_per_second\": %.2f, \"ring_bytes\": %zu}",
+                static_cast<unsigned long long>(r.samples), static_cast<unsigned long long>(r.batches),
+                static_cast<unsigned long long>(r.bytes), r.open_seconds, r.first_batch_seconds, r.seconds,
+                r.samples_per_second(), r.megabytes_per_second(), r.ring_bytes);
+  return line;
+}
+
 // One sample's stored blob: its bytes in the shard's mapping (valid while `views` live).
 struct Stored {
   const uint8_t* data;
@@ -188,7 +201,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (json) {
-    std::printf("%s\n", shardify::ToJson(*r).c_str());
+    std::printf("%s\n", ToJson(*r).c_str());
   } else if (bare) {
     std::printf("%llu samples decoded, %.3f s (collecting the blobs: %.3f s before): %.0f samples/s, %.1f MB/s\n",
                 static_cast<unsigned long long>(r->samples), r->seconds, r->open_seconds, r->samples_per_second(),
