@@ -104,7 +104,10 @@ Result<ConvertSummary> ConvertAndUpload(ConvertOptions local, const storage::Obj
     if (uploads) {
       for (const std::string& name : uploads->put()) store.Delete(object(name)).IgnoreError();
     }
-    return uploaded.ok() ? sum.status() : uploaded;
+    // The upload's error when it stopped the conversion (or came after it), else the
+    // conversion's own.
+    const bool upload_stopped_it = !uploaded.ok() && (sum.ok() || sum.status().code() == StatusCode::kCancelled);
+    return upload_stopped_it ? uploaded : sum.status();
   }
   if (local.dry_run || sum->part_state != ConvertSummary::PartState::kConverted) return sum;
   *converted = true;
