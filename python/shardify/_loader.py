@@ -13,7 +13,6 @@ from ._checks import non_negative as _non_negative
 from ._checks import positive as _positive
 from ._dataset import Dataset
 
-_ORDERS = ("shuffle", "sequential", "shard_windowed", "class_balanced")
 _OUTPUTS = ("torch", "numpy")
 # The C++ loader's options are declared once, in the binding's table of them
 # (python/src/loader_options.cpp, read through _core_options()). A keyword of Loader() that
@@ -143,9 +142,7 @@ class Loader:
         opts = _core_options()
         opts["split"] = _check_split(self._dataset, split)
         opts["batch_size"] = _positive("batch_size", batch_size)
-        opts["order"] = order if order is not None else ("shuffle" if shuffle else "sequential")
-        if opts["order"] not in _ORDERS:
-            raise ValueError(f"order must be one of {_ORDERS}, got {order!r}")
+        opts["order"] = _core.sample_order(order if order is not None else ("shuffle" if shuffle else "sequential"))
         opts["seed"] = _non_negative("seed", seed)
         opts["drop_last"] = bool(drop_last)
         opts["rank"], opts["world_size"] = _rank_and_world(rank, world_size, self._torch)

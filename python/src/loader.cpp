@@ -150,6 +150,11 @@ void RegisterLoader(py::module_& m) {
       .def_property_readonly("batches_per_epoch", &PyLoader::batches_per_epoch)
       .def_property_readonly("ring_bytes", &PyLoader::ring_bytes);
   m.def("loader_options", &LoaderOptionTable, "The Loader's keyword options as [(name, default, doc)].");
+  const std::string order_doc = "The name of the sample order called `name`: one of " + SampleOrderNames() +
+                                "; the aliases windowed and balanced give the last two.";
+  m.def(
+      "sample_order", [](py::handle name) { return std::string(SampleOrderName(OrderNamed(name))); }, py::arg("name"),
+      order_doc.c_str());
   m.def("cuda_available", &CudaDeviceAvailable, "True when this build has the CUDA runtime and a CUDA device answers.");
 }
 

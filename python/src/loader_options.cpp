@@ -61,12 +61,7 @@ LoaderOption Member(std::string name, std::string doc, At at) {
   return {std::move(name), std::move(doc), set, get};
 }
 
-void SetOrder(PyLoaderOptions& o, py::handle value) {
-  const auto name = Cast<std::string>("order", value);
-  const std::optional<SampleOrder> order = ParseSampleOrder(name);
-  if (!order) Throw(InvalidArgument("order must be one of " + SampleOrderNames() + ", got '" + name + "'"));
-  o.loader.sampler.order = *order;
-}
+void SetOrder(PyLoaderOptions& o, py::handle value) { o.loader.sampler.order = OrderNamed(value); }
 
 void SetResume(PyLoaderOptions& o, py::handle value) {
   if (value.is_none()) {
@@ -136,6 +131,13 @@ std::string Names() {
 }
 
 }  // namespace
+
+SampleOrder OrderNamed(py::handle name) {
+  const auto text = Cast<std::string>("order", name);
+  const std::optional<SampleOrder> order = ParseSampleOrder(text);
+  if (!order) Throw(InvalidArgument("order must be one of " + SampleOrderNames() + ", got '" + text + "'"));
+  return *order;
+}
 
 PyLoaderOptions ParseLoaderOptions(const py::kwargs& kwargs) {
   PyLoaderOptions o;

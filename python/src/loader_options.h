@@ -29,6 +29,11 @@ struct PyLoaderOptions {
 // keyword and the value; ValueError for an unknown order.
 PyLoaderOptions ParseLoaderOptions(const py::kwargs& kwargs);
 
+// The order called `name`: one of SampleOrderNames() or an alias ParseSampleOrder takes.
+// Errors: TypeError when `name` is not a str; ValueError "order must be one of ..., got
+// '<name>'" for any other name.
+SampleOrder OrderNamed(py::handle name);
+
 // The table as [(name, default, doc)], in its order.
 py::list LoaderOptionTable();
 

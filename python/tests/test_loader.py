@@ -279,7 +279,8 @@ def test_bad_arguments_raise_clear_errors(fmnist, tmp_path):
         shardify.Loader(fmnist, device="tpu")
     with pytest.raises(ValueError, match="patch"):
         shardify.Loader(fmnist, patch=(0, 4))
-    with pytest.raises(ValueError, match="order"):
+    with pytest.raises(ValueError, match="order must be one of sequential, shuffle, shard_windowed, class_balanced, "
+                                         "got 'random'"):
         shardify.Loader(fmnist, order="random")
     with pytest.raises(ValueError, match="threads=.* per core"):
         shardify.Loader(fmnist, threads=4 * os.cpu_count() + 1)
@@ -314,6 +315,16 @@ def test_the_keywords_agree_with_the_options_of_the_cpp_loader():
     assert differ == {}, "the defaults of these keywords differ from the options' (keyword, table)"
     undocumented = [k for k in params if not re.search(rf"\b{k}\b", _loader.Loader.__doc__)]
     assert undocumented == [], "the docstring of Loader does not mention these keywords"
+
+
+def test_orders_have_the_readers_names_and_shardtrains_aliases_read_as_them(fmnist):
+    assert shardify._core.sample_order("windowed") == "shard_windowed"
+    assert shardify._core.sample_order("class_balanced") == "class_balanced"
+    loader = shardify.Loader(fmnist, order="balanced", batch_size=16, prefetch=1, output="numpy")
+    assert loader.state_dict()["order"] == "class_balanced"
+    loader.close()
+    with pytest.raises(TypeError, match="order takes a str, got 3"):
+        shardify.Loader(fmnist, order=3)
 
 
 def test_the_cpp_loader_names_a_bad_option(fmnist):
