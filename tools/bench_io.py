@@ -31,7 +31,6 @@ Prints a Markdown table (and the targets' ratios) and, with --json, writes the f
 that every method runs, not a measurement.
 """
 import argparse
-import gzip
 import json
 import math
 import os
@@ -111,18 +110,6 @@ def parse_args(argv):
 
 # ---------------------------------------------------------------------------------------
 # Inputs
-
-
-def read_idx(path, limit=None):
-    """The array of an idx file (.gz or plain), its first `limit` items."""
-    import numpy as np
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        data = f.read()
-    ndim = data[3]
-    dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
-    array = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
-    return array[:limit] if limit else array
 
 
 def write_idx(path, array):
@@ -420,13 +407,15 @@ def ratio(out, num, den, batch):
 def main(argv):
     a = parse_args(argv)
     sys.path.insert(0, os.path.join(a.build, "python"))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "examples"))
     import numpy as np
+    from common import read_idx
     import torch
     import shardify  # noqa: F401 (imported before any timing, as torch)
     torch.set_num_threads(a.threads)
     limit = QUICK_SAMPLES if a.quick else None
-    images = np.array(read_idx(os.path.join(FMNIST, IMAGES + ".gz"), limit)[:, None])  # [N, 1, 28, 28], writable
-    labels = read_idx(os.path.join(FMNIST, LABELS + ".gz"), limit)
+    images = np.array(read_idx(os.path.join(FMNIST, IMAGES + ".gz"))[:limit, None])  # [N, 1, 28, 28], writable
+    labels = read_idx(os.path.join(FMNIST, LABELS + ".gz"))[:limit]
     n = len(images)
     paths = make_inputs(a, images, labels)
     warmed = warm(paths)

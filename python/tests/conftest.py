@@ -1,7 +1,6 @@
 """Fixtures of the Python package's tests: small real datasets made from Debian's
 Fashion-MNIST (dataset-fashion-mnist) and synthetic volumes, converted with shardify."""
 
-import gzip
 import os
 import struct
 import subprocess
@@ -13,16 +12,8 @@ import pytest
 
 import shardify
 
-FMNIST = "/usr/share/datasets/fashion-mnist"
-CLASSES = ["T-shirt_top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle_boot"]
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    ndim = data[3]
-    dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+from common import CLASSES, FMNIST, read_idx  # noqa: E402  (the examples' Fashion-MNIST helpers)
 
 
 @pytest.fixture(scope="session")

@@ -6,10 +6,8 @@ dataset"). Usage:
   writer_bench.py pngs PNG_DIR OUT [W]  shardify.write over class-folder PNGs, PIL in fn, W workers
 """
 import glob
-import gzip
 import os
 import shutil
-import struct
 import sys
 import time
 
@@ -17,13 +15,8 @@ import numpy as np
 
 import shardify
 
-FMNIST = "/usr/share/datasets/fashion-mnist"
-
-
-def read_idx(path):
-    data = gzip.open(path, "rb").read()
-    dims = struct.unpack(">" + "I" * data[3], data[4:4 + 4 * data[3]])
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * data[3]).reshape(dims)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "examples"))
+from common import FMNIST, read_idx  # noqa: E402
 
 
 def report(what, n, seconds):
