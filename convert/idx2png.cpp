@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "base/file.h"
 #include "convert/idx.h"
 #include "convert/image_io.h"
 #include "convert/work_internal.h"
@@ -41,8 +42,9 @@ Result<uint64_t> IdxToPng(const IdxToPngOptions& o) {
       o.limit > 0 ? std::min<uint64_t>(o.limit, static_cast<uint64_t>(s[0])) : static_cast<uint64_t>(s[0]);
   for (uint64_t i = 0; i < n; ++i) {
     std::error_code ec;
-    fs::create_directories(fs::path(o.out) / FolderName(o, labels.data[i]), ec);
-    if (ec) return IOError(o.out + "/" + FolderName(o, labels.data[i]) + ": cannot create: " + ec.message());
+    const std::string folder = JoinPath(o.out, FolderName(o, labels.data[i]));
+    fs::create_directories(folder, ec);
+    if (ec) return IOError(folder + ": cannot create: " + ec.message());
   }
   std::mutex mu;
   Status first;
@@ -55,7 +57,7 @@ Result<uint64_t> IdxToPng(const IdxToPngOptions& o) {
     }
     char name[32];
     std::snprintf(name, sizeof name, "%05zu.png", i);
-    std::string path = (fs::path(o.out) / FolderName(o, labels.data[i]) / (o.prefix + name)).string();
+    const std::string path = JoinPath(JoinPath(o.out, FolderName(o, labels.data[i])), o.prefix + name);
     Status st = WriteImage2D(path, DType::kU8, {c, h, w}, planar);
     if (!st.ok()) {
       std::lock_guard<std::mutex> l(mu);

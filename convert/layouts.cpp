@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "base/file.h"
 #include "base/strings.h"
 #include "convert/idx.h"
 #include "convert/image_io.h"
@@ -65,7 +66,7 @@ const LayoutSpec* FindLayout(Layout layout) {
 
 bool SourceDir::Has(const char* name) const {
   std::error_code ec;
-  return fs::exists(fs::path(dir_) / name, ec);
+  return fs::exists(JoinPath(dir_, name), ec);
 }
 
 Result<bool> SourceDir::AnyFile(bool (*test)(const std::string& name)) {

@@ -204,7 +204,7 @@ Status RequireUtf8Names(const std::string& src, SourcePlan* plan) {
                                          [](const CaseInput& in) { return IsUtf8(in.name) && IsUtf8(in.split); });
   for (auto in = bad; in != cases.end(); ++in) {
     const bool name = !IsUtf8(in->name);
-    plan->bad.push_back({EscapeNonUtf8(plan->root + "/" + in->name),
+    plan->bad.push_back({EscapeNonUtf8(JoinPath(plan->root, in->name)),
                          std::string(name ? "name" : "split '" + EscapeNonUtf8(in->split) + "'") +
                              " is not UTF-8 (shardify stores names as UTF-8); rename it"});
   }
@@ -222,13 +222,13 @@ Status PlanFolder(const std::string& src, const std::vector<std::string>&, Sourc
   std::vector<std::string> links;
   ASSIGN_OR_RETURN(plan->classes, ListSubdirs(src, plan->excluded, &links));
   for (const std::string& l : links) {
-    plan->warnings.push_back(src + "/" + l + ": a directory symlink, not followed (no class)");
+    plan->warnings.push_back(JoinPath(src, l) + ": a directory symlink, not followed (no class)");
   }
   if (plan->classes.empty()) return NotFound(src + ": no class folders found");
   for (size_t c = 0; c < plan->classes.size(); ++c) {
     const std::string& cls = plan->classes[c];
     std::vector<ListedFile> files;
-    RETURN_IF_ERROR(ListFiles(src + "/" + cls, true, &files, &plan->bad, plan->excluded));
+    RETURN_IF_ERROR(ListFiles(JoinPath(src, cls), true, &files, &plan->bad, plan->excluded));
     size_t n = 0;
     for (const auto& f : files) {
       if (!IsImage(f.rel)) {
@@ -243,7 +243,7 @@ Status PlanFolder(const std::string& src, const std::vector<std::string>&, Sourc
       ++n;
     }
     if (n == 0)
-      plan->warnings.push_back(src + "/" + cls + ": class folder has no images (class kept, label " +
+      plan->warnings.push_back(JoinPath(src, cls) + ": class folder has no images (class kept, label " +
                                std::to_string(c) + ")");
   }
   return Status::Ok();
@@ -280,8 +280,8 @@ std::string Stem(const std::string& rel) {
 
 Status PlanPairs(const std::string& src, const std::vector<std::string>&, SourcePlan* plan) {
   std::vector<ListedFile> images, masks;
-  RETURN_IF_ERROR(ListFiles(src + "/images", true, &images, &plan->bad, plan->excluded));
-  RETURN_IF_ERROR(ListFiles(src + "/masks", true, &masks, &plan->bad, plan->excluded));
+  RETURN_IF_ERROR(ListFiles(JoinPath(src, "images"), true, &images, &plan->bad, plan->excluded));
+  RETURN_IF_ERROR(ListFiles(JoinPath(src, "masks"), true, &masks, &plan->bad, plan->excluded));
   std::map<std::string, std::string> by_stem;
   for (const auto& m : masks) {
     if (IsImage(m.rel))
@@ -297,7 +297,7 @@ Status PlanPairs(const std::string& src, const std::vector<std::string>&, Source
     }
     auto it = by_stem.find(Stem(f.rel));
     if (it == by_stem.end()) {
-      plan->bad.push_back({f.abs, "no matching mask in " + src + "/masks"});
+      plan->bad.push_back({f.abs, "no matching mask in " + JoinPath(src, "masks")});
       continue;
     }
     CaseInput in;
@@ -308,7 +308,7 @@ Status PlanPairs(const std::string& src, const std::vector<std::string>&, Source
     plan->cases.push_back(std::move(in));
   }
   for (const auto& [stem, path] : by_stem) plan->warnings.push_back(path + ": mask without an image (ignored)");
-  if (plan->cases.empty() && plan->bad.empty()) return NotFound(src + "/images: no images found");
+  if (plan->cases.empty() && plan->bad.empty()) return NotFound(JoinPath(src, "images") + ": no images found");
   return Status::Ok();
 }
 

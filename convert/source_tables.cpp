@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "base/file.h"
 #include "convert/case.h"
 #include "convert/image_io.h"
 #include "convert/source.h"
@@ -20,7 +21,7 @@ namespace {
 
 std::string Resolve(const std::string& root, const std::string& p) {
   if (!p.empty() && p[0] == '/') return p;
-  return (fs::path(root) / p).string();
+  return JoinPath(root, p);
 }
 
 int Column(const std::vector<std::string>& header, const char* name) {
@@ -141,9 +142,9 @@ Status ListNnunetFolder(const std::string& dir, const std::string& ending, Sourc
 void AddNnunetCases(const std::string& src, const std::string& folder, const std::string& ending, int channels,
                     bool labeled, SourcePlan* plan) {
   std::map<std::string, NnunetCase> cases;
-  Status s = ListNnunetFolder(src + "/" + folder, ending, plan, &cases);
+  Status s = ListNnunetFolder(JoinPath(src, folder), ending, plan, &cases);
   if (!s.ok()) {
-    plan->bad.push_back({src + "/" + folder, s.message()});
+    plan->bad.push_back({JoinPath(src, folder), s.message()});
     return;
   }
   for (const auto& [name, c] : cases) {
@@ -160,16 +161,16 @@ void AddNnunetCases(const std::string& src, const std::string& folder, const std
       in.images.push_back(it->second);
     }
     if (!missing.empty() || static_cast<int>(c.channels.size()) != channels) {
-      plan->bad.push_back({src + "/" + in.name, "case has channels " + std::to_string(c.channels.size()) +
-                                                    " files but dataset.json names " + std::to_string(channels) +
-                                                    (missing.empty() ? "" : " (missing channel " + missing + ")")});
+      plan->bad.push_back({JoinPath(src, in.name), "case has channels " + std::to_string(c.channels.size()) +
+                                                       " files but dataset.json names " + std::to_string(channels) +
+                                                       (missing.empty() ? "" : " (missing channel " + missing + ")")});
       continue;
     }
     if (labeled) {
-      in.mask = src + "/labelsTr/" + name + ending;
+      in.mask = JoinPath(src, "labelsTr/" + name + ending);
       std::error_code ec;
       if (!fs::is_regular_file(in.mask, ec)) {
-        plan->bad.push_back({src + "/" + in.name, "no label file labelsTr/" + name + ending});
+        plan->bad.push_back({JoinPath(src, in.name), "no label file labelsTr/" + name + ending});
         continue;
       }
     } else {
@@ -283,7 +284,7 @@ Status CheckRegions(const nlohmann::ordered_json& j, const std::string& json_pat
 }  // namespace
 
 Status PlanNnunet(const std::string& src, const std::vector<std::string>&, SourcePlan* plan) {
-  const std::string json_path = src + "/dataset.json";
+  const std::string json_path = JoinPath(src, "dataset.json");
   ASSIGN_OR_RETURN(std::string text, ReadTextFile(json_path));
   // Ordered, so that channel names and labels keep the order of dataset.json in the meta.
   nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -309,8 +310,8 @@ Status PlanNnunet(const std::string& src, const std::vector<std::string>&, Sourc
   const int channels = static_cast<int>(names->size());
   AddNnunetCases(src, "imagesTr", ending, channels, true, plan);
   std::error_code ec;
-  if (fs::is_directory(src + "/imagesTs", ec)) AddNnunetCases(src, "imagesTs", ending, channels, false, plan);
-  if (plan->cases.empty() && plan->bad.empty()) return NotFound(src + "/imagesTr: no cases found");
+  if (fs::is_directory(JoinPath(src, "imagesTs"), ec)) AddNnunetCases(src, "imagesTs", ending, channels, false, plan);
+  if (plan->cases.empty() && plan->bad.empty()) return NotFound(JoinPath(src, "imagesTr") + ": no cases found");
   return Status::Ok();
 }
 
@@ -377,7 +378,7 @@ class RleMask final : public CaseSource {
 }  // namespace
 
 Status PlanRle(const std::string& src, const std::vector<std::string>&, SourcePlan* plan) {
-  const std::string csv = src + "/train.csv";
+  const std::string csv = JoinPath(src, "train.csv");
   ASSIGN_OR_RETURN(std::string text, ReadTextFile(csv));
   ASSIGN_OR_RETURN(auto rows, ParseCsv(text, csv));
   if (rows.empty()) return Corruption(csv + ": empty csv");
@@ -398,7 +399,7 @@ Status PlanRle(const std::string& src, const std::vector<std::string>&, SourcePl
     if (!row[seg].empty()) rle[row[id]][row[cls]] = row[seg];
   }
   std::vector<ListedFile> files;
-  RETURN_IF_ERROR(ListFiles(src + "/train", true, &files, &plan->bad, plan->excluded));
+  RETURN_IF_ERROR(ListFiles(JoinPath(src, "train"), true, &files, &plan->bad, plan->excluded));
   nlohmann::json labels = nlohmann::json::object();
   int k = 0;
   for (const auto& c : classes) {
@@ -430,7 +431,8 @@ Status PlanRle(const std::string& src, const std::vector<std::string>&, SourcePl
     if (!channels.empty()) in.source = std::make_shared<RleMask>(std::move(channels), std::move(spacing));
     plan->cases.push_back(std::move(in));
   }
-  if (plan->cases.empty() && plan->bad.empty()) return NotFound(src + "/train: no scans/slice_*.png files found");
+  if (plan->cases.empty() && plan->bad.empty())
+    return NotFound(JoinPath(src, "train") + ": no scans/slice_*.png files found");
   return Status::Ok();
 }
 

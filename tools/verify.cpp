@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "base/file.h"
 #include "base/parallel.h"
 #include "format/dataset.h"
 #include "format/layout.h"
@@ -30,7 +31,7 @@ struct ShardResult {
 bool CheckFileSize(const std::string& dir, const ShardInfo& info, ShardResult& r) {
   if (storage::IsRemote(dir)) return true;  // the cache refuses a download of another size, naming it
   struct stat st {};
-  const std::string path = dir + "/" + info.file_name;
+  const std::string path = JoinPath(dir, info.file_name);
   if (::stat(path.c_str(), &st) != 0) {
     r.problems.push_back({info.file_name, std::nullopt, "missing (" + path + " cannot be read)"});
     return false;
@@ -48,7 +49,7 @@ bool CheckFileSize(const std::string& dir, const ShardInfo& info, ShardResult& r
 // shard and sample already), so what is left reads "field 'image': blob checksum ...".
 std::string WithoutPrefix(const std::string& message, const std::string& dir, const std::string& file,
                           uint64_t sample) {
-  const std::string prefix = dir + "/" + file + " sample " + std::to_string(sample) + " ";
+  const std::string prefix = JoinPath(dir, file) + " sample " + std::to_string(sample) + " ";
   if (message.compare(0, prefix.size(), prefix) == 0) return message.substr(prefix.size());
   return message;
 }
