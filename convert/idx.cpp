@@ -3,12 +3,12 @@
 
 #include <zlib.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
 
 #include "convert/gz_internal.h"
+#include "media/nifti.h"  // SwapElementBytes
 
 namespace shardify::convert {
 namespace {
@@ -72,8 +72,7 @@ Result<IdxArray> ReadIdx(const std::string& path, uint64_t max_bytes) {
   uint8_t extra;
   ASSIGN_OR_RETURN(got, ReadUpTo(f.get(), &extra, 1, path));
   if (got != 0) return Corruption(path + ": idx file has bytes past the end of its data");
-  const size_t w = DTypeSize(out.dtype);
-  for (size_t i = 0; w > 1 && i + w <= out.data.size(); i += w) std::reverse(&out.data[i], &out.data[i + w]);
+  media::SwapElementBytes(out.data.data(), out.data.size(), DTypeSize(out.dtype));
   return out;
 }
 

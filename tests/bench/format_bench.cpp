@@ -3,7 +3,6 @@
 // a 1,000,000-sample dataset. Prints figures; asserts nothing.
 //
 // Usage: format_bench [--dir DIR] [--quick]
-#include <zlib.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include "base/file.h"
+#include "convert/idx.h"
 #include "format/dataset.h"
 #include "format/writer.h"
 
@@ -35,14 +35,12 @@ void Die(const Status& s) {
 // Fashion-MNIST images from Debian's dataset-fashion-mnist when installed, else synthetic.
 std::vector<Bytes> LoadImages28(size_t n) {
   std::vector<Bytes> out;
-  gzFile f = gzopen("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", "rb");
-  if (f != nullptr) {
-    uint8_t header[16];
-    if (gzread(f, header, 16) == 16) {
-      Bytes img(784);
-      while (out.size() < n && gzread(f, img.data(), 784) == 784) out.push_back(img);
+  const Result<convert::IdxArray> idx =
+      convert::ReadIdx("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
+  if (idx.ok() && idx->dtype == DType::kU8 && idx->shape.size() == 3 && idx->shape[1] * idx->shape[2] == 784) {
+    for (size_t at = 0; out.size() < n && at + 784 <= idx->data.size(); at += 784) {
+      out.emplace_back(idx->data.begin() + at, idx->data.begin() + at + 784);
     }
-    gzclose(f);
   }
   uint64_t x = 1;
   while (out.size() < n) {

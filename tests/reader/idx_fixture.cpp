@@ -1,37 +1,25 @@
-// reader_idx_fixture: writes an MNIST-style idx pair (uncompressed) as a shard dataset
+// reader_idx_fixture: writes an MNIST-style idx pair (plain or .gz) as a shard dataset
 // with the field conventions of docs/fields.md, for the loader race when the
 // converter is not built. Same pixels as the class-folder PNGs made from the same files.
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
+#include "convert/idx.h"
 #include "format/writer.h"
 
 namespace {
 
-uint32_t BigEndian32(const std::vector<uint8_t>& b, size_t at) {
-  return uint32_t{b[at]} << 24 | uint32_t{b[at + 1]} << 16 | uint32_t{b[at + 2]} << 8 | b[at + 3];
-}
-
-shardify::Result<std::vector<uint8_t>> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return shardify::IOError("cannot open " + path);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
-}
-
 shardify::Status Convert(const std::string& images_path, const std::string& labels_path, const std::string& out,
                          const std::vector<std::string>& classes) {
   using namespace shardify;
-  ASSIGN_OR_RETURN(std::vector<uint8_t> images, ReadFile(images_path));
-  ASSIGN_OR_RETURN(std::vector<uint8_t> labels, ReadFile(labels_path));
-  if (images.size() < 16 || BigEndian32(images, 0) != 0x803) return Corruption(images_path + ": not an idx3 u8 file");
-  if (labels.size() < 8 || BigEndian32(labels, 0) != 0x801) return Corruption(labels_path + ": not an idx1 u8 file");
-  const uint64_t n = BigEndian32(images, 4), h = BigEndian32(images, 8), w = BigEndian32(images, 12);
-  if (images.size() != 16 + n * h * w) return Corruption(images_path + ": size disagrees with its header");
-  if (labels.size() != 8 + n || BigEndian32(labels, 4) != n) return Corruption(labels_path + ": count differs");
+  ASSIGN_OR_RETURN(const convert::IdxArray images, convert::ReadIdx(images_path));
+  ASSIGN_OR_RETURN(const convert::IdxArray labels, convert::ReadIdx(labels_path));
+  if (images.dtype != DType::kU8 || images.shape.size() != 3) return Corruption(images_path + ": not an idx3 u8 file");
+  if (labels.dtype != DType::kU8 || labels.shape.size() != 1) return Corruption(labels_path + ": not an idx1 u8 file");
+  const uint64_t n = images.shape[0], h = images.shape[1], w = images.shape[2];
+  if (labels.shape[0] != images.shape[0]) return Corruption(labels_path + ": count differs");
   const int64_t hh = static_cast<int64_t>(h), ww = static_cast<int64_t>(w);
   std::vector<FieldSpec> fields(3);
   fields[0].name = "image";
@@ -48,8 +36,8 @@ shardify::Status Convert(const std::string& images_path, const std::string& labe
   ASSIGN_OR_RETURN(auto writer, DatasetWriter::Create(out, fields, o));
   for (uint64_t i = 0; i < n; ++i) {
     SampleInput s;
-    const uint8_t* p = images.data() + 16 + i * h * w;
-    const int64_t label = labels[8 + i];
+    const uint8_t* p = images.data.data() + i * h * w;
+    const int64_t label = labels.data[i];
     s.values.push_back(FieldValue::Array(std::vector<uint8_t>(p, p + h * w), {1, hh, ww}));
     s.values.push_back(FieldValue::Int(label));
     const std::string cls = label < static_cast<int64_t>(classes.size()) ? classes[label] : std::to_string(label);
@@ -63,12 +51,12 @@ shardify::Status Convert(const std::string& images_path, const std::string& labe
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "reader_idx_fixture: write an uncompressed idx images + labels pair as a shard "
+      "reader_idx_fixture: write an idx images + labels pair (plain or .gz) as a shard "
       "dataset (fields image u8 [1, H, W], label, path), split 'train'."};
   std::string images, labels, out;
   std::vector<std::string> classes;
-  app.add_option("IMAGES", images, "*-images-idx3-ubyte, uncompressed")->required();
-  app.add_option("LABELS", labels, "*-labels-idx1-ubyte, uncompressed")->required();
+  app.add_option("IMAGES", images, "*-images-idx3-ubyte[.gz]")->required();
+  app.add_option("LABELS", labels, "*-labels-idx1-ubyte[.gz]")->required();
   app.add_option("-o,--output", out, "dataset directory to write (replaced)")->required();
   app.add_option("--classes", classes, "class names for labels 0, 1, ...")->delimiter(',');
   CLI11_PARSE(app, argc, argv);

@@ -10,6 +10,7 @@
 #include <iterator>
 #include <stdexcept>
 
+#include "convert/idx.h"
 #include "format/writer.h"
 
 namespace shardify::tools::test {
@@ -181,13 +182,17 @@ void WriteVolume(const std::string& dir, const NiftiSource& src, const Shape& ch
 const char kFashionMnistDir[] = "/usr/share/datasets/fashion-mnist";
 
 Mnist ReadFashionMnist(size_t n) {
-  const std::vector<uint8_t> images = Gunzip(std::string(kFashionMnistDir) + "/t10k-images-idx3-ubyte.gz");
-  const std::vector<uint8_t> labels = Gunzip(std::string(kFashionMnistDir) + "/t10k-labels-idx1-ubyte.gz");
-  if (images.size() < 16 + n * 784 || labels.size() < 8 + n) throw std::runtime_error("short idx files");
+  const Result<convert::IdxArray> images =
+      convert::ReadIdx(std::string(kFashionMnistDir) + "/t10k-images-idx3-ubyte.gz");
+  const Result<convert::IdxArray> labels =
+      convert::ReadIdx(std::string(kFashionMnistDir) + "/t10k-labels-idx1-ubyte.gz");
+  Check(images.status(), "ReadIdx");
+  Check(labels.status(), "ReadIdx");
+  if (images->data.size() < n * 784 || labels->data.size() < n) throw std::runtime_error("short idx files");
   Mnist m;
   for (size_t i = 0; i < n; ++i) {
-    m.images.emplace_back(images.begin() + 16 + i * 784, images.begin() + 16 + (i + 1) * 784);
-    m.labels.push_back(labels[8 + i]);
+    m.images.emplace_back(images->data.begin() + i * 784, images->data.begin() + (i + 1) * 784);
+    m.labels.push_back(labels->data[i]);
   }
   return m;
 }
