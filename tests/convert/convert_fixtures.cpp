@@ -1,11 +1,9 @@
 // Fixtures for the converter tests (see convert_fixtures.h).
 #include "tests/convert/convert_fixtures.h"
 
-#include <fcntl.h>
 #include <itkNiftiImageIO.h>
 #include <png.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -175,21 +173,6 @@ bool HasDatasetFiles(const std::string& dir) {
   return false;
 }
 
-pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(out, 1);
-    dup2(out, 2);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
 bool WaitForShard(const std::string& dir, pid_t pid) {
   for (int i = 0; i < 20000; ++i) {
     if (HasDatasetFiles(dir)) return true;
@@ -203,16 +186,6 @@ bool WaitForShard(const std::string& dir, pid_t pid) {
 void CancelAt::OnProgress(const Progress& p) {
   if (std::strcmp(p.phase, "convert") == 0 && p.done >= at_) flag_->store(true);
   ++calls;
-}
-
-int Shell(const std::string& cmd, std::string* out) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out->append(buf, n);
-  const int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 std::map<std::string, std::vector<uint8_t>> DirBytes(const std::string& dir) {

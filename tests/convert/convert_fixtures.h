@@ -14,6 +14,7 @@
 #include "convert/convert.h"
 #include "convert/image_io.h"
 #include "format/dataset.h"
+#include "tests/common/process.h"
 #include "tests/common/temp_dir.h"
 
 namespace shardify::convert::testing {
@@ -56,12 +57,11 @@ void WriteLabels(const std::string& path, int d, int h, int w, uint32_t seed, in
 std::string ManyPngs(const TempDir& dir, int n, int size = 8);
 // Whether `dir` holds a shard or manifest file.
 bool HasDatasetFiles(const std::string& dir);
-// Starts args[0] with args; stdout and stderr go to `log`.
-pid_t Spawn(const std::vector<std::string>& args, const std::string& log = "/dev/null");
+using shardify::testing::Shell;  // tests/common/process.h
+using shardify::testing::Spawn;
+using shardify::testing::WaitExitCode;
 // Waits until `dir` holds a shard file (or the child exits); true if one appeared.
 bool WaitForShard(const std::string& dir, pid_t pid);
-// Runs `cmd` through the shell; returns its exit code and stdout+stderr.
-int Shell(const std::string& cmd, std::string* out);
 // The files of `dir` (not recursive): name -> bytes.
 std::map<std::string, std::vector<uint8_t>> DirBytes(const std::string& dir);
 

@@ -30,12 +30,6 @@ std::vector<std::string> Names(const std::string& dir) {
   return out;
 }
 
-int ExitCode(pid_t pid) {
-  int st = 0;
-  waitpid(pid, &st, 0);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 std::string ReadText(const std::string& path) {
   const std::vector<uint8_t> b = ReadBytes(path);
   return std::string(b.begin(), b.end());
@@ -135,7 +129,7 @@ TEST_CASE("convert: shardify refuses a destination another writer holds, and lea
   for (bool overwrite : {false, true}) {
     std::vector<std::string> args = {SHARDIFY_BIN, src, "-o", out, "--no-fsync", "-q"};
     if (overwrite) args.push_back("--overwrite");
-    const int code = ExitCode(Spawn(args, dir / "second.log"));
+    const int code = WaitExitCode(Spawn(args, dir / "second.log"));
     const std::string log = ReadText(dir / "second.log");
     INFO(log);
     CHECK(code == 1);
@@ -161,8 +155,8 @@ TEST_CASE("convert: of two shardify runs on one destination, one fails, and the 
   REQUIRE(first > 0);
   const bool started = WaitForShard(out, first);
   const pid_t second = Spawn({SHARDIFY_BIN, src2, "-o", out, "--no-fsync", "-q"}, dir / "second.log");
-  const int second_code = ExitCode(second);
-  const int first_code = ExitCode(first);
+  const int second_code = WaitExitCode(second);
+  const int first_code = WaitExitCode(first);
   REQUIRE(started);
   const std::string log = ReadText(dir / "second.log");
   INFO(log);

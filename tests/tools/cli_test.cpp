@@ -8,6 +8,7 @@
 
 #include "format/dataset.h"
 #include "format/writer.h"
+#include "tests/common/process.h"
 #include "tests/tools/fixtures.h"
 
 namespace shardify::tools {
@@ -16,10 +17,9 @@ namespace {
 using test::TempDir;
 
 int Run(const std::string& args) {
-  const std::string cmd = std::string(SHARDTOOL_PATH) + " " + args + " >/dev/null 2>&1";
-  const int rc = std::system(cmd.c_str());
-  REQUIRE(WIFEXITED(rc));
-  return WEXITSTATUS(rc);
+  const int code = testing::Shell(std::string(SHARDTOOL_PATH) + " " + args + " >/dev/null 2>&1");
+  REQUIRE(code >= 0);
+  return code;
 }
 
 TEST_CASE("tools: shardtool exits 0 on success, 1 on damage, 2 on misuse", "[tools][subprocess]") {
@@ -82,7 +82,7 @@ TEST_CASE("tools: --io pread reads as mmap does, a shard truncated under bench e
     const std::string script = std::string(SHARDTOOL_PATH) + " bench " + dir + " --epochs 100000000 --io " + io + " >" +
                                log + " 2>&1 & pid=$!; sleep 0.3; truncate -s 4096 " + dir +
                                "/shard-00000.sfs; wait $pid; echo $? >" + rc;
-    REQUIRE(std::system(("sh -c '" + script + "'").c_str()) == 0);
+    REQUIRE(testing::Shell("sh -c '" + script + "'") == 0);
     std::ifstream code(rc), text(log);
     int status = -1;
     code >> status;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/process.h"
 #include "../common/temp_dir.h"
 #include "catch_torch.h"
 #include "fixtures.h"
@@ -35,14 +36,9 @@ using testing::Environment;
 using testing::PortLease;
 using testing::Rank;
 using testing::RankArgv;
+using testing::Shell;
 using testing::Slurp;
 using testing::WaitForText;
-
-// Runs a shell command; its exit code (-1 when killed by a signal).
-int Run(const std::string& cmd) {
-  const int st = std::system(cmd.c_str());
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 // tools/launch.py hosts its store on the first free port of these: a port it binds itself,
 // so concurrent launches cannot share one.
@@ -50,8 +46,8 @@ const char* const kLaunchPorts = "29550-29599";
 
 // `ranks` ranks of shardtrain through tools/launch.py.
 int Launch(int ranks, const std::string& args, const std::string& log) {
-  return Run(std::string(PYTHON_BIN) + " " + LAUNCH_PY + " --nproc " + std::to_string(ranks) + " --ports " +
-             kLaunchPorts + " -- " + SHARDTRAIN_BIN + " " + args + " >" + log + " 2>&1");
+  return Shell(std::string(PYTHON_BIN) + " " + LAUNCH_PY + " --nproc " + std::to_string(ranks) + " --ports " +
+               kLaunchPorts + " -- " + SHARDTRAIN_BIN + " " + args + " >" + log + " 2>&1");
 }
 
 // The JSON summary line of a log (rank 0 prints it).
@@ -101,8 +97,8 @@ TEST_CASE("distributed: ranks of batch 32 or 16 x 2 end with the weights and met
           "[subprocess][distributed][slow]") {
   testing::TempDir dir;
   REQUIRE(testing::WriteClassFixture(dir / "data", false, 192).ok());  // 3 global batches of 64
-  REQUIRE(Run(std::string(SHARDTRAIN_BIN) + " " + TrainArgs(dir / "data", dir / "one", 64, 2) + " --json >" +
-              (dir / "one.log") + " 2>&1") == 0);
+  REQUIRE(Shell(std::string(SHARDTRAIN_BIN) + " " + TrainArgs(dir / "data", dir / "one", 64, 2) + " --json >" +
+                (dir / "one.log") + " 2>&1") == 0);
   REQUIRE(Launch(2, TrainArgs(dir / "data", dir / "two", 32, 2) + " --json", dir / "two.log") == 0);
   INFO(Slurp(dir / "two.log"));
 
@@ -144,7 +140,7 @@ TEST_CASE("distributed: ranks of batch 32 or 16 x 2 end with the weights and met
 // The JSON summaries of one process training `args` (ending in --out) for its epochs, then
 // of `ranks` ranks resuming its last.pt: they take no step, and evaluate the same weights.
 std::pair<Json, Json> OneThenResumed(const std::string& dir, const std::string& args, int ranks) {
-  REQUIRE(Run(std::string(SHARDTRAIN_BIN) + " " + args + dir + "/one --json >" + dir + "/one.log 2>&1") == 0);
+  REQUIRE(Shell(std::string(SHARDTRAIN_BIN) + " " + args + dir + "/one --json >" + dir + "/one.log 2>&1") == 0);
   REQUIRE(Launch(ranks, args + dir + "/many --json --resume " + dir + "/one/last.pt", dir + "/many.log") == 0);
   return {Summary(dir + "/one.log"), Summary(dir + "/many.log")};
 }
@@ -405,9 +401,9 @@ TEST_CASE("distributed: the launcher's environment and bad values", "[subprocess
   bad.rank = 0;
   bad.backend = "mpi";
   CHECK_THAT(st::CheckDistributedOptions(bad).message(), Catch::Contains("mpi"));
-  CHECK(Run(std::string("RANK=x WORLD_SIZE=2 ") + SHARDTRAIN_BIN + " train /nonexistent >/dev/null 2>&1") == 2);
-  CHECK(Run(std::string(SHARDTRAIN_BIN) + " train /nonexistent --rank 3 --world-size 2 >/dev/null 2>&1") == 2);
-  CHECK(Run(std::string(SHARDTRAIN_BIN) + " train /nonexistent --dist-timeout 0 >/dev/null 2>&1") == 2);
+  CHECK(Shell(std::string("RANK=x WORLD_SIZE=2 ") + SHARDTRAIN_BIN + " train /nonexistent >/dev/null 2>&1") == 2);
+  CHECK(Shell(std::string(SHARDTRAIN_BIN) + " train /nonexistent --rank 3 --world-size 2 >/dev/null 2>&1") == 2);
+  CHECK(Shell(std::string(SHARDTRAIN_BIN) + " train /nonexistent --dist-timeout 0 >/dev/null 2>&1") == 2);
 }
 
 TEST_CASE("distributed: evaluation shares and resume points") {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../common/claims.h"
+#include "../common/process.h"
 #include "../common/skip.h"
 #include "../common/temp_dir.h"
 #include "../common/watchdog.h"
@@ -265,15 +266,10 @@ std::vector<std::string> CsvRecord(std::istream& in) {
 
 // Runs shardtrain with `args`; its stderr goes to *err when given.
 int Shardtrain(const std::string& args, std::string* err = nullptr) {
-  const std::string log =
-      std::filesystem::temp_directory_path() / ("shardtrain-" + std::to_string(::getpid()) + ".err");
-  const int st = std::system((std::string(SHARDTRAIN_BIN) + " " + args + " >/dev/null 2>" + log).c_str());
-  if (err != nullptr) {
-    std::ifstream in(log);
-    err->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  std::filesystem::remove(log);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  std::string stderr_text;
+  const int code = testing::Shell(std::string(SHARDTRAIN_BIN) + " " + args + " >/dev/null", &stderr_text);
+  if (err != nullptr) *err = stderr_text;
+  return code;
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/process.h"
 #include "../common/temp_dir.h"
 #include "catch_torch.h"
 #include "fixtures.h"
@@ -304,17 +305,11 @@ TEST_CASE("trainer: Ctrl-C stops shardtrain after its step, writes its outputs a
   testing::TempDir dir;
   REQUIRE(WriteOrganFixture(dir / "data", 32, 8).ok());
   const std::string log = dir / "log.txt";
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    std::freopen(log.c_str(), "w", stderr);
-    std::freopen("/dev/null", "w", stdout);
-    const std::string data = dir / "data", out = dir / "out";
-    execl(SHARDTRAIN_BIN, SHARDTRAIN_BIN, "train", data.c_str(), "-o", out.c_str(), "--model", "unet", "--epochs",
-          "100000", "--batch", "8", "--base-channels", "4", "--resize", "32", "32", "--progress-seconds", "0.05",
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
+  const pid_t pid =
+      testing::Spawn({SHARDTRAIN_BIN, "train", dir / "data", "-o", dir / "out", "--model", "unet", "--epochs", "100000",
+                      "--batch", "8", "--base-channels", "4", "--resize", "32", "32", "--progress-seconds", "0.05"},
+                     log);
+  REQUIRE(pid > 0);
   // Waits until training reports progress (the handler is in place by then), at most 5 minutes.
   bool started = false;
   for (int i = 0; i < 3000 && !started; ++i) {
@@ -323,11 +318,10 @@ TEST_CASE("trainer: Ctrl-C stops shardtrain after its step, writes its outputs a
   }
   REQUIRE(started);
   kill(pid, SIGINT);
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
+  const int code = testing::WaitExitCode(pid);
   INFO(ReadText(log));
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 130);
+  REQUIRE(code != -1);  // not killed by a signal
+  CHECK(code == 130);
   CHECK(std::filesystem::exists(dir / "out/last.pt"));
   CHECK(CountLines(dir / "out/metrics.jsonl") >= 1);
   CHECK_THAT(ReadText(log), Catch::Contains("val_dice_stomach"));
