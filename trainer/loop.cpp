@@ -604,7 +604,7 @@ Result<TrainSummary> Trainer::Finish() {
 Result<std::unique_ptr<Loader>> TrainLoader(const TrainOptions& o, const Setup& s) {
   LoaderOptions lo;
   lo.split = o.train_split;
-  lo.fields = {s.spec.image_field, s.spec.segmentation ? s.spec.mask_field : s.spec.label_field};
+  lo.fields = {s.spec.image_field, s.spec.target_field()};
   lo.batch_size = o.batch_size;
   lo.threads = o.threads;
   lo.prefetch = std::max<size_t>(o.prefetch, 1);

@@ -97,7 +97,7 @@ Result<Inputs> BatchInputs(const std::shared_ptr<Batch>& batch, const DataSpec& 
   Inputs in;
   in.image =
       ToFloatImage(ToDevice(*image, device, batch->pinned), img->dtype, spec.mean, spec.stddev, spec.spatial_rank());
-  const std::string& tname = spec.segmentation ? spec.mask_field : spec.label_field;
+  const std::string& tname = spec.target_field();
   const BatchField* tf = batch->Find(tname);
   const int64_t b = static_cast<int64_t>(batch->size());
   Result<torch::Tensor> target =
@@ -136,7 +136,8 @@ Result<std::unique_ptr<Loader>> SplitLoader(const std::shared_ptr<const Dataset>
                                             const RankGroup* group) {
   LoaderOptions lo;
   lo.split = split;
-  lo.fields = {spec.image_field, spec.segmentation ? spec.mask_field : spec.label_field};
+  lo.fields = {spec.image_field};
+  if (spec.targets) lo.fields.push_back(spec.target_field());
   lo.batch_size = batch_size;
   lo.threads = threads;
   lo.sampler.order = SampleOrder::kSequential;

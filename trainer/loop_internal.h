@@ -74,6 +74,8 @@ struct DataSpec {
   std::vector<std::string> class_names;  // multi-label: the mask's classes, by channel
   bool targets = true;                   // false: images only (an unlabeled split); the target is -1 per sample
   int spatial_rank() const { return patch.empty() ? 2 : static_cast<int>(patch.size()); }
+  // The field the model learns to predict: the mask (segmentation) or the label.
+  const std::string& target_field() const { return segmentation ? mask_field : label_field; }
 };
 
 // How a mask field labels its pixels (docs/fields.md): multi-label when its meta
@@ -101,7 +103,9 @@ Result<Inputs> BatchInputs(const std::shared_ptr<Batch>& batch, const DataSpec& 
 // Loss of a batch for the task.
 torch::Tensor TaskLoss(const torch::Tensor& logits, const torch::Tensor& target, const DataSpec& spec);
 
-// Opens a sequential single-epoch loader over `split` (with `group`: over this rank's part).
+// Opens a sequential single-epoch loader over `split` (with `group`: over this rank's part),
+// for evaluation and prediction: the image field, and the target field when spec.targets.
+// Volumes (spec.patch set) are read one batch ahead only.
 Result<std::unique_ptr<Loader>> SplitLoader(const std::shared_ptr<const Dataset>& ds, const std::string& split,
                                             const DataSpec& spec, size_t batch_size, size_t threads,
                                             const RankGroup* group = nullptr);

@@ -48,7 +48,7 @@ Status OpenPredictor(const PredictOptions& o, Predictor& p) {
   if (o.source_grid && p.spec.patch.empty()) {
     return InvalidArgument("--source-grid maps predicted volumes (unet3d) back; this checkpoint predicts 2D images");
   }
-  p.labeled = p.ds->manifest().FindField(p.spec.segmentation ? p.spec.mask_field : p.spec.label_field) >= 0;
+  p.labeled = p.ds->manifest().FindField(p.spec.target_field()) >= 0;
   p.spec.targets = p.labeled;  // without labels the target is all -1 (ignored by the metrics)
   ASSIGN_OR_RETURN(p.model, MakeModel(p.meta.model));
   RETURN_IF_ERROR(LoadCheckpoint(o.checkpoint, *p.model, nullptr, o.legacy_checkpoint));
@@ -58,15 +58,8 @@ Status OpenPredictor(const PredictOptions& o, Predictor& p) {
 }
 
 Result<std::unique_ptr<Loader>> PredictLoader(const PredictOptions& o, const Predictor& p) {
-  LoaderOptions lo;
-  lo.split = o.split;
-  lo.fields = {p.spec.image_field};
-  if (p.labeled) lo.fields.push_back(p.spec.segmentation ? p.spec.mask_field : p.spec.label_field);
-  lo.batch_size = p.spec.patch.empty() ? std::max<size_t>(o.batch_size, 1) : 1;  // volumes: one at a time
-  if (!p.spec.patch.empty()) lo.prefetch = 1;
-  lo.threads = o.threads;
-  lo.sampler.order = SampleOrder::kSequential;
-  return Loader::Open(p.ds, lo);
+  const size_t batch_size = p.spec.patch.empty() ? std::max<size_t>(o.batch_size, 1) : 1;  // volumes: one at a time
+  return detail::SplitLoader(p.ds, o.split, p.spec, batch_size, o.threads);
 }
 
 void WriteCsvRows(std::ofstream& out, const Batch& b, const torch::Tensor& logits, const torch::Tensor& labels) {
