@@ -56,10 +56,10 @@ Status AsRemote(const Status& st, const std::string& stage, const storage::Objec
 
 // Object `name` into `path` (its folders made), when the store has it; whether it had it.
 Result<bool> GetIfThere(const storage::ObjectStore& store, const std::string& name, const std::string& path) {
-  ASSIGN_OR_RETURN(const bool there, store.Exists(name));
-  if (!there) return false;
   RETURN_IF_ERROR(MakeDirs(path.substr(0, path.rfind('/'))));
-  RETURN_IF_ERROR(store.Get(name, path));
+  const Status got = store.Get(name, path);  // a missing object leaves no file
+  if (got.code() == StatusCode::kNotFound) return false;
+  RETURN_IF_ERROR(got);
   return true;
 }
 

@@ -28,13 +28,6 @@ Result<ObjectStore> ObjectStore::Open(const std::string& location, const Transfe
   return ObjectStore(std::move(at), std::move(bucket_url), std::move(transfer));
 }
 
-Result<bool> ObjectStore::Exists(const std::string& name) const {
-  const Result<std::vector<uint8_t>> body = FetchToMemory(Url(name), UINT64_MAX, transfer_);
-  if (body.ok()) return true;
-  if (body.status().code() == StatusCode::kNotFound) return false;
-  return body.status();
-}
-
 Status ObjectStore::Get(const std::string& name, const std::string& path, uint64_t expected_size) const {
   return FetchToFile(Url(name), path, expected_size, transfer_);
 }

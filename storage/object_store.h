@@ -34,8 +34,8 @@ class ObjectStore {
   // The URL of object `name` (a name under the location, '/' between folders).
   std::string Url(const std::string& name) const { return ObjectUrl(location_, name); }
 
-  Result<bool> Exists(const std::string& name) const;
-  // Object `name` into a new local file `path`; `expected_size` as FetchToFile's.
+  // Object `name` into a new local file `path`; `expected_size` as FetchToFile's. NotFound
+  // when the store has no such object.
   Status Get(const std::string& name, const std::string& path, uint64_t expected_size = UINT64_MAX) const;
   Status Put(const std::string& name, const std::string& path) const;
   Status Delete(const std::string& name) const;
