@@ -11,6 +11,7 @@
 #include "base/file.h"
 #include "storage/location.h"
 #include "storage/object_store.h"
+#include "tests/common/environment.h"
 #include "tests/common/temp_dir.h"
 #include "tests/storage/servers.h"
 
@@ -23,47 +24,13 @@ using testing::TempDir;
 
 // Every variable S3SettingsFromEnvironment reads, set as given (others unset) for the
 // test's lifetime, then restored.
-class AwsEnvironment {
- public:
-  explicit AwsEnvironment(const std::map<std::string, std::string>& set) {
-    for (const char* name : kNames) {
-      const char* old = std::getenv(name);
-      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
-      auto it = set.find(name);
-      if (it != set.end()) {
-        ::setenv(name, it->second.c_str(), 1);
-      } else {
-        ::unsetenv(name);
-      }
-    }
-  }
-  ~AwsEnvironment() {
-    for (const auto& [name, value] : saved_) {
-      if (value) {
-        ::setenv(name.c_str(), value->c_str(), 1);
-      } else {
-        ::unsetenv(name.c_str());
-      }
-    }
-  }
-  AwsEnvironment(const AwsEnvironment&) = delete;
-  AwsEnvironment& operator=(const AwsEnvironment&) = delete;
-
- private:
-  static constexpr const char* kNames[] = {"HOME",
-                                           "AWS_PROFILE",
-                                           "AWS_DEFAULT_PROFILE",
-                                           "AWS_SHARED_CREDENTIALS_FILE",
-                                           "AWS_CONFIG_FILE",
-                                           "AWS_ACCESS_KEY_ID",
-                                           "AWS_SECRET_ACCESS_KEY",
-                                           "AWS_SESSION_TOKEN",
-                                           "AWS_REGION",
-                                           "AWS_DEFAULT_REGION",
-                                           "AWS_ENDPOINT_URL",
-                                           "AWS_ENDPOINT_URL_S3",
-                                           "SHARDIFY_S3_ADDRESSING"};
-  std::map<std::string, std::optional<std::string>> saved_;
+struct AwsEnvironment : testing::ScopedEnvironment {
+  explicit AwsEnvironment(const std::map<std::string, std::string>& set)
+      : ScopedEnvironment(
+            {"HOME", "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
+             "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",
+             "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "SHARDIFY_S3_ADDRESSING"},
+            set) {}
 };
 
 void Write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "tests/common/environment.h"
 #include "tests/common/watchdog.h"
 #include "tests/storage/servers.h"
 
@@ -22,36 +23,10 @@ using testing::Misbehaviour;
 
 // The SHARDIFY_REMOTE_* variables set as given (the others unset) while it lives, then
 // restored.
-class LimitVariables {
- public:
-  explicit LimitVariables(const std::map<std::string, std::string>& set) {
-    for (const char* name : kNames) {
-      const char* old = std::getenv(name);
-      saved_[name] = old != nullptr ? std::optional<std::string>(old) : std::nullopt;
-      const auto it = set.find(name);
-      if (it != set.end()) {
-        ::setenv(name, it->second.c_str(), 1);
-      } else {
-        ::unsetenv(name);
-      }
-    }
-  }
-  ~LimitVariables() {
-    for (const auto& [name, value] : saved_) {
-      if (value) {
-        ::setenv(name.c_str(), value->c_str(), 1);
-      } else {
-        ::unsetenv(name.c_str());
-      }
-    }
-  }
-  LimitVariables(const LimitVariables&) = delete;
-  LimitVariables& operator=(const LimitVariables&) = delete;
-
- private:
-  static constexpr const char* kNames[] = {"SHARDIFY_REMOTE_CONNECT_TIMEOUT", "SHARDIFY_REMOTE_STALL_TIMEOUT",
-                                           "SHARDIFY_REMOTE_ATTEMPTS"};
-  std::map<std::string, std::optional<std::string>> saved_;
+struct LimitVariables : testing::ScopedEnvironment {
+  explicit LimitVariables(const std::map<std::string, std::string>& set)
+      : ScopedEnvironment(
+            {"SHARDIFY_REMOTE_CONNECT_TIMEOUT", "SHARDIFY_REMOTE_STALL_TIMEOUT", "SHARDIFY_REMOTE_ATTEMPTS"}, set) {}
 };
 
 TEST_CASE("storage: transfer limits left at 0 come from SHARDIFY_REMOTE_*, else the defaults") {
