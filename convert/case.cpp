@@ -67,12 +67,27 @@ Status StackInfo(const std::vector<ImageInfo>& ch, const CaseInput& in, ImageInf
   return Status::Ok();
 }
 
+// The header of one file, as `reading` reads its values.
+Result<ImageInfo> FileInfo(const std::string& path, std::vector<uint8_t>* small_file, const CaseReading& reading) {
+  ASSIGN_OR_RETURN(ImageInfo info, ReadImageInfo(path, small_file, reading.max_bytes));
+  if (reading.scaled) RETURN_IF_ERROR(ScaleInfo(path, &info));
+  return info;
+}
+
+// One file's header and pixels, as `reading` reads its values.
+Result<DecodedImage> FileImage(const std::string& path, const std::vector<uint8_t>* small_file,
+                               const CaseReading& reading) {
+  ASSIGN_OR_RETURN(DecodedImage image, ReadImage(path, small_file, reading.max_bytes));
+  if (reading.scaled) RETURN_IF_ERROR(ScaleImage(path, &image));
+  return image;
+}
+
 // The image from the case's files: their headers, channels stacked.
-Status InspectFiles(const CaseInput& in, uint64_t max_bytes, CaseInfo* out) {
+Status InspectFiles(const CaseInput& in, const CaseReading& reading, CaseInfo* out) {
   std::vector<ImageInfo> ch;
   const bool single = in.images.size() == 1 && in.mask.empty();
   for (const auto& p : in.images) {
-    ASSIGN_OR_RETURN(ImageInfo i, ReadImageInfo(p, single ? &out->small_file : nullptr, max_bytes));
+    ASSIGN_OR_RETURN(ImageInfo i, FileInfo(p, single ? &out->small_file : nullptr, reading));
     ch.push_back(std::move(i));
   }
   if (ch.empty()) return Internal(in.name + ": case has no image files");
@@ -80,11 +95,12 @@ Status InspectFiles(const CaseInput& in, uint64_t max_bytes, CaseInfo* out) {
 }
 
 // The image from the case's files: decoded, channels converted to one dtype and stacked.
-Status DecodeFiles(const CaseInput& in, const std::vector<uint8_t>* small_file, uint64_t max_bytes, DecodedImage* out) {
+Status DecodeFiles(const CaseInput& in, const std::vector<uint8_t>* small_file, const CaseReading& reading,
+                   DecodedImage* out) {
   std::vector<ImageInfo> infos;
   std::vector<DecodedImage> channels;
   for (size_t k = 0; k < in.images.size(); ++k) {
-    ASSIGN_OR_RETURN(DecodedImage d, ReadImage(in.images[k], in.images.size() == 1 ? small_file : nullptr, max_bytes));
+    ASSIGN_OR_RETURN(DecodedImage d, FileImage(in.images[k], in.images.size() == 1 ? small_file : nullptr, reading));
     infos.push_back(d.info);
     channels.push_back(std::move(d));
   }
@@ -117,20 +133,20 @@ Result<DecodedImage> CaseSource::DecodeMask(ImageInfo*, const std::string&) cons
 
 bool HasMask(const CaseInput& c) { return !c.mask.empty() || (c.source != nullptr && c.source->supplies_mask()); }
 
-Result<CaseInfo> InspectCase(const CaseInput& in, uint64_t max_bytes) {
+Result<CaseInfo> InspectCase(const CaseInput& in, const CaseReading& reading) {
   CaseInfo out;
   const CaseSource* source = in.source.get();
   if (source != nullptr && source->supplies_image()) {
     ASSIGN_OR_RETURN(out.image, source->InspectImage());
   } else {
-    RETURN_IF_ERROR(InspectFiles(in, max_bytes, &out));
+    RETURN_IF_ERROR(InspectFiles(in, reading, &out));
   }
   if (source != nullptr && source->supplies_mask()) {
     out.has_mask = true;
     ASSIGN_OR_RETURN(out.mask, source->InspectMask(&out.image));
   } else if (!in.mask.empty()) {
     out.has_mask = true;
-    ASSIGN_OR_RETURN(out.mask, ReadImageInfo(in.mask, nullptr, max_bytes));
+    ASSIGN_OR_RETURN(out.mask, FileInfo(in.mask, nullptr, reading));
     RETURN_IF_ERROR(SameSpace(out.image, out.mask, in.name, kMaskField, in.mask));
   }
   return out;
@@ -158,20 +174,20 @@ Status DecodeRle(const std::string& rle, uint8_t* out, uint64_t n, const std::st
   return Status::Ok();
 }
 
-Result<CaseData> DecodeCase(const CaseInput& in, const std::vector<uint8_t>* small_file, uint64_t max_bytes) {
+Result<CaseData> DecodeCase(const CaseInput& in, const std::vector<uint8_t>* small_file, const CaseReading& reading) {
   CaseData out;
   const CaseSource* source = in.source.get();
   if (source != nullptr && source->supplies_image()) {
     ASSIGN_OR_RETURN(out.image, source->DecodeImage());
   } else {
-    RETURN_IF_ERROR(DecodeFiles(in, small_file, max_bytes, &out.image));
+    RETURN_IF_ERROR(DecodeFiles(in, small_file, reading, &out.image));
   }
   if (source != nullptr && source->supplies_mask()) {
     out.has_mask = true;
     ASSIGN_OR_RETURN(out.mask, source->DecodeMask(&out.image.info, in.name));
   } else if (!in.mask.empty()) {
     out.has_mask = true;
-    ASSIGN_OR_RETURN(out.mask, ReadImage(in.mask, nullptr, max_bytes));
+    ASSIGN_OR_RETURN(out.mask, FileImage(in.mask, nullptr, reading));
     RETURN_IF_ERROR(SameSpace(out.image.info, out.mask.info, in.name, kMaskField, in.mask));
   }
   return out;

@@ -23,13 +23,22 @@ struct CaseData {
   DecodedImage mask;
 };
 
-// Reads headers only. `max_bytes` bounds what each file decodes to (see ReadImageInfo).
-Result<CaseInfo> InspectCase(const CaseInput& in, uint64_t max_bytes = kDefaultMaxImageBytes);
-// Reads headers and pixels; each file is checked against `max_bytes` before its pixels
-// are allocated. `small_file`, when non-null and non-empty, is CaseInfo::small_file from
-// InspectCase and saves reading the file again.
+// How InspectCase and DecodeCase read a case's files.
+struct CaseReading {
+  uint64_t max_bytes = kDefaultMaxImageBytes;  // what each file may decode to (ReadImageInfo)
+  // Each file's values as its NIfTI scaling gives them (ScaleInfo, ScaleImage), for code
+  // that interprets values (preprocessing, --dtype); false: as stored, so that export
+  // gives the source back.
+  bool scaled = false;
+};
+
+// Reads headers only.
+Result<CaseInfo> InspectCase(const CaseInput& in, const CaseReading& reading = {});
+// Reads headers and pixels; each file is checked against reading.max_bytes before its
+// pixels are allocated. `small_file`, when non-null and non-empty, is CaseInfo::small_file
+// from InspectCase and saves reading the file again.
 Result<CaseData> DecodeCase(const CaseInput& in, const std::vector<uint8_t>* small_file = nullptr,
-                            uint64_t max_bytes = kDefaultMaxImageBytes);
+                            const CaseReading& reading = {});
 
 // Decodes run-length `rle` ("start length ..." with 1-based starts over `n` pixels) by
 // setting those pixels of `out` (n bytes) to 1. `where` names the case in errors.

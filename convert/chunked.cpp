@@ -166,7 +166,7 @@ Status DrawPerClass(const FieldSpec& spec, const FieldValue& mask, uint64_t voxe
     const uint64_t base = static_cast<uint64_t>(c) * voxels;
     for (uint64_t v = 0; v < voxels; ++v) {
       const int64_t x = value(mask.bytes.data(), base + v);
-      if (x == 0) continue;
+      if (x <= 0) continue;                           // background, or outside the nonzero region (kOutsideRegion)
       const int64_t cls = channels == 1 ? x : c + 1;  // one-hot masks: channel index + 1
       if (cls < std::numeric_limits<int32_t>::min() || cls > std::numeric_limits<int32_t>::max()) {
         return InvalidArgument("mask value " + std::to_string(cls) +

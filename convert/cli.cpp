@@ -48,6 +48,7 @@ struct Flags {
   std::string dtype, spacing, resample_image = "cubic", resample_mask = "linear", crop = "none", normalize = "none";
   std::string preprocess = "none";
   std::string plans, configuration = "3d_fullres";
+  uint64_t intensity_samples = PreprocessOptions{}.intensity_samples;
 };
 
 // The preprocessing flags (preprocess.h).
@@ -88,6 +89,12 @@ void DefinePreprocess(CLI::App& app, Flags& f) {
                  "split's foreground, then z-score with its mean and std; needs masks), none; or one per\n"
                  "channel, e.g. ct,zscore. Stored as f32 (or --dtype f16 / f64)")
       ->capture_default_str();
+  app.add_option("--intensity-samples", f.intensity_samples,
+                 "Foreground values drawn over the training cases for the ct statistics and nnU-Net's\n"
+                 "fingerprint (as nnU-Net draws them: the same number from each case). Fewer are faster;\n"
+                 "the statistics then differ a little from nnU-Net's")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
   app.add_flag("--nan-to-num", f.nan_to_num,
                "Make NaN and infinite image voxels 0 before preprocessing. Without it, a case that has\n"
                "any fails (naming the file and count) when it is normalized or resampled");
@@ -132,6 +139,7 @@ Status ToPreprocessOptions(const CLI::App& app, const Flags& f, PreprocessOption
   o.mask_interp = f.resample_mask == "nearest" ? MaskInterp::kNearest : MaskInterp::kLinear;
   o.crop_nonzero = f.crop == "nonzero";
   o.nan_to_num = f.nan_to_num;
+  o.intensity_samples = f.intensity_samples;
   ASSIGN_OR_RETURN(o.normalize, ParseNormalize(f.normalize));
   PresetGiven given;
   given.crop = app.count("--crop") > 0;

@@ -6,7 +6,8 @@
 // Decoded pixels are planar and row-major with x fastest: 2D images have shape
 // [C, H, W]; volumes [C, D, H, W] (C = 1 for 3D, the 4th NIfTI axis otherwise).
 // Pixels keep their source dtype and are stored little-endian. NIfTI voxels are the
-// stored values (scl_slope / scl_inter are not applied; they stay in the header bytes).
+// stored values (scl_slope / scl_inter are not applied; they stay in the header bytes);
+// ScaleImage gives them the values the scaling says, for code that interprets them.
 //
 // Thread-safety: every function may be called from any number of threads at once.
 // Errors never throw; messages start with the file path.
@@ -36,6 +37,16 @@ struct Geometry {
   }
 };
 
+// A NIfTI header's value scaling: a voxel means stored * slope + inter. As the header
+// gives it; slope 0 (the NIfTI-1 standard's "none") or NaN means none, as nibabel and ITK
+// read it.
+struct ValueScaling {
+  double slope = 0, inter = 0;
+  // Whether values differ from the stored ones: a slope that is not 0 or NaN, and not
+  // (slope 1, inter 0).
+  bool applies() const;
+};
+
 // What a header says, without decoding pixels.
 struct ImageInfo {
   ImageKind kind = ImageKind::kUnknown;
@@ -43,6 +54,7 @@ struct ImageInfo {
   Shape shape;              // [C, H, W] or [C, D, H, W]
   Geometry geometry;        // volumes only (S = 3)
   uint64_t file_bytes = 0;  // size of the source file, when the reader knows it
+  ValueScaling scaling;     // NIfTI only
 };
 
 struct DecodedImage {
@@ -68,6 +80,16 @@ Result<ImageInfo> ReadImageInfo(const std::string& path, std::vector<uint8_t>* s
 // non-empty, are the contents of `path` as returned through ReadImageInfo's `small_file`.
 Result<DecodedImage> ReadImage(const std::string& path, const std::vector<uint8_t>* file_bytes = nullptr,
                                uint64_t max_bytes = kDefaultMaxImageBytes);
+
+// Values as readers that apply the scaling give them (nibabel's get_fdata, ITK's NIfTI
+// reader; so nnU-Net's readers): stored * slope + inter, computed in double and stored as
+// f32, nnU-Net's dtype. Where info.scaling applies, ScaleInfo makes `info` f32 and
+// ScaleImage converts the pixels and drops the scaling from the stored NIfTI header (so
+// the header describes the values kept); elsewhere both leave the image as it is. A scaling
+// the readers disagree on (an infinite slope, a slope under 2^-52 in magnitude, an
+// intercept that is not finite) is InvalidArgument naming `path`.
+Status ScaleInfo(const std::string& path, ImageInfo* info);
+Status ScaleImage(const std::string& path, DecodedImage* image);
 
 // Writes a 2D image given planar [C, H, W] pixels (C = 1..4; u8 or u16 for PNG, u8 for
 // JPEG). The format follows the file name. Used by idx2png and by tests.

@@ -108,6 +108,7 @@ Result<ImageInfo> NiftiInfo(const std::string& path, const detail::NiftiVolume& 
   info.dtype = h.dtype;
   info.shape = h.shape;
   info.geometry = h.geometry;
+  info.scaling = h.scaling;
   // ITK's NIfTI-1 reader is the reference for geometry (it chooses between sform and
   // qform by its own rules and orthonormalizes); NIfTI-2 uses the header math of
   // media/nifti.h.

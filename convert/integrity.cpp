@@ -139,6 +139,7 @@ Status CheckMaskLabels(SourcePlan* plan, const std::vector<bool>& ok, const Labe
     const std::string& path = plan->cases[cases[k]].mask;
     NoThrow(path, [&] {
       Result<DecodedImage> mask = ReadImage(path, nullptr, c.max_bytes);
+      if (mask.ok() && c.scaled && !ScaleImage(path, &*mask).ok()) return Status::Ok();  // fails on conversion
       if (mask.ok()) found[k] = Undeclared(*mask, plan->declared_mask_values);
       return Status::Ok();
     }).IgnoreError();

@@ -28,7 +28,8 @@ struct LabelCheck {
   uint64_t max_bytes = kDefaultMaxImageBytes;  // per mask decoded
   const std::atomic<bool>* cancel = nullptr;
   ProgressSink* progress = nullptr;
-  bool adopt = false;  // --labels-from-masks
+  bool adopt = false;   // --labels-from-masks
+  bool scaled = false;  // values as their NIfTI scaling gives them (CaseReading::scaled)
 };
 // Reads the mask file of every case in `ok` (on c.threads threads, before anything is
 // written, as nnU-Net's integrity check reads them) and looks for values that

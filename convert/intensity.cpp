@@ -112,8 +112,9 @@ double WeightedPercentile(const std::vector<WeightedValue>& sorted, uint64_t tot
 
 }  // namespace
 
-Result<std::vector<ChannelNorm>> MergeForeground(const std::vector<ForegroundSample>& samples, size_t channels) {
-  std::vector<ChannelNorm> out(channels);
+Result<std::vector<IntensityProperties>> MergeForeground(const std::vector<ForegroundSample>& samples,
+                                                         size_t channels) {
+  std::vector<IntensityProperties> out(channels);
   for (size_t c = 0; c < channels; ++c) {
     std::vector<WeightedValue> all;
     for (const ForegroundSample& s : samples) {
@@ -123,17 +124,21 @@ Result<std::vector<ChannelNorm>> MergeForeground(const std::vector<ForegroundSam
     double sum = 0;
     for (const WeightedValue& w : all) total += w.count, sum += w.value * static_cast<double>(w.count);
     if (total == 0) {
-      return InvalidArgument("--normalize ct: channel " + std::to_string(c) +
-                             " has no foreground voxels (mask > 0) in the training cases");
+      return InvalidArgument("channel " + std::to_string(c) +
+                             " has no foreground voxels (mask > 0) in the training cases: nothing to take its "
+                             "intensity statistics from");
     }
     const double mean = sum / static_cast<double>(total);
     double sq = 0;
     for (const WeightedValue& w : all) sq += (w.value - mean) * (w.value - mean) * static_cast<double>(w.count);
     std::sort(all.begin(), all.end(), [](const WeightedValue& a, const WeightedValue& b) { return a.value < b.value; });
     out[c].mean = mean;
-    out[c].stddev = std::sqrt(sq / static_cast<double>(total));
-    out[c].clip_low = WeightedPercentile(all, total, 0.5);
-    out[c].clip_high = WeightedPercentile(all, total, 99.5);
+    out[c].std = std::sqrt(sq / static_cast<double>(total));
+    out[c].min = all.front().value;
+    out[c].max = all.back().value;
+    out[c].median = WeightedPercentile(all, total, 50);
+    out[c].percentile_00_5 = WeightedPercentile(all, total, 0.5);
+    out[c].percentile_99_5 = WeightedPercentile(all, total, 99.5);
   }
   return out;
 }
@@ -144,62 +149,78 @@ bool NeedsRegionRule(const PreprocessPlan& plan) {
   return plan.options.crop_nonzero && zscore && plan.options.use_mask_for_norm.empty();
 }
 
-bool NeedsFirstPass(const PreprocessPlan& plan) { return plan.needs_ct_statistics() || NeedsRegionRule(plan); }
+bool WritesPlans(const PreprocessPlan& plan) {
+  const PreprocessOptions& o = plan.options;
+  return o.preset == "nnunet" && o.crop_nonzero && o.resamples();
+}
+
+bool NeedsFirstPass(const PreprocessPlan& plan) {
+  return plan.needs_ct_statistics() || NeedsRegionRule(plan) || plan.options.auto_spacing || WritesPlans(plan);
+}
+
+namespace {
+
+// Reads one case of the pass: its cropped shape and share of voxels, and its foreground
+// draws when `draws` > 0.
+Status PassCase(const FirstPass& pass, const CaseInput& in, uint64_t draws, Shape* cropped, double* kept,
+                ForegroundSample* sample) {
+  ASSIGN_OR_RETURN(CaseData d, DecodeCase(in, nullptr, {pass.max_sample_bytes, true}));
+  RETURN_IF_ERROR(CheckFinite(pass.preprocess->options, in, &d.image));
+  const Shape spatial(d.image.info.shape.begin() + 1, d.image.info.shape.end());
+  Shape start;
+  RETURN_IF_ERROR(CropToNonzero(&d, &start, cropped));
+  *kept = 1;
+  for (size_t a = 0; a < cropped->size(); ++a) {
+    *kept *= static_cast<double>((*cropped)[a]) / static_cast<double>(spatial[a]);
+  }
+  if (draws > 0 && d.has_mask) {
+    *sample = SampleForeground(d.image.pixels.data(), d.image.info.dtype, d.image.info.shape, d.mask.pixels.data(),
+                               d.mask.info.dtype, static_cast<uint64_t>(d.mask.info.shape[0]), draws);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 Result<FirstPassResult> RunFirstPass(const FirstPass& pass) {
   const size_t n = pass.cases.size();
-  const bool ct = pass.preprocess->needs_ct_statistics(), crop = pass.preprocess->options.crop_nonzero;
+  const bool ct = pass.preprocess->needs_ct_statistics();
+  const bool sample = pass.sample && (ct || WritesPlans(*pass.preprocess));
   size_t with_mask = 0;
   for (size_t i : pass.cases) with_mask += HasMask(pass.plan->cases[i]);
   if (ct && with_mask == 0) {
     return InvalidArgument("--normalize ct needs masks (the foreground) in the training cases; it has none");
   }
   const uint64_t draws =
-      std::max<uint64_t>(1, pass.preprocess->options.intensity_samples / std::max<size_t>(1, with_mask));
+      sample ? std::max<uint64_t>(1, pass.preprocess->options.intensity_samples / std::max<size_t>(1, with_mask)) : 0;
+  FirstPassResult out;
+  out.cropped.assign(n, Shape{});
+  out.errors.assign(n, Status::Ok());
   std::vector<ForegroundSample> samples(n);
   std::vector<double> kept(n, -1);  // cropped share of voxels; -1: not read
   RETURN_IF_ERROR(ParallelFor(n, pass.threads, pass.cancel, "statistics", pass.progress, [&](size_t k) {
     const CaseInput& in = pass.plan->cases[pass.cases[k]];
-    if (!crop && !(ct && HasMask(in))) return;
-    NoThrow(in.name, [&] {
-      Result<CaseData> d = DecodeCase(in, nullptr, pass.max_sample_bytes);
-      if (!d.ok()) return Status::Ok();
-      RETURN_IF_ERROR(CheckFinite(pass.preprocess->options, in, &d->image));
-      // Cropped whether or not the conversion crops: the fingerprint samples the box of
-      // nonzero voxels (a foreground voxel outside it is not drawn).
-      const Shape spatial(d->image.info.shape.begin() + 1, d->image.info.shape.end());
-      Shape start, size;
-      RETURN_IF_ERROR(CropToNonzero(&*d, &start, &size));
-      if (crop) {
-        double share = 1;
-        for (size_t a = 0; a < size.size(); ++a)
-          share *= static_cast<double>(size[a]) / static_cast<double>(spatial[a]);
-        kept[k] = share;
-      }
-      if (ct && d->has_mask) {
-        samples[k] =
-            SampleForeground(d->image.pixels.data(), d->image.info.dtype, d->image.info.shape, d->mask.pixels.data(),
-                             d->mask.info.dtype, static_cast<uint64_t>(d->mask.info.shape[0]), draws);
-      }
-      return Status::Ok();
-    }).IgnoreError();
+    out.errors[k] = NoThrow(in.name, [&] { return PassCase(pass, in, draws, &out.cropped[k], &kept[k], &samples[k]); });
+    if (!out.errors[k].ok()) out.cropped[k].clear(), kept[k] = -1, samples[k] = {};
   }));
-  FirstPassResult out;
-  out.ct_draws = ct ? draws : 0;
+  out.draws = draws;
   std::vector<double> shares;
   for (double share : kept) {
     if (share >= 0) shares.push_back(share);
   }
   out.crop_cases = shares.size();
   if (!shares.empty()) out.median_kept = Percentile(std::move(shares), 50);
-  if (!ct) return out;
+  if (draws == 0) return out;
   size_t channels = 0;
   for (const ForegroundSample& s : samples) {
     channels = std::max(channels, s.channels.size());
-    out.ct_cases += !s.channels.empty();
+    out.intensity_cases += !s.channels.empty();
   }
-  if (channels == 0) return InvalidArgument("--normalize ct: no training case with a mask could be read");
-  ASSIGN_OR_RETURN(out.ct, MergeForeground(samples, channels));
+  if (channels == 0) {
+    if (ct) return InvalidArgument("--normalize ct: no training case with a mask could be read");
+    return out;
+  }
+  ASSIGN_OR_RETURN(out.intensities, MergeForeground(samples, channels));
   return out;
 }
 

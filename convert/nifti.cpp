@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 
 #include "convert/decode_internal.h"
 #include "convert/gz_internal.h"
 #include "convert/nifti_internal.h"
+#include "format/elements.h"
 
 namespace shardify::convert::detail {
 namespace {
@@ -53,6 +55,7 @@ Result<NiftiVolume> ParseNiftiVolume(const uint8_t* data, size_t size, const std
   out.vox_offset = static_cast<uint64_t>(vox);
   media::NiftiGeometry g = media::GeometryOf(h);
   out.geometry = Geometry{std::move(g.spacing), std::move(g.origin), std::move(g.direction)};
+  out.scaling = ValueScaling{h.scl_slope, h.scl_inter};
   return out;
 }
 
@@ -97,3 +100,59 @@ Result<NiftiVolume> ReadNifti(const std::string& path, std::vector<uint8_t>* vox
 }
 
 }  // namespace shardify::convert::detail
+
+namespace shardify::convert {
+
+bool ValueScaling::applies() const { return slope != 0 && !std::isnan(slope) && (slope != 1 || inter != 0); }
+
+namespace {
+
+// The smallest slope magnitude ITK applies (its MustRescale compares with the machine
+// epsilon); nibabel applies any.
+constexpr double kMinSlope = 0x1p-52;
+
+Status CheckScaling(const std::string& path, const ValueScaling& s) {
+  const bool bad_slope = std::isinf(s.slope) || std::fabs(s.slope) <= kMinSlope;
+  if (!bad_slope && std::isfinite(s.inter)) return Status::Ok();
+  char b[256];
+  std::snprintf(b, sizeof b,
+                "NIfTI scl_slope %g, scl_inter %g: readers disagree on what the values are (nibabel and ITK read "
+                "them differently); fix the header, or convert without preprocessing and --dtype to keep the "
+                "stored values",
+                s.slope, s.inter);
+  return InvalidArgument(path + ": " + b);
+}
+
+}  // namespace
+
+Status ScaleInfo(const std::string& path, ImageInfo* info) {
+  if (!info->scaling.applies()) return Status::Ok();
+  RETURN_IF_ERROR(CheckScaling(path, info->scaling));
+  info->dtype = DType::kF32;
+  return Status::Ok();
+}
+
+Status ScaleImage(const std::string& path, DecodedImage* image) {
+  ImageInfo& info = image->info;
+  if (!info.scaling.applies()) return Status::Ok();
+  RETURN_IF_ERROR(CheckScaling(path, info.scaling));
+  const size_t es = DTypeSize(info.dtype);
+  const size_t n = image->pixels.size() / es;
+  std::vector<uint8_t> out(n * sizeof(float));
+  for (size_t i = 0; i < n; ++i) {
+    const auto v = static_cast<float>(ElementAsDouble(&image->pixels[i * es], info.dtype) * info.scaling.slope +
+                                      info.scaling.inter);
+    std::memcpy(&out[i * sizeof(float)], &v, sizeof(float));
+  }
+  if (!image->nifti_header.empty()) {
+    Result<std::vector<uint8_t>> header = media::DescaleNiftiHeader(image->nifti_header, DType::kF32);
+    if (!header.ok()) return header.status().WithContext(path);
+    image->nifti_header = std::move(header).value();
+  }
+  image->pixels = std::move(out);
+  info.dtype = DType::kF32;
+  info.scaling = ValueScaling{};
+  return Status::Ok();
+}
+
+}  // namespace shardify::convert

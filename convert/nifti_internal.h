@@ -21,6 +21,7 @@ struct NiftiVolume {
   Shape shape;  // [T, Z, Y, X]
   uint64_t vox_offset = 0;
   Geometry geometry;  // from qform / sform / pixdim, LPS like ITK
+  ValueScaling scaling;
 };
 
 // Parses a header from the first `size` bytes of a file and checks that the converter

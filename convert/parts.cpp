@@ -7,6 +7,7 @@
 #include "base/checksum.h"
 #include "base/file.h"
 #include "convert/parts_internal.h"
+#include "convert/plans_internal.h"
 #include "convert/source_internal.h"
 #include "convert/upload_internal.h"
 #include "format/fields.h"
@@ -107,6 +108,7 @@ Result<MergeSummary> Merge(const std::string& dest, bool fsync) {
   MergeOptions m;
   m.fsync = fsync;
   m.tables = {detail::kSkippedFile};
+  m.copies = {detail::kPlansFile, detail::kFingerprintFile};
   return MergeParts(dest, m);
 }
 

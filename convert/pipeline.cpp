@@ -18,6 +18,7 @@
 #include "convert/intensity_internal.h"
 #include "convert/parts_internal.h"
 #include "convert/plans.h"
+#include "convert/plans_internal.h"
 #include "convert/schema_internal.h"
 #include "convert/source_internal.h"
 #include "convert/upload_internal.h"
@@ -50,6 +51,8 @@ Status Fail(const ConvertOptions& o, ConvertSummary* sum, const std::string& inp
   return Status::Ok();
 }
 
+CaseReading CaseReadingOf(const ConvertOptions& o) { return {o.max_sample_bytes, o.preprocess.interprets()}; }
+
 // Reads every case's headers on `threads` threads.
 Status InspectAll(const SourcePlan& plan, const ConvertOptions& o, int threads, ProgressSink* progress,
                   std::vector<CaseInfo>* infos, std::vector<bool>* ok, std::vector<Status>* errors) {
@@ -61,7 +64,7 @@ Status InspectAll(const SourcePlan& plan, const ConvertOptions& o, int threads, 
   std::atomic<uint64_t> cached{0};
   RETURN_IF_ERROR(detail::ParallelFor(n, threads, o.cancel, "inspect", progress, [&](size_t i) {
     Result<CaseInfo> r =
-        detail::NoThrow(plan.cases[i].name, [&] { return InspectCase(plan.cases[i], o.max_sample_bytes); });
+        detail::NoThrow(plan.cases[i].name, [&] { return InspectCase(plan.cases[i], CaseReadingOf(o)); });
     if (r.ok()) {
       (*infos)[i] = std::move(r).value();
       // Small files read whole are kept for decoding, within a fixed memory budget.
@@ -97,7 +100,7 @@ WriterOptions MakeWriterOptions(const ConvertOptions& o, const SourcePlan& plan,
   w.codec = o.codec == CodecChoice::kRaw ? Codec::kRaw : Codec::kZstd;
   if (o.level > 0) w.level = o.level;
   w.overwrite = o.overwrite;
-  w.companions = {detail::kSkippedFile};
+  w.companions = {detail::kSkippedFile, detail::kPlansFile, detail::kFingerprintFile};
   w.fsync = o.fsync;
   w.classes = plan.classes;
   w.provenance.converter = "shardify";
@@ -157,8 +160,11 @@ struct Prepared {
   detail::PreprocessPlan preprocess;
   std::vector<size_t> order;
   // The cases the source gives as training cases (split "" or "train" before --split
-  // assigns any: nnU-Net's imagesTr), in output order: the first pass reads these.
-  std::vector<size_t> training;
+  // assigns any: nnU-Net's imagesTr), in the source's order, and of those the ones the
+  // first pass read (when the plan needs it) with what it found.
+  std::vector<size_t> training, first_cases;
+  detail::FirstPassResult first;
+  detail::Fingerprint fingerprint;                // of the cases the first pass read
   std::vector<std::vector<uint8_t>> small_files;  // per case, see CaseInfo::small_file
   uint64_t max_sample_bytes = 0;                  // largest decoded image + mask
   std::string largest;                            // the case that has it
@@ -219,6 +225,81 @@ Result<size_t> WindowFor(const ConvertOptions& o, int threads, uint64_t max_samp
   return static_cast<size_t>(std::min(cap, std::max<uint64_t>(t + 1, std::min<uint64_t>(16 * t, fit))));
 }
 
+// The first pass over the training cases that inspected cleanly, before anything is
+// planned from their shapes: the cropped shapes, the ct statistics, and whether zscore
+// channels normalize within the nonzero region (intensity_internal.h). A case it cannot
+// read fails with its own error. Every part of a conversion in parts reads them all, so
+// parts agree.
+Status ReadTrainingCases(const ConvertOptions& o, int threads, ProgressSink* progress, Prepared* p,
+                         std::vector<bool>* ok, std::vector<Status>* errors, ConvertSummary* sum) {
+  for (size_t i : p->training) {
+    if ((*ok)[i]) p->first_cases.push_back(i);
+  }
+  const detail::FirstPass pass{&p->plan, p->first_cases,     &p->preprocess, !o.dry_run,
+                               threads,  o.max_sample_bytes, o.cancel,       progress};
+  ASSIGN_OR_RETURN(p->first, detail::RunFirstPass(pass));
+  const detail::FirstPassResult& first = p->first;
+  for (size_t k = 0; k < p->first_cases.size(); ++k) {
+    if (!first.errors[k].ok()) (*ok)[p->first_cases[k]] = false, (*errors)[p->first_cases[k]] = first.errors[k];
+  }
+  if (p->preprocess.needs_ct_statistics() && !first.intensities.empty()) {  // measured; given ones stay
+    p->preprocess.ct.clear();
+    for (const detail::IntensityProperties& c : first.intensities) p->preprocess.ct.push_back(c.norm());
+    p->preprocess.ct_cases = first.intensity_cases;
+    p->preprocess.ct_draws = first.draws;
+    for (size_t c = 0; c < p->preprocess.ct.size(); ++c) {
+      const ChannelNorm& n = p->preprocess.ct[c];
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "ct statistics of channel %zu over %zu training case(s): clip [%g, %g], mean %g, std %g", c,
+                    first.intensity_cases, n.clip_low, n.clip_high, n.mean, n.stddev);
+      sum->preprocessing.push_back(line);
+    }
+  }
+  if (detail::NeedsRegionRule(p->preprocess)) {
+    const bool in_region = first.median_kept < detail::kRegionNormBelow;
+    p->preprocess.zscore_in_region = {in_region};
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "zscore %s: cropping keeps a median %.1f%% of the voxels of %zu training case(s), %s 75%% "
+                  "(nnU-Net's use_mask_for_norm)",
+                  in_region ? "within the nonzero region (holes filled, labelled voxels included), 0 outside"
+                            : "over every voxel",
+                  100 * first.median_kept, first.crop_cases, in_region ? "below" : "not below");
+    sum->preprocessing.push_back(line);
+  }
+  return Status::Ok();
+}
+
+// Plans the preprocessing: its options, the first pass where they need it, and the grids.
+Status PlanCases(const ConvertOptions& o, int threads, ProgressSink* progress, Prepared* p,
+                 std::vector<CaseInfo>* infos, std::vector<bool>* ok, std::vector<Status>* errors,
+                 std::vector<uint64_t>* work_bytes, ConvertSummary* sum) {
+  const SourcePlan& plan = p->plan;
+  RETURN_IF_ERROR(
+      detail::PlanPreprocessing(o.preprocess, plan, *infos, *ok, *errors, &p->preprocess, &sum->preprocessing));
+  for (size_t i = 0; i < plan.cases.size(); ++i) {
+    if (plan.cases[i].split.empty() || plan.cases[i].split == "train") p->training.push_back(i);
+  }
+  if (detail::NeedsFirstPass(p->preprocess))
+    RETURN_IF_ERROR(ReadTrainingCases(o, threads, progress, p, ok, errors, sum));
+  if (IsCancelled(o)) return Cancelled("conversion cancelled");
+  detail::Fingerprint& f = p->fingerprint;
+  for (size_t k = 0; k < p->first_cases.size(); ++k) {
+    const size_t i = p->first_cases[k];
+    if (p->first.cropped[k].empty()) continue;
+    const std::vector<double>& s = (*infos)[i].image.geometry.spacing;  // before PlanGrids: the source's
+    f.cases.spacings.push_back(std::vector<double>(s.rbegin(), s.rend()));
+    f.cases.cropped.push_back(p->first.cropped[k]);
+  }
+  for (size_t i : p->training) {
+    if (!(*errors)[i].ok() && f.cases.why_none.ok()) f.cases.why_none = (*errors)[i];
+  }
+  f.intensities = p->first.intensities;
+  f.median_relative_size_after_cropping = p->first.median_kept;
+  return detail::PlanGrids(plan, f.cases, *infos, *ok, *errors, &p->preprocess, work_bytes, &sum->preprocessing);
+}
+
 Status Prepare(const ConvertOptions& o, int threads, ProgressSink* progress, Prepared* p, ConvertSummary* sum) {
   ASSIGN_OR_RETURN(p->plan, PlanSource(o.source, o.layout, o.class_names, o.dest));
   SourcePlan& plan = p->plan;
@@ -234,13 +315,13 @@ Status Prepare(const ConvertOptions& o, int threads, ProgressSink* progress, Pre
   if (IsCancelled(o)) return Cancelled("conversion cancelled");
   // Masks are read for the label check unless an input's own error fails the run anyway.
   if (o.skip_errors || std::all_of(errors.begin(), errors.end(), [](const Status& e) { return e.ok(); })) {
-    const detail::LabelCheck labels{threads, o.max_sample_bytes, o.cancel, progress, o.labels_from_masks};
+    const detail::LabelCheck labels{threads,  o.max_sample_bytes,  o.cancel,
+                                    progress, o.labels_from_masks, o.preprocess.interprets()};
     RETURN_IF_ERROR(detail::CheckMaskLabels(&plan, ok, labels, &sum->warnings));
   }
   ApplySampleLimit(o, plan, infos, &ok, &errors);
   std::vector<uint64_t> work_bytes;  // preprocessing's own memory per case
-  RETURN_IF_ERROR(detail::PlanPreprocessing(o.preprocess, plan, infos, ok, errors, &p->preprocess, &work_bytes,
-                                            &sum->preprocessing));
+  RETURN_IF_ERROR(PlanCases(o, threads, progress, p, &infos, &ok, &errors, &work_bytes, sum));
   if (o.preprocess.transforms()) ApplySampleLimit(o, plan, infos, &ok, &errors, &work_bytes);  // resampled sizes
   p->schema = detail::BuildSchema(plan, infos, ok, errors);
   p->codec = ResolveCodec(o.codec, infos, ok);
@@ -279,14 +360,25 @@ Status Prepare(const ConvertOptions& o, int threads, ProgressSink* progress, Pre
     }
     sum->groups = distinct.size();
   }
-  std::vector<char> training(plan.cases.size());
-  for (size_t i = 0; i < plan.cases.size(); ++i)
-    training[i] = plan.cases[i].split.empty() || plan.cases[i].split == "train";
   p->order = detail::AssignSplits(plan.cases, ok, o.split, o.seed, &split_order, groups);
-  for (size_t i : p->order) {
-    if (training[i]) p->training.push_back(i);
-  }
   for (const auto& f : p->schema.fields) sum->fields.push_back(FieldLine(f));
+  return Status::Ok();
+}
+
+// nnU-Net's fingerprint and plans of this conversion, into the new dataset.
+Status WritePlans(DatasetWriter& writer, const ConvertOptions& o, const Prepared& p, ConvertSummary* sum) {
+  detail::PlansInput in;
+  in.dataset_name = fs::path(o.source).filename().string();
+  if (in.dataset_name.empty()) in.dataset_name = fs::path(o.source).parent_path().filename().string();
+  in.plan = &p.preprocess;
+  in.fingerprint = &p.fingerprint;
+  if (o.patch_size.size() == 3) in.patch_size = o.patch_size;
+  ASSIGN_OR_RETURN(const detail::NnunetFiles files, detail::NnunetPlans(in));
+  RETURN_IF_ERROR(writer.WriteCompanion(detail::kPlansFile, files.plans.data(), files.plans.size()));
+  RETURN_IF_ERROR(writer.WriteCompanion(detail::kFingerprintFile, files.fingerprint.data(), files.fingerprint.size()));
+  sum->preprocessing.push_back(std::string("nnU-Net's plans and fingerprint: ") + detail::kPlansFile + ", " +
+                               detail::kFingerprintFile + " in the dataset (reconvert with --plans " +
+                               detail::kPlansFile + ")");
   return Status::Ok();
 }
 
@@ -332,43 +424,6 @@ const char* CodecChoiceName(CodecChoice c) {
   return "?";
 }
 
-namespace {
-
-// The first pass over the training cases, before anything is written: the ct statistics,
-// and whether zscore channels normalize within the nonzero region (intensity_internal.h).
-Status RunFirstPass(const ConvertOptions& o, int threads, ProgressSink* progress, Prepared* p, ConvertSummary* sum) {
-  detail::FirstPass pass{&p->plan, p->training, &p->preprocess, threads, o.max_sample_bytes, o.cancel, progress};
-  ASSIGN_OR_RETURN(detail::FirstPassResult first, detail::RunFirstPass(pass));
-  for (size_t c = 0; c < first.ct.size(); ++c) {  // measured; given statistics stay as they are
-    const ChannelNorm& n = first.ct[c];
-    char line[256];
-    std::snprintf(line, sizeof line,
-                  "ct statistics of channel %zu over %zu training case(s): clip [%g, %g], mean %g, std %g", c,
-                  first.ct_cases, n.clip_low, n.clip_high, n.mean, n.stddev);
-    sum->preprocessing.push_back(line);
-  }
-  if (!first.ct.empty()) {
-    p->preprocess.ct = std::move(first.ct);
-    p->preprocess.ct_cases = first.ct_cases;
-    p->preprocess.ct_draws = first.ct_draws;
-  }
-  if (detail::NeedsRegionRule(p->preprocess)) {
-    const bool in_region = first.median_kept < detail::kRegionNormBelow;
-    p->preprocess.zscore_in_region = {in_region};
-    char line[320];
-    std::snprintf(line, sizeof line,
-                  "zscore %s: cropping keeps a median %.1f%% of the voxels of %zu training case(s), %s 75%% "
-                  "(nnU-Net's use_mask_for_norm)",
-                  in_region ? "within the nonzero region (holes filled, labelled voxels included), 0 outside"
-                            : "over every voxel",
-                  100 * first.median_kept, first.crop_cases, in_region ? "below" : "not below");
-    sum->preprocessing.push_back(line);
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
 uint64_t DefaultMaxMemory() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   const uint64_t physical = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
@@ -389,8 +444,6 @@ Result<ConvertSummary> ConvertImpl(const ConvertOptions& given, ProgressSink* pr
   const ConvertOptions o = ResolveAuto(options, p);
   sum.codec = CodecChoiceName(o.codec);
   ASSIGN_OR_RETURN(const size_t window, WindowFor(o, threads, p.max_sample_bytes, p.largest));
-  // Every part computes the same statistics over all the training cases, so parts agree.
-  if (!o.dry_run && detail::NeedsFirstPass(p.preprocess)) RETURN_IF_ERROR(RunFirstPass(o, threads, progress, &p, &sum));
   WriterOptions wo = MakeWriterOptions(o, p.plan, p.schema, p.preprocess, options.level == 0);
   std::vector<size_t> order = p.order;  // what this run writes: every sample, or one part's slice
   std::string dest = o.dest;
@@ -419,6 +472,7 @@ Result<ConvertSummary> ConvertImpl(const ConvertOptions& given, ProgressSink* pr
   for (const auto& f : failures) sum.skipped.push_back({f.input, f.status.ToString()});
   if (written.empty() && o.parts == 0) return InvalidArgument(o.source + ": every input failed; nothing to write");
   RETURN_IF_ERROR(WriteSkipped(*writer, sum.skipped));
+  if (detail::WritesPlans(p.preprocess)) RETURN_IF_ERROR(WritePlans(*writer, o, p, &sum));
   RETURN_IF_ERROR(writer->Finish());
   for (const std::string& path : p.plan.shared_files) sum.bytes_in += detail::PathBytes(path);
   CountSplits(p, written, &sum);

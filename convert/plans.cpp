@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/checksum.h"
-#include "convert/preprocess_internal.h"
+#include "convert/plans_internal.h"
 #include "convert/source_internal.h"
 #include "format/layout.h"
 
@@ -18,8 +18,6 @@ namespace shardify::convert {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-constexpr const char* kFingerprintFile = "dataset_fingerprint.json";
 
 Status Bad(const std::string& file, const std::string& key, const std::string& what) {
   return InvalidArgument(file + ": " + key + ": " + what);
@@ -229,7 +227,7 @@ Result<ChannelNorm> Statistics(const std::string& path, const Json& root, size_t
     if (key.empty() && root.contains(k)) key = k, holder = root.at(k);
   }
   if (key.empty()) {
-    file = (std::filesystem::path(path).parent_path() / kFingerprintFile).string();
+    file = (std::filesystem::path(path).parent_path() / detail::kFingerprintFile).string();
     std::string text;
     Result<Json> fp = ReadJson(file, &text);
     if (!fp.ok()) {

@@ -145,6 +145,10 @@ bool PreprocessPlan::needs_ct_statistics() const {
          std::find(normalize.begin(), normalize.end(), Normalization::kCt) != normalize.end();
 }
 
+bool PreprocessPlan::AnyInRegion() const {
+  return std::find(zscore_in_region.begin(), zscore_in_region.end(), true) != zscore_in_region.end();
+}
+
 bool PreprocessPlan::InRegion(size_t channel) const {
   if (zscore_in_region.empty()) return false;
   return zscore_in_region.size() == 1 ? zscore_in_region[0]
@@ -161,14 +165,12 @@ double Percentile(std::vector<double> v, double p) {
   return v[lo] + (v[hi] - v[lo]) * t;
 }
 
-namespace {
-
-// numpy's round: to the nearest integer, halves to the even one (independent of the
-// floating-point rounding mode).
 double RoundHalfToEven(double x) {
   if (std::fabs(x - std::trunc(x)) != 0.5) return std::round(x);
   return 2 * std::round(x / 2);
 }
+
+namespace {
 
 // "z", "y", "x" for the axes of a volume in array order; else the axis number.
 std::string AxisName(size_t axis, size_t rank) {
@@ -272,10 +274,23 @@ std::string SpacingChange(const std::vector<CaseInfo>& infos, const std::vector<
   return s;
 }
 
-// Resampling's target spacing: given, or nnU-Net's rule over the cases that are not in a
-// split other than train (imagesTs cases do not count, as in nnU-Net's fingerprint).
-Status ResolveSpacing(const PreprocessOptions& o, const SourcePlan& source, const std::vector<CaseInfo>& infos,
-                      const std::vector<bool>& ok, PreprocessPlan* plan, std::vector<std::string>* notes) {
+// nnU-Net's planner's transpose for a target spacing (determine_transpose): the axis of the
+// largest spacing (the first of equals) first, the others in order.
+std::array<int, 3> TransposeFor(const std::vector<double>& spacing) {
+  const int worst = static_cast<int>(std::max_element(spacing.begin(), spacing.end()) - spacing.begin());
+  std::array<int, 3> t{worst, 0, 0};
+  for (int a = 0, k = 1; a < 3; ++a) {
+    if (a != worst) t[static_cast<size_t>(k++)] = a;
+  }
+  return t;
+}
+
+// Resampling's target spacing: given, or nnU-Net's rule over the training cases that the
+// first pass read (not in a split other than train, as nnU-Net's fingerprint takes
+// imagesTr), with their shapes after cropping to the nonzero box, as the fingerprint has
+// them.
+Status ResolveSpacing(const PreprocessOptions& o, const std::vector<CaseInfo>& infos, const std::vector<bool>& ok,
+                      const CaseShapes& training, PreprocessPlan* plan, std::vector<std::string>* notes) {
   if (!o.auto_spacing) {
     if (o.spacing.size() != 3) {
       return InvalidArgument("--spacing gives " + std::to_string(o.spacing.size()) +
@@ -286,16 +301,16 @@ Status ResolveSpacing(const PreprocessOptions& o, const SourcePlan& source, cons
                      (o.from_plans ? " (plans)" : " (given)"));
     return Status::Ok();
   }
-  std::vector<std::vector<double>> spacings, shapes;
-  for (size_t i = 0; i < infos.size(); ++i) {
-    const std::string& split = source.cases[i].split;
-    if (!ok[i] || !(split.empty() || split == "train")) continue;
-    spacings.push_back(ArraySpacing(infos[i].image.geometry));
-    shapes.push_back(std::vector<double>(infos[i].image.shape.begin() + 1, infos[i].image.shape.end()));
+  if (training.spacings.empty()) {
+    if (!training.why_none.ok()) return training.why_none;
+    return InvalidArgument(
+        "--spacing auto: the source has no training case (imagesTr, or split train) to take the "
+        "spacing from");
   }
-  if (spacings.empty()) return InvalidArgument("--spacing auto: no readable training case to take the spacing from");
+  std::vector<std::vector<double>> shapes;
+  for (const Shape& s : training.cropped) shapes.push_back(std::vector<double>(s.begin(), s.end()));
   std::string why;
-  plan->spacing = AutoSpacing(spacings, shapes, &why);
+  plan->spacing = AutoSpacing(training.spacings, shapes, &why);
   notes->push_back("resampled: " + SpacingChange(infos, ok, plan->spacing) + " (auto: " + why + ")");
   return Status::Ok();
 }
@@ -349,11 +364,22 @@ Result<std::vector<Normalization>> SchemesByChannelName(const SourcePlan& source
   return out;
 }
 
+// "NIfTI scaling applied to 2 case(s) ...", or nothing when no case has one.
+void ScalingNote(const std::vector<CaseInfo>& infos, const std::vector<bool>& ok, std::vector<std::string>* notes) {
+  size_t scaled = 0;
+  for (size_t i = 0; i < infos.size(); ++i) {
+    scaled += ok[i] && (infos[i].image.scaling.applies() || (infos[i].has_mask && infos[i].mask.scaling.applies()));
+  }
+  if (scaled == 0) return;
+  notes->push_back("NIfTI scl_slope/scl_inter applied to the voxels of " + std::to_string(scaled) +
+                   " case(s), as nnU-Net's readers apply them: their values are f32");
+}
+
 }  // namespace
 
-Status PlanPreprocessing(const PreprocessOptions& given, const SourcePlan& source, std::vector<CaseInfo>& infos,
+Status PlanPreprocessing(const PreprocessOptions& given, const SourcePlan& source, const std::vector<CaseInfo>& infos,
                          std::vector<bool>& ok, std::vector<Status>& errors, PreprocessPlan* plan,
-                         std::vector<uint64_t>* work_bytes, std::vector<std::string>* notes) {
+                         std::vector<std::string>* notes) {
   PreprocessOptions o = given;
   if (o.normalize_by_channel_names) {
     ASSIGN_OR_RETURN(o.normalize, SchemesByChannelName(source, notes));
@@ -363,12 +389,36 @@ Status PlanPreprocessing(const PreprocessOptions& given, const SourcePlan& sourc
   plan->normalize = o.normalizes() ? o.normalize : std::vector<Normalization>{};
   plan->ct = o.ct_statistics;
   plan->zscore_in_region = o.use_mask_for_norm;
-  work_bytes->assign(infos.size(), 0);
+  const std::vector<int64_t>& labels = source.declared_mask_values;
+  plan->labels_fit_i8 = !labels.empty() && *std::max_element(labels.begin(), labels.end()) <= 127 &&
+                        *std::min_element(labels.begin(), labels.end()) >= 0;
   CheckCases(o, source, infos, ok, errors);
+  if (o.interprets()) ScalingNote(infos, ok, notes);
   if (o.from_plans) PlansNotes(*plan, notes);
   if (o.nan_to_num) notes->push_back("NaN and infinite image voxels become 0 (--nan-to-num)");
   if (o.crop_nonzero) notes->push_back("cropped to the box of nonzero voxels over all channels");
-  if (o.resamples()) RETURN_IF_ERROR(ResolveSpacing(o, source, infos, ok, plan, notes));
+  if (!plan->normalize.empty()) {
+    std::string list;
+    for (Normalization n : plan->normalize) list += (list.empty() ? "" : ",") + std::string(NormalizationName(n));
+    notes->push_back("normalized per channel: " + list);
+  }
+  return Status::Ok();
+}
+
+Status PlanGrids(const SourcePlan& source, const CaseShapes& training, std::vector<CaseInfo>& infos,
+                 std::vector<bool>& ok, std::vector<Status>& errors, PreprocessPlan* plan,
+                 std::vector<uint64_t>* work_bytes, std::vector<std::string>* notes) {
+  const PreprocessOptions& o = plan->options;
+  work_bytes->assign(infos.size(), 0);
+  if (o.resamples()) {
+    RETURN_IF_ERROR(ResolveSpacing(o, infos, ok, training, plan, notes));
+    if (o.from_plans) {
+      std::copy(o.from_plans->transpose_forward.begin(), o.from_plans->transpose_forward.end(),
+                plan->transpose.begin());
+    } else {
+      plan->transpose = TransposeFor(plan->spacing);
+    }
+  }
   for (size_t i = 0; i < infos.size(); ++i) {
     if (!ok[i]) continue;
     ImageInfo& img = infos[i].image;
@@ -383,8 +433,9 @@ Status PlanPreprocessing(const PreprocessOptions& given, const SourcePlan& sourc
         continue;
       }
       const Shape& out = *target;
-      // Input and output as floats, the image's channels and a mask's label indicator.
-      floats = (Voxels(spatial) + Voxels(out)) * static_cast<uint64_t>(channels + 1);
+      // Input and output as floats: the image's channels, and a mask's labels and a
+      // label's indicator in double (two floats each).
+      floats = (Voxels(spatial) + Voxels(out)) * static_cast<uint64_t>(channels + 4);
       const Geometry g = ResampledGrid(Grid{spatial, img.geometry}, out).geometry;
       std::copy(out.begin(), out.end(), img.shape.begin() + 1);
       img.geometry = g;
@@ -394,11 +445,6 @@ Status PlanPreprocessing(const PreprocessOptions& given, const SourcePlan& sourc
       }
     }
     (*work_bytes)[i] = 4 * floats;
-  }
-  if (!plan->normalize.empty()) {
-    std::string list;
-    for (Normalization n : plan->normalize) list += (list.empty() ? "" : ",") + std::string(NormalizationName(n));
-    notes->push_back("normalized per channel: " + list);
   }
   return Status::Ok();
 }
@@ -454,6 +500,12 @@ Status FinishSchema(const std::vector<CaseInfo>& infos, const std::vector<bool>&
   img.dtype = out;
   const Shape image_shape = img.shape;  // `img` dangles once fields grow
   plan->image_dtype = out;
+  if (mask >= 0 && plan->MarksRegion(has_mask)) {
+    DType& m = fields[static_cast<size_t>(mask)].dtype;
+    m = plan->labels_fit_i8 ? DType::kI8 : PromoteDTypes({m, DType::kI8});
+    notes->push_back(std::string("mask dtype ") + DTypeName(m) + ": unlabelled voxels outside the nonzero region are " +
+                     std::to_string(kOutsideRegion) + ", as in nnU-Net's preprocessed segmentations");
+  }
   plan->mask_dtype = mask >= 0 ? fields[static_cast<size_t>(mask)].dtype : DType::kU8;
   if (o.crop_nonzero) {
     for (int f : {image, mask}) {

@@ -85,11 +85,11 @@ struct PreprocessOptions {
   // The image field's dtype. Default: the smallest dtype that holds every input's values
   // exactly (PromoteDTypes), f32 when normalized. Normalized data may be f32, f16 or f64.
   std::optional<DType> dtype;
-  // --normalize ct: foreground values drawn for the statistics over all the training
-  // cases (as the source gives them, before --split), divided evenly among those with a
-  // mask: each draws its share per channel with replacement, as nnU-Net's fingerprint
-  // (which draws 100,000,000 in all).
-  uint64_t intensity_samples = 10000000;
+  // --normalize ct and nnU-Net's fingerprint (--preprocess nnunet): foreground values drawn
+  // for the statistics over all the training cases (as the source gives them, before
+  // --split), divided evenly among those with a mask: each draws its share per channel with
+  // replacement, as nnU-Net's fingerprint does, which draws 100,000,000 in all.
+  uint64_t intensity_samples = 100000000;
   // NaN and infinite image voxels become 0 before any other step (and before the ct
   // statistics). Without it they stay, unless the case is normalized or resampled, which
   // would spread them over the channel: then the case fails, naming the file and count.
@@ -99,6 +99,10 @@ struct PreprocessOptions {
   bool normalizes() const;
   // Any step that changes the grid or the values (crop, resampling, normalization, NaN).
   bool transforms() const { return crop_nonzero || resamples() || normalizes() || nan_to_num; }
+  // Whether voxel values are interpreted (transforms, or --dtype): then NIfTI voxels are
+  // read as their scaling gives them (CaseReading::scaled), as nnU-Net's readers give them;
+  // otherwise as stored.
+  bool interprets() const { return transforms() || dtype.has_value(); }
 };
 
 // nnU-Net's normalization scheme for a channel named `name` in dataset.json (its

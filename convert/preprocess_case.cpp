@@ -128,7 +128,8 @@ void Clip(std::vector<float>& v, const Shape& spatial, int axis, const std::vect
   }
 }
 
-// In-plane with `interp`, then along `lowres` (when it changes size) nearest neighbour.
+// In-plane with `interp`, then along `lowres` (when it changes size) nearest neighbour,
+// its ties as nnU-Net's (NearestAlongAxis).
 // With `clip`, as skimage's resize in nnU-Net clips: the in-plane result to the range of
 // each input slice along `lowres`, or without one the result to each channel's range.
 Status ResampleSeparable(const std::vector<float>& in, int64_t channels, const Grid& from, const Grid& to,
@@ -148,18 +149,23 @@ Status ResampleSeparable(const std::vector<float>& in, int64_t channels, const G
     *out = std::move(tmp);
     return Status::Ok();
   }
-  return ResampleFloat(tmp, channels, plane, to, Interpolator::kNearest, out);
+  std::vector<uint8_t> bytes;
+  NearestAlongAxis(reinterpret_cast<const uint8_t*>(tmp.data()), sizeof(float), channels, mid, lowres, to.size[lowres],
+                   &bytes);
+  out->resize(bytes.size() / sizeof(float));
+  std::memcpy(out->data(), bytes.data(), bytes.size());
+  return Status::Ok();
 }
 
-// Label values of `mask` as doubles; fails when one is not exactly a float (ITK resamples
-// floats).
-Result<std::vector<double>> LabelValues(const DecodedImage& mask) {
+// Label values of `mask` as doubles; with `as_floats`, fails when one is not exactly a
+// float (ITK resamples floats).
+Result<std::vector<double>> LabelValues(const DecodedImage& mask, bool as_floats) {
   const DType t = mask.info.dtype;
   const size_t es = DTypeSize(t);
   std::vector<double> v(mask.pixels.size() / es);
   for (size_t i = 0; i < v.size(); ++i) {
     v[i] = ElementAsDouble(&mask.pixels[i * es], t);
-    if (static_cast<double>(static_cast<float>(v[i])) != v[i] && !std::isnan(v[i])) {
+    if (as_floats && static_cast<double>(static_cast<float>(v[i])) != v[i] && !std::isnan(v[i])) {
       return InvalidArgument("mask value " + std::to_string(v[i]) +
                              " cannot be resampled exactly (ITK resamples floats)");
     }
@@ -167,34 +173,55 @@ Result<std::vector<double>> LabelValues(const DecodedImage& mask) {
   return v;
 }
 
-// The mask on grid `to`: nearest neighbour, or nnU-Net's per-label linear (each label's
-// indicator resampled linearly; a voxel takes the last label, in ascending order, whose
-// indicator is at least 0.5, else 0).
+// One channel's labels per label linearly, as nnU-Net's resize_segmentation: each label's
+// indicator (ascending order) interpolated as scipy does (ZoomLinear, in double), and a
+// voxel takes the last label whose indicator is at least 0.5, else 0. With `lowres` >= 0
+// in-plane first, then that axis by nearest neighbour (nnU-Net's order_z 0). `order`: the
+// axes as nnU-Net's transposed array has them.
+void LabelsLinear(const double* v, const Grid& from, const Grid& to, int lowres, const std::array<int, 3>& order,
+                  double* out) {
+  const uint64_t n_in = Count(from.size);
+  std::vector<double> labels(v, v + n_in);
+  std::sort(labels.begin(), labels.end());
+  labels.erase(std::unique(labels.begin(), labels.end()), labels.end());
+  Shape mid = to.size;
+  if (lowres >= 0) mid[lowres] = from.size[lowres];
+  std::vector<double> map(Count(mid), 0.0), one(n_in), res;
+  for (double label : labels) {
+    std::transform(v, v + n_in, one.begin(), [&](double x) { return x == label ? 1.0 : 0.0; });
+    ZoomLinear(one, from.size, mid, order, &res);
+    for (size_t i = 0; i < map.size(); ++i) {
+      if (res[i] >= 0.5) map[i] = label;
+    }
+  }
+  if (mid == to.size) {
+    std::copy(map.begin(), map.end(), out);
+    return;
+  }
+  std::vector<uint8_t> bytes;
+  NearestAlongAxis(reinterpret_cast<const uint8_t*>(map.data()), sizeof(double), 1, mid, lowres, to.size[lowres],
+                   &bytes);
+  std::memcpy(out, bytes.data(), bytes.size());
+}
+
+// The mask on grid `to`: nearest neighbour, or nnU-Net's per-label linear (LabelsLinear).
 Status ResampleMask(const PreprocessPlan& plan, const Grid& from, const Grid& to, int lowres, DecodedImage* mask) {
   const int64_t channels = mask->info.shape[0];
   const uint64_t n_in = Count(from.size), n_out = Count(to.size);
-  ASSIGN_OR_RETURN(std::vector<double> values, LabelValues(*mask));
+  const bool linear = plan.options.mask_interp == MaskInterp::kLinear;
+  ASSIGN_OR_RETURN(std::vector<double> values, LabelValues(*mask, !linear));
   std::vector<double> out(n_out * static_cast<uint64_t>(channels), 0.0);
   std::vector<float> one(n_in), res;
   for (int64_t c = 0; c < channels; ++c) {
     const double* v = values.data() + c * n_in;
     double* o = out.data() + c * n_out;
-    if (plan.options.mask_interp == MaskInterp::kNearest) {
-      std::transform(v, v + n_in, one.begin(), [](double x) { return static_cast<float>(x); });
-      RETURN_IF_ERROR(ResampleFloat(one, 1, from, to, Interpolator::kNearest, &res));
-      std::copy(res.begin(), res.end(), o);
+    if (linear) {
+      LabelsLinear(v, from, to, lowres, plan.transpose, o);
       continue;
     }
-    std::vector<double> labels(v, v + n_in);
-    std::sort(labels.begin(), labels.end());
-    labels.erase(std::unique(labels.begin(), labels.end()), labels.end());
-    for (double label : labels) {
-      std::transform(v, v + n_in, one.begin(), [&](double x) { return x == label ? 1.0f : 0.0f; });
-      RETURN_IF_ERROR(ResampleSeparable(one, 1, from, to, Interpolator::kLinear, lowres, false, &res));
-      for (uint64_t i = 0; i < n_out; ++i) {
-        if (res[i] >= 0.5f) o[i] = label;
-      }
-    }
+    std::transform(v, v + n_in, one.begin(), [](double x) { return static_cast<float>(x); });
+    RETURN_IF_ERROR(ResampleFloat(one, 1, from, to, Interpolator::kNearest, &res));
+    std::copy(res.begin(), res.end(), o);
   }
   mask->pixels.resize(out.size() * DTypeSize(plan.mask_dtype));
   ConvertElements(reinterpret_cast<const uint8_t*>(out.data()), DType::kF64, mask->pixels.data(), plan.mask_dtype,
@@ -233,6 +260,23 @@ void ConvertMask(const PreprocessPlan& plan, CaseData* d) {
   d->mask.info.dtype = plan.mask_dtype;
 }
 
+// Sets every mask channel to kOutsideRegion where `region` (NormalizationRegion, which
+// holds every labelled voxel) is 0, as nnU-Net's crop_to_nonzero marks its segmentation;
+// the mask takes the plan's (signed) dtype first.
+void MarkOutsideRegion(const PreprocessPlan& plan, const std::vector<uint8_t>& region, CaseData* d) {
+  ConvertMask(plan, d);
+  const size_t es = DTypeSize(d->mask.info.dtype);
+  std::vector<uint8_t> outside(es);
+  const double v = kOutsideRegion;
+  ConvertElements(reinterpret_cast<const uint8_t*>(&v), DType::kF64, outside.data(), d->mask.info.dtype, 1);
+  const uint64_t voxels = region.size(), channels = d->mask.pixels.size() / es / std::max<uint64_t>(voxels, 1);
+  for (uint64_t c = 0; c < channels; ++c) {
+    for (uint64_t i = 0; i < voxels; ++i) {
+      if (!region[i]) std::memcpy(&d->mask.pixels[(c * voxels + i) * es], outside.data(), es);
+    }
+  }
+}
+
 }  // namespace
 
 Status PreprocessCase(const PreprocessPlan& plan, const CaseInput& in, CaseData* d, SourceRecord* r) {
@@ -255,9 +299,8 @@ Status PreprocessCase(const PreprocessPlan& plan, const CaseInput& in, CaseData*
     return Status::Ok();
   }
   const auto channels = static_cast<uint64_t>(img.info.shape[0]);
-  bool any_in_region = false;
-  for (uint64_t c = 0; c < channels; ++c) any_in_region = any_in_region || plan.InRegion(c);
-  const std::vector<uint8_t> region = any_in_region ? NormalizationRegion(*d) : std::vector<uint8_t>{};
+  const std::vector<uint8_t> region = plan.AnyInRegion() ? NormalizationRegion(*d) : std::vector<uint8_t>{};
+  if (plan.MarksRegion(d->has_mask)) MarkOutsideRegion(plan, region, d);
   std::vector<float> work = ToFloats(img);
   if (!plan.normalize.empty()) {
     RETURN_IF_ERROR(

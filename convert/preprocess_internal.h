@@ -1,17 +1,21 @@
 // Preprocessing inside the pipeline (internal; options and their meaning: preprocess.h).
 //
-//   PlanPreprocessing   resolves the target spacing and predicts each case's output grid,
+//   PlanPreprocessing   resolves the options (schemes by channel name, plans) into a plan;
+//   RunFirstPass        the first pass over the training cases (intensity_internal.h):
+//                       cropped shapes, intensity statistics, the zscore region;
+//   PlanGrids           resolves the target spacing and predicts each case's output grid,
 //                       so the schema and the chunk shapes fit what will be written;
 //   FinishSchema        sets the fields' dtypes and appends the record fields;
-//   RunFirstPass        the first pass over the training cases (intensity_internal.h);
 //   PreprocessCase      transforms one decoded case and fills its record;
 //   PutRecord           writes the record into the sample's values.
 // Everything here is deterministic and thread-safe (plans are read only).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "convert/case.h"
@@ -24,7 +28,11 @@ namespace shardify::convert::detail {
 
 struct PreprocessPlan {
   PreprocessOptions options;
-  std::vector<double> spacing;           // resolved target spacing, array order; empty: none
+  std::vector<double> spacing;  // resolved target spacing, array order; empty: none
+  // nnU-Net's axis order with this spacing: its axis i is array axis transpose[i] (a plans
+  // file's transpose_forward, or its planner's rule: the coarsest axis of the target
+  // spacing first, the others in order). Its resampling sees the axes in this order.
+  std::array<int, 3> transpose{0, 1, 2};
   std::vector<Normalization> normalize;  // per image channel; empty: none
   std::vector<ChannelNorm> ct;           // per channel, for its kCt channels (given, or FirstPass)
   size_t ct_cases = 0;                   // FirstPass: the cases that drew, ct_draws values each
@@ -35,6 +43,12 @@ struct PreprocessPlan {
   // nonzero box keeps a median of less than kRegionNormBelow of the training cases.
   std::vector<bool> zscore_in_region;
   bool InRegion(size_t channel) const;
+  bool AnyInRegion() const;
+  // The masks of a plan with channels in the region mark the unlabelled voxels outside it
+  // kOutsideRegion, as nnU-Net's preprocessed segmentations do (so the mask's dtype is
+  // signed: i8 when the labels the source declares fit it, as nnU-Net stores them).
+  bool MarksRegion(bool has_mask) const { return has_mask && AnyInRegion(); }
+  bool labels_fit_i8 = false;      // the source declares labels, all in 0..127
   DType image_dtype = DType::kU8;  // the fields' dtypes (FinishSchema)
   DType mask_dtype = DType::kU8;
   bool needs_ct_statistics() const;  // kCt channels whose statistics were not given
@@ -59,14 +73,30 @@ struct RecordFields {
 };
 
 // Checks the options against the cases that inspected cleanly and resolves them into
-// `plan`. A case the options cannot apply to (resampling without 3D geometry) gets its
-// error and ok[i] cleared. With resampling, each case's image and mask shapes and spacing
-// in `infos` become those of its output (before any crop; so chunk shapes are sized for
-// the largest possible case). `work_bytes[i]`: memory the case's preprocessing takes
-// beyond its decoded arrays. Notes for the summary go to `notes`.
-Status PlanPreprocessing(const PreprocessOptions& o, const SourcePlan& source, std::vector<CaseInfo>& infos,
+// `plan` (all but the target spacing). A case the options cannot apply to (resampling
+// without 3D geometry) gets its error and ok[i] cleared. Notes for the summary go to
+// `notes`.
+Status PlanPreprocessing(const PreprocessOptions& o, const SourcePlan& source, const std::vector<CaseInfo>& infos,
                          std::vector<bool>& ok, std::vector<Status>& errors, PreprocessPlan* plan,
-                         std::vector<uint64_t>* work_bytes, std::vector<std::string>* notes);
+                         std::vector<std::string>* notes);
+
+// The spacings (array order) and the spatial shapes after cropping to the nonzero box of the
+// training cases the first pass read, as nnU-Net's dataset fingerprint has them;
+// `why_none`: the first training case's error, for when it could read none.
+struct CaseShapes {
+  std::vector<std::vector<double>> spacings;
+  std::vector<Shape> cropped;
+  Status why_none;
+};
+
+// Resolves the target spacing (--spacing auto: nnU-Net's rule over `training`; when that
+// holds no case, why_none says why) and nnU-Net's transpose for it. With resampling, each case's image and mask shapes
+// and spacing in `infos` become those of its output (before any crop; so chunk shapes are sized for the largest
+// possible case); a case that would have an axis without voxels gets its error. `work_bytes[i]`: memory the case's
+// preprocessing takes beyond its decoded arrays.
+Status PlanGrids(const SourcePlan& source, const CaseShapes& training, std::vector<CaseInfo>& infos,
+                 std::vector<bool>& ok, std::vector<Status>& errors, PreprocessPlan* plan,
+                 std::vector<uint64_t>* work_bytes, std::vector<std::string>* notes);
 
 // Given the schema BuildSchema made (field dtypes promoted over the source dtypes): sets
 // the image dtype (--dtype, or f32 when normalized), makes cropped spatial dimensions
@@ -83,6 +113,9 @@ Status PreprocessCase(const PreprocessPlan& plan, const CaseInput& in, CaseData*
 
 // --- The nonzero region (nonzero.cpp) ---------------------------------------------------
 
+// The label of mask voxels outside the nonzero region (PreprocessPlan::MarksRegion), nnU-Net's.
+inline constexpr int kOutsideRegion = -1;
+
 // Crops the image and mask of `d` to the box of voxels that are nonzero in any image
 // channel (a case without any keeps its size), moves the origin with it, and returns the
 // box (array axis order, in voxels of `d` before).
@@ -97,6 +130,10 @@ std::vector<uint8_t> NormalizationRegion(const CaseData& d);
 // path of 0 voxels, stepping along one axis at a time, joins to the array's border, as
 // scipy's binary_fill_holes with its default structure fills them.
 void FillHoles(std::vector<uint8_t>* flags, const Shape& spatial);
+
+// numpy's round (and Python's): to the nearest integer, halves to the even one
+// (independent of the floating-point rounding mode).
+double RoundHalfToEven(double x);
 
 // The grid size of resampling `spatial` voxels of spacing `from` to spacing `to` (array
 // axis order), as nnU-Net's compute_new_shape: from / to * n per axis, rounded half to

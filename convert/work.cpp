@@ -69,11 +69,15 @@ struct Slot {
   uint64_t bytes = 0;
 };
 
+CaseReading Reading(const EncodeJob& job) {
+  return {job.max_sample_bytes, job.preprocess != nullptr && job.preprocess->options.interprets()};
+}
+
 Slot EncodeCase(const EncodeJob& job, size_t case_index, Encoder& encoder) {
   const CaseInput& in = job.plan->cases[case_index];
   Slot s;
   std::vector<uint8_t> cached = std::move((*job.small_files)[case_index]);
-  auto data = DecodeCase(in, &cached, job.max_sample_bytes);
+  auto data = DecodeCase(in, &cached, Reading(job));
   if (!data.ok()) {
     s.status = data.status();
     return s;
@@ -215,7 +219,7 @@ Status TrainDictionaries(const EncodeJob& job, uint64_t max_sample_bytes, Conver
   Status st = ParallelFor(want, job.threads, nullptr, "dictionary", nullptr, [&](size_t k) {
     const CaseInput& in = plan.cases[order[k * order.size() / want]];
     const Status read = NoThrow(in.name, [&] {
-      auto d = DecodeCase(in, nullptr, job.max_sample_bytes);
+      auto d = DecodeCase(in, nullptr, Reading(job));
       if (!d.ok()) return d.status();
       SourceRecord record;
       if (job.preprocess != nullptr) RETURN_IF_ERROR(PreprocessCase(*job.preprocess, in, &*d, &record));

@@ -383,6 +383,17 @@ Status MergeTable(const std::string& dir, const std::vector<Part>& parts, const 
   return WriteFileAtomic(target, out.data(), out.size(), fsync);
 }
 
+// The first part's companion file `name`, when it has one, becomes DIR/<name>.
+Status MergeCopy(const std::string& dir, const std::vector<Part>& parts, const std::string& name, bool fsync) {
+  for (const Part& p : parts) {
+    const std::string path = JoinPath(p.dir, name);
+    if (!PathExists(path)) continue;
+    ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, ReadWholeFile(path, kMaxTableBytes));
+    return WriteFileAtomic(JoinPath(dir, name), bytes.data(), bytes.size(), fsync);
+  }
+  return RemoveFile(JoinPath(dir, name));
+}
+
 // Per-field statistics of the whole dataset from the parts' (count, mean, stddev, min, max).
 std::vector<FieldStats> CombineStats(const std::vector<Part>& parts) {
   std::vector<FieldStats> out;
@@ -475,6 +486,7 @@ Result<MergeSummary> Merge(const std::string& dir, const MergeOptions& options) 
   RETURN_IF_ERROR(PlaceShards(dir, parts, options.fsync, &sum, &shards));
   for (const std::string& table : options.tables)
     RETURN_IF_ERROR(MergeTable(dir, parts, table, options.fsync, &sum.table_rows));
+  for (const std::string& name : options.copies) RETURN_IF_ERROR(MergeCopy(dir, parts, name, options.fsync));
   const Manifest m = MergedManifest(parts, std::move(shards));
   RETURN_IF_ERROR(ValidateManifest(m).WithContext(dir + ": the merged parts"));
   if (options.fsync) RETURN_IF_ERROR(FsyncDir(dir));

@@ -67,6 +67,9 @@ struct MergeOptions {
   // Companion text tables of the parts (e.g. "skipped.tsv"): each part's file, in part
   // order, is appended to DIR/<name>, its first line (the header) kept once.
   std::vector<std::string> tables;
+  // Companion files that every part writes alike (e.g. "nnUNetPlans.json"): the first
+  // part's becomes DIR/<name>.
+  std::vector<std::string> copies;
 };
 
 struct MergeSummary {

@@ -400,15 +400,27 @@ Result<bool> NiftiHeaderFits(const std::vector<uint8_t>& header, const Shape& sh
   return dims == want;
 }
 
-Result<std::vector<uint8_t>> RetypeNiftiHeader(const std::vector<uint8_t>& header, DType dtype) {
+namespace {
+
+Result<std::vector<uint8_t>> Retype(const std::vector<uint8_t>& header, DType dtype, bool descale) {
   ASSIGN_OR_RETURN(NiftiHeader h, ParseStoredNiftiHeader(header.data(), header.size()));
   const int16_t code = NiftiDatatypeOf(dtype);
   if (code == 0) return Unsupported(std::string("NIfTI cannot hold ") + DTypeName(dtype));
-  if (code == h.datatype) return header;
+  if (code == h.datatype && !descale) return header;
   h.datatype = code;
   h.bitpix = static_cast<int16_t>(DTypeSize(dtype) * 8);
   h.scl_slope = h.scl_inter = h.cal_max = h.cal_min = 0;
   return BuildNiftiHeader(h, header);
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> RetypeNiftiHeader(const std::vector<uint8_t>& header, DType dtype) {
+  return Retype(header, dtype, false);
+}
+
+Result<std::vector<uint8_t>> DescaleNiftiHeader(const std::vector<uint8_t>& header, DType dtype) {
+  return Retype(header, dtype, true);
 }
 
 void SwapElementBytes(uint8_t* data, size_t size, size_t width) {

@@ -99,6 +99,9 @@ Result<bool> NiftiHeaderFits(const std::vector<uint8_t>& header, const Shape& sh
 // cal_max zeroed. Every other byte is kept, so the file overlays its source exactly.
 // Unsupported for f16.
 Result<std::vector<uint8_t>> RetypeNiftiHeader(const std::vector<uint8_t>& header, DType dtype);
+// The same for voxels whose scaling was applied (they hold stored * scl_slope + scl_inter
+// as `dtype`): the scaling is dropped whether or not the dtype changes.
+Result<std::vector<uint8_t>> DescaleNiftiHeader(const std::vector<uint8_t>& header, DType dtype);
 
 // Reverses the bytes of each `width`-byte element of data[0, size): the voxels of a
 // big-endian file into this machine's (little-endian) order, or back. width < 2: nothing;

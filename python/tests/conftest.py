@@ -45,9 +45,11 @@ def fmnist(tmp_path_factory, fmnist_png):
     return str(out)
 
 
-def write_nifti(path, array, spacing=(1.0, 1.0, 1.0)):
-    """A minimal NIfTI-1 file (.nii) of a [D, H, W] array (stored x fastest, so W first)."""
-    codes = {np.dtype(np.uint8): (2, 8), np.dtype(np.int16): (4, 16), np.dtype(np.float32): (16, 32)}
+def write_nifti(path, array, spacing=(1.0, 1.0, 1.0), slope=1.0, inter=0.0):
+    """A minimal NIfTI-1 file (.nii) of a [D, H, W] array (stored x fastest, so W first),
+    its values meaning stored * slope + inter (scl_slope, scl_inter)."""
+    codes = {np.dtype(np.uint8): (2, 8), np.dtype(np.int16): (4, 16), np.dtype(np.float32): (16, 32),
+             np.dtype(np.uint16): (512, 16)}
     code, bits = codes[array.dtype]
     depth, height, width = array.shape
     header = bytearray(352)
@@ -56,7 +58,7 @@ def write_nifti(path, array, spacing=(1.0, 1.0, 1.0)):
     struct.pack_into("<hh", header, 70, code, bits)
     struct.pack_into("<8f", header, 76, 1.0, spacing[2], spacing[1], spacing[0], 1, 1, 1, 1)
     struct.pack_into("<f", header, 108, 352.0)
-    struct.pack_into("<f", header, 112, 1.0)  # scl_slope
+    struct.pack_into("<ff", header, 112, slope, inter)  # scl_slope, scl_inter
     struct.pack_into("<b", header, 123, 10)  # xyzt_units: mm, s
     struct.pack_into("<hh", header, 252, 0, 1)  # qform_code 0, sform_code 1
     struct.pack_into("<4f", header, 280, spacing[2], 0, 0, 0)

@@ -30,10 +30,11 @@ def make_cases(root):
 def test_preprocessing_options_reach_the_converter_and_match_numpy(tmp_path):
     cases = make_cases(tmp_path / "src")
     summary = shardify.convert(tmp_path / "src", tmp_path / "ds", crop="nonzero", normalize="ct",
-                               spacing=(1.0, 1.0, 1.0), dtype="f16", resample_image="linear", progress=False)
+                               spacing=(1.0, 1.0, 1.0), dtype="f16", resample_image="linear",
+                               intensity_samples=10_000_000, progress=False)
     assert any("ct statistics" in line for line in summary.preprocessing)
     # nnU-Net's ct statistics, computed here with numpy as its fingerprint computes them: every
-    # training case draws the same number of foreground values (10,000,000 over the split),
+    # training case draws the same number of foreground values (here 10,000,000 over the split),
     # with replacement, from RandomState(1234); the statistics are those of all the draws.
     per_case = 10_000_000 // len(cases)
     foreground = np.concatenate([np.random.RandomState(1234).choice(image[mask > 0].astype(np.float64), per_case)
@@ -162,10 +163,12 @@ def test_preprocess_nnunet_is_the_explicit_flags_with_each_channel_normalized_by
     (tmp_path / "src" / "dataset.json").write_text(
         '{"channel_names": {"0": "CT", "1": "T2"}, "labels": {"background": 0, "a": 1, "b": 2}, '
         '"numTraining": 2, "file_ending": ".nii"}')
-    summary = shardify.convert(tmp_path / "src", tmp_path / "preset", preprocess="nnunet", progress=False)
+    draws = 1_000_000  # a hundredth of the default (and of nnU-Net's), for time
+    summary = shardify.convert(tmp_path / "src", tmp_path / "preset", preprocess="nnunet", intensity_samples=draws,
+                               progress=False)
     assert any("CT -> ct, T2 -> zscore" in line for line in summary.preprocessing)
     shardify.convert(tmp_path / "src", tmp_path / "flags", crop="nonzero", spacing="auto", normalize="ct,zscore",
-                     progress=False)
+                     intensity_samples=draws, progress=False)
     preset, flags = shardify.Dataset(tmp_path / "preset"), shardify.Dataset(tmp_path / "flags")
     options = preset.provenance["options"]
     assert options["preprocess"] == "nnunet" and options["normalize"] == "ct,zscore"
@@ -175,7 +178,8 @@ def test_preprocess_nnunet_is_the_explicit_flags_with_each_channel_normalized_by
         np.testing.assert_array_equal(preset[i]["image"], flags[i]["image"])
         np.testing.assert_array_equal(preset[i]["mask"], flags[i]["mask"])
     # A flag given as well wins over the preset's; a scheme nnU-Net has and shardify not is refused.
-    shardify.convert(tmp_path / "src", tmp_path / "z", preprocess="nnunet", normalize="zscore", progress=False)
+    shardify.convert(tmp_path / "src", tmp_path / "z", preprocess="nnunet", normalize="zscore", intensity_samples=draws,
+                     progress=False)
     assert shardify.Dataset(tmp_path / "z").provenance["options"]["normalize"] == "zscore"
     (tmp_path / "src" / "dataset.json").write_text(
         '{"channel_names": {"0": "rescale_to_0_1", "1": "T2"}, "labels": {"background": 0, "a": 1, "b": 2}, '

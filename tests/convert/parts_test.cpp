@@ -143,6 +143,27 @@ TEST_CASE("parts: skipped inputs shift the later parts, whose shards merge renum
   CHECK(Text(dir / "merged/skipped.tsv") == Text(dir / "one/skipped.tsv"));
 }
 
+TEST_CASE("parts: --preprocess nnunet in parts leaves the plans and fingerprint of the whole in the merged dataset") {
+  TempDir dir;
+  for (int i = 0; i < 3; ++i) {
+    WriteVolume(dir / ("src/images/c" + std::to_string(i) + ".nii"), DType::kI16, 4, 6, 5, i + 1);
+    WriteLabels(dir / ("src/masks/c" + std::to_string(i) + ".nii"), 4, 6, 5, i + 1);
+  }
+  ConvertOptions o;
+  REQUIRE(ApplyPreset("nnunet", {}, &o.preprocess).ok());
+  o.preprocess.intensity_samples = 3000;
+  auto one = RunConvert(dir / "src", dir / "one", o);
+  REQUIRE(one.ok());
+  ConvertInParts(dir / "src", dir / "merged", 2, o);
+  const Readback a = Open(dir / "one"), b = Open(dir / "merged");
+  for (uint64_t i = 0; i < 3; ++i) CHECK(b.Array(i, "image") == a.Array(i, "image"));
+  for (const std::string name : {"/nnUNetPlans.json", "/dataset_fingerprint.json"}) {
+    INFO(name);
+    CHECK(Text(dir / "merged" + name) == Text(dir / "one" + name));
+    CHECK(Text(dir / "one" + name).find("spacing") != std::string::npos);
+  }
+}
+
 TEST_CASE("parts: merge refuses missing, incomplete, duplicate and mismatched parts, naming the part") {
   TempDir dir;
   const std::string src = ManyPngs(dir, 12);

@@ -610,10 +610,13 @@ TEST_CASE("preprocess: ct draws as many foreground values from every case as num
     for (const auto& w : x->channels[0]) sum += w.value * double(w.count);
   CHECK((*merged)[0].mean == Approx(sum / 24).epsilon(1e-15));
   // numpy over the 24 values: percentiles 0.5 and 99.5, mean and std.
-  CHECK((*merged)[0].clip_low == 0);
-  CHECK((*merged)[0].clip_high == 57);
+  CHECK((*merged)[0].percentile_00_5 == 0);
+  CHECK((*merged)[0].percentile_99_5 == 57);
   CHECK((*merged)[0].mean == 37);
-  CHECK((*merged)[0].stddev == Approx(22.594247055390007).epsilon(1e-14));
+  CHECK((*merged)[0].std == Approx(22.594247055390007).epsilon(1e-14));
+  CHECK((*merged)[0].min == 0);
+  CHECK((*merged)[0].max == 57);
+  CHECK((*merged)[0].norm().clip_high == 57);
 
   TempDir dir;
   WriteVolume(dir / "src/v.nii.gz", DType::kU8, 3, 4, 5, 1);

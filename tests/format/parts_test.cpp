@@ -76,7 +76,7 @@ MergeSummary MergeOk(const std::string& dir) {
 }
 
 Status MergeError(const std::string& dir) {
-  auto r = MergeParts(dir, MergeOptions{false, {}});
+  auto r = MergeParts(dir, MergeOptions{false, {}, {}});
   REQUIRE_FALSE(r.ok());
   CHECK_FALSE(fs::exists(dir + "/manifest.sfm"));
   return r.status();
