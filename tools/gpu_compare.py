@@ -423,7 +423,7 @@ def part_mednist(torch, a, device, shardify):
     png, shards = mednist_standin(a.fmnist_idx, a.work, a.mednist_images, classes)
     tv = torchvision.transforms
     augment = tv.Compose([tv.Grayscale(), tv.ToTensor(), tv.Lambda(scale_intensity),
-                          tv.RandomApply([tv.RandomRotation(15)], p=0.5), tv.RandomVerticalFlip(0.5),
+                          tv.RandomApply([tv.RandomRotation(15)], p=0.5), tv.RandomHorizontalFlip(0.5),
                           tv.RandomApply([tv.RandomAffine(0, scale=(0.9, 1.1))], p=0.5)])
     folder = torchvision.datasets.ImageFolder(png, transform=augment)
     runs = []
@@ -447,7 +447,7 @@ def part_mednist(torch, a, device, shardify):
                lambda b: (b[0].to(device, non_blocking=True), b[1].to(device, non_blocking=True)))
     runs.append(shardtrain(torch, a.shardtrain, shards, os.path.join(a.work, "st-densenet"),
                            ["--model", "densenet121", "--batch", "300", "--lr", "1e-5", "--epochs",
-                            str(a.mednist_epochs), "--rotate", "15", "--flip-y", "--scale", "0.1", "--seed", "0"],
+                            str(a.mednist_epochs), "--rotate", "15", "--flip-x", "--scale", "0.1", "--seed", "0"],
                            "shardtrain --model densenet121", a.max_steps and a.max_steps * a.mednist_epochs))
     kind = "cuda" if device.type == "cuda" else "cpu"
     inline = shardify.Loader(shards, batch_size=300, seed=0, device=kind, transform=T.preset("mednist"),

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "base/strings.h"
 #include "trainer/rng_internal.h"
 
 namespace shardify::trainer {
@@ -42,7 +43,7 @@ const std::array<AugTransformInfo, kNumAugTransforms>& AugTransforms() {
       {"rotate", 0.2, 1, -30, 30, false,
        "degrees about each axis (2D and in-plane 3D: +-180, +-15 for 2D patches of aspect > 1.5)"},
       {"scale", 0.2, 1, 0.7, 1.4, false, "zoom factor, all axes alike (> 1 shows more: objects smaller)"},
-      {"noise", 0.1, 1, 0, 0.1, false, "std of added Gaussian noise, one field for all channels"},
+      {"noise", 0.1, 1, 0, 0.1, false, "std of added Gaussian noise, one field per channel"},
       {"blur", 0.2, 0.5, 0.5, 1.0, false, "Gaussian sigma in voxels, per channel and axis"},
       {"brightness", 0.15, 1, 0.75, 1.25, true, "multiplier per channel"},
       {"contrast", 0.15, 1, 0.75, 1.25, true, "factor about the channel mean, clipped to its range"},
@@ -72,6 +73,31 @@ Result<AugPreset> ParseAugPreset(const std::string& name) {
   if (name == "nnunet") return AugPreset::kNnUnet;
   if (name == "none") return AugPreset::kNone;
   return InvalidArgument("augmentation '" + name + "': use nnunet or none");
+}
+
+Result<MaskMode> ParseMaskMode(const std::string& name) {
+  if (name == "linear") return MaskMode::kLinear;
+  if (name == "nearest") return MaskMode::kNearest;
+  return InvalidArgument("mask mode '" + name + "': use linear or nearest");
+}
+
+const char* MaskModeName(MaskMode mode) { return mode == MaskMode::kLinear ? "linear" : "nearest"; }
+
+std::vector<int64_t> MaskImageChannels(const std::string& zscore_region, const std::string& normalize,
+                                       int64_t channels) {
+  const std::vector<std::string> region = SplitComma(zscore_region), schemes = SplitComma(normalize);
+  auto entry = [](const std::vector<std::string>& list, size_t c, const std::string& none) {
+    return list.empty() ? none : list.size() == 1 ? list[0] : c < list.size() ? list[c] : "";
+  };
+  std::vector<int64_t> out;
+  for (int64_t c = 0; c < channels; ++c) {
+    const auto k = static_cast<size_t>(c);
+    const bool masked = region.size() > 1
+                            ? entry(region, k, "") == "nonzero"
+                            : entry(region, k, "") == "nonzero" && entry(schemes, k, "zscore") == "zscore";
+    if (masked) out.push_back(c);
+  }
+  return out;
 }
 
 NnUnetAugmentOptions::NnUnetAugmentOptions() {
@@ -120,6 +146,9 @@ Result<NnUnetAugment> NnUnetAugment::Create(std::vector<int64_t> patch, NnUnetAu
   }
   for (double p : options.probability) {
     if (!(p >= 0 && p <= 1)) return InvalidArgument("augmentation probabilities must be in [0, 1]");
+  }
+  for (int64_t c : options.mask_image_channels.value_or(std::vector<int64_t>{})) {
+    if (c < 0) return InvalidArgument("augmentation: masked image channel " + std::to_string(c) + " is negative");
   }
   NnUnetAugment a;
   a.patch_ = std::move(patch);

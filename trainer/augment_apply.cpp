@@ -225,6 +225,96 @@ std::vector<std::vector<double>> SpatialMatrix(const std::array<double, 3>& angl
   return m;
 }
 
+// Points of `grid` [n, spatial..., rank] (grid_sample's, align_corners false) beyond the
+// input's outermost voxel centres along some axis of sizes `in`: [n, spatial...].
+torch::Tensor BeyondCentres(const torch::Tensor& grid, const std::vector<int64_t>& in) {
+  const size_t rank = in.size();
+  torch::Tensor out;
+  for (size_t g = 0; g < rank; ++g) {  // grid axes run x, y(, z): array axes reversed
+    const double half = 1.0 / double(in[rank - 1 - g]);
+    const torch::Tensor c = grid.select(-1, int64_t(g));
+    const torch::Tensor beyond = (c < -1 + half) | (c > 1 - half);
+    out = out.defined() ? out | beyond : beyond;
+  }
+  return out;
+}
+
+// nnU-Net's label resampling (batchgeneratorsv2 SpatialTransform, mode_seg "bilinear":
+// each label's one-hot map, times 1000, sampled linearly and rounded to float16; the
+// largest wins, the lowest label on ties, as argmax) of label maps m [n, spatial...] on
+// `grid` over inputs of sizes `in`, from each point's 2^rank corner voxels: a label's
+// value is 1000 times the bilinear weight of the corners that hold it, so no list of the
+// labels (and no wait for the device) is needed.
+torch::Tensor LinearLabels(const torch::Tensor& m, const torch::Tensor& grid, const std::vector<int64_t>& in) {
+  const size_t rank = in.size(), corners = size_t(1) << rank;
+  std::vector<torch::Tensor> low(rank), u(rank);
+  for (size_t a = 0; a < rank; ++a) {  // grid axes run x, y(, z): array axes reversed
+    u[a] = ((grid.select(-1, int64_t(rank - 1 - a)) + 1) * double(in[a]) - 1) / 2;
+    low[a] = u[a].floor();
+  }
+  const torch::Tensor flat = m.reshape({m.size(0), -1});
+  std::vector<torch::Tensor> label(corners), value(corners);
+  for (size_t j = 0; j < corners; ++j) {  // corner bits: axis 0 highest
+    torch::Tensor index = torch::zeros_like(low[0], torch::kLong), inside = torch::ones_like(low[0], torch::kBool);
+    torch::Tensor weight;
+    for (size_t g = 0; g < rank; ++g) {  // weights multiplied x first, as grid_sample's
+      const size_t a = rank - 1 - g;
+      const bool up = (j >> g) & 1;
+      const torch::Tensor w = up ? u[a] - low[a] : low[a] + 1 - u[a];
+      weight = weight.defined() ? weight * w : w;
+    }
+    for (size_t a = 0; a < rank; ++a) {
+      const torch::Tensor i = low[a] + double((j >> (rank - 1 - a)) & 1);
+      inside = inside & (i >= 0) & (i <= double(in[a] - 1));
+      index = index * in[a] + i.clamp(0, double(in[a] - 1)).to(torch::kLong);
+    }
+    label[j] = flat.gather(1, index.reshape({m.size(0), -1})).view(index.sizes());
+    value[j] = (weight * 1000).masked_fill(inside.logical_not(), 0);
+  }
+  torch::Tensor best, out;
+  for (size_t j = 0; j < corners; ++j) {
+    torch::Tensor v = torch::zeros_like(value[j]);
+    for (size_t i = 0; i < corners; ++i) v = v + value[i] * (label[i] == label[j]);
+    v = v.to(torch::kHalf);
+    if (!best.defined()) {
+      best = v;
+      out = label[j];
+      continue;
+    }
+    const torch::Tensor better = (v > best) | ((v == best) & (label[j] < out));
+    out = torch::where(better, label[j], out);
+    best = torch::maximum(best, v);
+  }
+  return out;
+}
+
+// Label maps m [n, spatial...] (int64) resampled on `grid`: as nnU-Net does (kLinear), or
+// by nearest neighbour. Points beyond the input's outermost voxel centres take `pad`.
+torch::Tensor SampleLabels(const torch::Tensor& m, const torch::Tensor& grid, const std::vector<int64_t>& in,
+                           MaskMode mode, int64_t pad) {
+  torch::Tensor out;
+  if (mode == MaskMode::kLinear) {
+    out = LinearLabels(m, grid, in);
+  } else {
+    auto nearest = F::GridSampleFuncOptions().mode(torch::kNearest).padding_mode(torch::kZeros).align_corners(false);
+    out = F::grid_sample(m.unsqueeze(1).to(torch::kFloat), grid, nearest);
+    out = out.squeeze(1).round().to(torch::kLong);
+  }
+  return out.masked_fill(BeyondCentres(grid, in), pad);
+}
+
+// x [B, C, spatial...] with `channels` set to 0 where `outside` [B, spatial...].
+torch::Tensor MaskImage(const torch::Tensor& x, const torch::Tensor& outside, const std::vector<int64_t>& channels) {
+  if (channels.empty()) return x;
+  std::vector<int64_t> pick(static_cast<size_t>(x.size(1)), 0), view(static_cast<size_t>(x.dim()), 1);
+  for (int64_t c : channels) {
+    TORCH_CHECK(c >= 0 && c < x.size(1), "augmentation: masked channel ", c, " of an image of ", x.size(1));
+    pick[static_cast<size_t>(c)] = 1;
+  }
+  view[1] = x.size(1);
+  return x.masked_fill(outside.unsqueeze(1) & (Longs(pick, x.device()).view(view) != 0), 0);
+}
+
 template <class Fn>
 torch::Tensor OnPicked(const torch::Tensor& x, const std::vector<bool>& pick, Fn&& fn) {
   const std::vector<int64_t> idx = Picked(pick);
@@ -233,9 +323,9 @@ torch::Tensor OnPicked(const torch::Tensor& x, const std::vector<bool>& pick, Fn
 }
 
 // Crops the margin off; samples that rotate or scale are resampled instead, with one
-// affine_grid + grid_sample (bilinear image, nearest mask) drawing on the margin.
+// affine_grid drawing on the margin (the image bilinear, the mask by SampleLabels).
 ImageMask RotateScaleCrop(const ImageMask& io, const AugmentPlan& plan, const std::vector<int64_t>& margin,
-                          bool in_plane, const NnUnetAugmentOptions& o) {
+                          bool in_plane, const NnUnetAugmentOptions& o, int64_t outside) {
   const size_t rank = margin.size();
   std::vector<int64_t> in(rank), out(rank);
   ImageMask r = io;
@@ -269,17 +359,11 @@ ImageMask RotateScaleCrop(const ImageMask& io, const AugmentPlan& plan, const st
   std::vector<int64_t> size = {n, 1};
   size.insert(size.end(), out.begin(), out.end());
   const torch::Tensor grid = F::affine_grid(t, size, /*align_corners=*/false);
-  auto sample = [&](const torch::Tensor& x, F::GridSampleFuncOptions::mode_t mode) {
-    return F::grid_sample(x, grid,
-                          F::GridSampleFuncOptions().mode(mode).padding_mode(torch::kZeros).align_corners(false));
-  };
   // Sampling x - pad with zero padding, then adding pad back, pads with `pad`.
-  r.image = Merge(r.image, idx, sample(Rows(io.image, idx) - o.image_pad, torch::kBilinear) + o.image_pad);
-  if (r.mask.defined()) {
-    torch::Tensor m = (Rows(io.mask, idx) - o.label_pad).unsqueeze(1).to(torch::kFloat);
-    m = sample(m, torch::kNearest).squeeze(1).round().to(torch::kLong) + o.label_pad;
-    r.mask = Merge(r.mask, idx, m);
-  }
+  const auto bilinear =
+      F::GridSampleFuncOptions().mode(torch::kBilinear).padding_mode(torch::kZeros).align_corners(false);
+  r.image = Merge(r.image, idx, F::grid_sample(Rows(io.image, idx) - o.image_pad, grid, bilinear) + o.image_pad);
+  if (r.mask.defined()) r.mask = Merge(r.mask, idx, SampleLabels(Rows(io.mask, idx), grid, in, o.mask_mode, outside));
   return r;
 }
 
@@ -305,15 +389,18 @@ ImageMask NnUnetAugment::Apply(ImageMask io, const AugmentPlan& plan) const {
     }
     return v;
   };
-  ImageMask r = RotateScaleCrop(io, plan, margin_, in_plane_, options_);
+  // Outside the labelled data is negative from here on: the pad -1 when it is not already.
+  const int64_t outside = options_.label_pad < 0 ? options_.label_pad : -1;
+  if (io.mask.defined() && options_.label_pad >= 0) io.mask = io.mask.masked_fill(io.mask == options_.label_pad, -1);
+  ImageMask r = RotateScaleCrop(io, plan, margin_, in_plane_, options_, outside);
   torch::Tensor x = r.image;
   x = OnPicked(x, applied(AugTransform::kNoise), [&](const torch::Tensor& xi, const std::vector<int64_t>& idx) {
     std::vector<float> sigma;
     for (int64_t s : idx) sigma.push_back(static_cast<float>(plan.noise_sigma[size_t(s)]));
-    std::vector<int64_t> shape = xi.sizes().vec(), view(shape.size(), 1);
-    shape[1] = 1;
+    std::vector<int64_t> view(static_cast<size_t>(xi.dim()), 1);
     view[0] = xi.size(0);
-    return xi + HashNormal(shape, plan.noise_seed, xi.options()) * torch::tensor(sigma).to(xi.device()).view(view);
+    return xi + HashNormal(xi.sizes().vec(), plan.noise_seed, xi.options()) *
+                    torch::tensor(sigma).to(xi.device()).view(view);
   });
   x = OnPicked(x, applied(AugTransform::kBlur), [&](torch::Tensor xi, const std::vector<int64_t>& idx) {
     for (int64_t a = 0; a < rank; ++a) {
@@ -351,6 +438,11 @@ ImageMask NnUnetAugment::Apply(ImageMask io, const AugmentPlan& plan) const {
       mask =
           OnPicked(mask, flip, [&](const torch::Tensor& mi, const std::vector<int64_t>&) { return mi.flip({a + 1}); });
     }
+  }
+  if (mask.defined()) {  // nnU-Net's MaskImageTransform, then RemoveLabelTansform(-1, 0)
+    const torch::Tensor beyond = mask < 0;
+    x = MaskImage(x, beyond, options_.mask_image_channels.value_or(std::vector<int64_t>{}));
+    mask = mask.masked_fill(beyond, options_.ignore_label.value_or(0));
   }
   return {x.contiguous(), mask.defined() ? mask.contiguous() : mask};
 }

@@ -1,10 +1,12 @@
 #include "trainer/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <optional>
 #include <string>
 
 #include "base/cli.h"
+#include "base/strings.h"
 #include "format/types.h"
 #include "trainer/models.h"
 
@@ -17,7 +19,8 @@ struct Cli {
   std::string order = "shuffle";
   bool json = false, quiet = false;
   std::vector<int64_t> resize, crop;
-  std::string patch, aug, aug_p;
+  std::string patch, aug, aug_p, aug_mask_mode, aug_mask_image;
+  std::string aug_ignore_label;  // text: a negative label is the usual one
   std::string io = "mmap";
   bool legacy_checkpoint = false;
   std::optional<int> rank, world_size, local_rank, master_port;  // given: override the environment
@@ -163,6 +166,15 @@ void AddTrain(CLI::App& app, Cli& c) {
   app.add_option(
       "--aug-p", c.aug_p,
       "Probabilities of nnU-Net's transforms, e.g. rotate=0.3,noise=0 or all=0,mirror=0.5:\n" + AugTransformsText());
+  app.add_option("--aug-mask-mode", c.aug_mask_mode,
+                 "linear | nearest: how rotated and scaled masks are resampled (default linear, nnU-Net's:\n"
+                 "each label's one-hot map linearly, the largest wins; multi-label masks: nearest)");
+  app.add_option("--aug-ignore-label", c.aug_ignore_label,
+                 "Label of mask voxels outside the data (patch padding, negative labels), one the loss\n"
+                 "ignores (< 0 or >= classes); default: background 0, as nnU-Net");
+  app.add_option("--aug-mask-image", c.aug_mask_image,
+                 "Image channels set to 0 outside the labelled data, e.g. 0,2, or none (default: those\n"
+                 "the dataset normalized in their nonzero region, provenance zscore_region)");
   app.add_flag("--json", c.json, "Print the final summary as JSON on stdout");
   app.add_flag("-q,--quiet", c.quiet, "No progress bar");
   AddDistributed(app, c);
@@ -184,6 +196,60 @@ void AddPredict(CLI::App& app, Cli& c) {
                "Volumes: write each predicted mask on its case's source grid (undoing shardify's --crop and\n"
                "--spacing: probabilities resampled linearly, then argmax), with the source header and geometry");
   app.add_flag("--json", c.json, "Print the metrics as JSON on stdout");
+}
+
+// The whole of `text` as an integer.
+std::optional<int64_t> ParseInteger(const std::string& text) {
+  int64_t v = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
+// "0,2" -> {0, 2}; "none" -> {}.
+Result<std::vector<int64_t>> ParseChannels(const std::string& text) {
+  std::vector<int64_t> out;
+  if (text == "none") return out;
+  for (const std::string& item : SplitComma(text)) {
+    const std::optional<int64_t> c = ParseInteger(item);
+    if (!c || *c < 0) return InvalidArgument("'" + text + "': expected channels such as 0,2, or none");
+    out.push_back(*c);
+  }
+  return out;
+}
+
+// nnU-Net's augmentation options (--aug-p, --aug-mask-mode, --aug-ignore-label,
+// --aug-mask-image), refused when the augmentation is off.
+Status FinishNnUnetAugment(Cli& c) {
+  TrainOptions& t = c.train;
+  const char* given = !c.aug_p.empty()              ? "--aug-p"
+                      : !c.aug_mask_mode.empty()    ? "--aug-mask-mode"
+                      : !c.aug_ignore_label.empty() ? "--aug-ignore-label"
+                      : !c.aug_mask_image.empty()   ? "--aug-mask-image"
+                                                    : nullptr;
+  if (given && (t.aug == AugPreset::kNone || (t.aug == AugPreset::kAuto && !IsSegmentationModel(t.model.name)))) {
+    return InvalidArgument(std::string(given) + " sets nnU-Net's augmentation, which is off here; add --aug nnunet");
+  }
+  if (!c.aug_p.empty()) {
+    const Status s = ParseAugProbabilities(c.aug_p, &t.nnunet);
+    if (!s.ok()) return InvalidArgument("--aug-p: " + s.message());
+  }
+  if (!c.aug_mask_mode.empty()) {
+    const Result<MaskMode> mode = ParseMaskMode(c.aug_mask_mode);
+    if (!mode.ok()) return InvalidArgument("--aug-mask-mode: " + mode.status().message());
+    t.nnunet.mask_mode = *mode;
+  }
+  if (!c.aug_ignore_label.empty()) {
+    t.nnunet.ignore_label = ParseInteger(c.aug_ignore_label);
+    if (!t.nnunet.ignore_label)
+      return InvalidArgument("--aug-ignore-label '" + c.aug_ignore_label + "': not an integer");
+  }
+  if (!c.aug_mask_image.empty()) {
+    const Result<std::vector<int64_t>> channels = ParseChannels(c.aug_mask_image);
+    if (!channels.ok()) return InvalidArgument("--aug-mask-image " + channels.status().message());
+    t.nnunet.mask_image_channels = *channels;
+  }
+  return Status::Ok();
 }
 
 // The train options from the flags, with the rules between them checked.
@@ -212,13 +278,7 @@ Status FinishTrain(Cli& c, const std::function<const char*(const char*)>& getenv
     if (!aug.ok()) return InvalidArgument("--aug: " + aug.status().message());
     t.aug = *aug;
   }
-  if (!c.aug_p.empty()) {
-    if (t.aug == AugPreset::kNone || (t.aug == AugPreset::kAuto && !IsSegmentationModel(t.model.name))) {
-      return InvalidArgument("--aug-p sets nnU-Net's augmentation, which is off here; add --aug nnunet");
-    }
-    const Status s = ParseAugProbabilities(c.aug_p, &t.nnunet);
-    if (!s.ok()) return InvalidArgument("--aug-p: " + s.message());
-  }
+  RETURN_IF_ERROR(FinishNnUnetAugment(c));
   RETURN_IF_ERROR(ResolveDistributed(c, getenv));
   const Status usage = CheckTrainOptions(t);
   return usage.ok() ? usage : InvalidArgument(usage.message());

@@ -11,6 +11,7 @@
 #include "base/file.h"
 #include "base/parallel.h"
 #include "base/strings.h"
+#include "format/fields.h"
 #include "format/manifest.h"
 #include "trainer/distributed_internal.h"
 #include "trainer/loop_internal.h"
@@ -141,21 +142,48 @@ Status DescribeData(const TrainOptions& o, Setup& s) {
   return Status::Ok();
 }
 
+// The masked image channels exist, and an ignore label is one the loss ignores: outside
+// [0, classes), or below 0 for packed multi-label values.
+Status CheckAugmentMasking(const NnUnetAugmentOptions& a, const Setup& s) {
+  for (int64_t c : a.mask_image_channels.value_or(std::vector<int64_t>{})) {
+    if (c >= s.model.in_channels) {
+      return InvalidArgument("--aug-mask-image: channel " + std::to_string(c) + " of images of " +
+                             std::to_string(s.model.in_channels) + " channel(s)");
+    }
+  }
+  const std::optional<int64_t>& label = a.ignore_label;
+  const int64_t k = s.model.num_classes;
+  if (!label || (s.spec.multi_label ? *label < 0 : *label < 0 || *label >= k)) return Status::Ok();
+  return InvalidArgument("--aug-ignore-label " + std::to_string(*label) + " is " +
+                         (s.spec.multi_label ? "a set of classes; the loss ignores only negative values"
+                                             : "a class; the loss ignores labels outside 0.." + std::to_string(k - 1)));
+}
+
 // nnU-Net's augmentation when chosen (by default for segmentation), padding as the
 // patches are padded: the image with raw 0, the mask with kLabelPad as the mask stores it.
+// The image channels masked outside the labelled data come from the dataset's provenance
+// unless given; packed multi-label masks move by nearest neighbour (their values are sets
+// of classes, not labels); an ignore label must be one the loss ignores.
 Status PrepareAugment(const TrainOptions& o, Setup& s) {
   if (o.aug == AugPreset::kNone || (o.aug == AugPreset::kAuto && !s.spec.segmentation)) return Status::Ok();
   NnUnetAugmentOptions a = o.nnunet;
   a.seed = o.seed;
   a.image_pad = -s.spec.mean / (s.spec.stddev > 0 ? s.spec.stddev : 1);
   a.margin = !s.spec.patch.empty();
-  const int f = s.ds->manifest().FindField(o.mask_field);
+  const Manifest& m = s.ds->manifest();
+  if (!a.mask_image_channels) {
+    a.mask_image_channels = MaskImageChannels(MetaValue(m.provenance.options, "zscore_region"),
+                                              MetaValue(m.provenance.options, "normalize"), s.model.in_channels);
+  }
+  const int f = m.FindField(o.mask_field);
   if (s.spec.segmentation && f >= 0) {
-    const DType dtype = s.ds->manifest().fields[f].dtype;
+    const DType dtype = m.fields[f].dtype;
     ASSIGN_OR_RETURN(torch::ScalarType type, TorchType(dtype));
     const torch::Tensor pad = torch::full({1}, kLabelPad, torch::kLong).to(type);
     a.label_pad = s.spec.multi_label ? -1 : ToLabelMap(pad, dtype, 0).item<int64_t>();  // packed: -1 is unlabeled
+    if (s.spec.multi_label) a.mask_mode = MaskMode::kNearest;
   }
+  RETURN_IF_ERROR(CheckAugmentMasking(a, s));
   const std::vector<int64_t> patch = a.margin ? s.spec.patch : std::vector<int64_t>{s.model.height, s.model.width};
   ASSIGN_OR_RETURN(NnUnetAugment aug, NnUnetAugment::Create(patch, a));
   s.nnunet = std::make_shared<const NnUnetAugment>(std::move(aug));

@@ -36,6 +36,10 @@ AgreedValues AgreedOptions(const TrainOptions& o) {
     aug_p += std::string(t ? "," : "") + AugTransforms()[t].name + "=" + Exact(o.nnunet.probability[t]);
   }
   for (const int64_t p : o.patch) patch += (patch.empty() ? "" : "x") + std::to_string(p);
+  std::string masked = o.nnunet.mask_image_channels ? "none" : "from the dataset";
+  for (const int64_t c : o.nnunet.mask_image_channels.value_or(std::vector<int64_t>{})) {
+    masked = (masked == "none" ? "" : masked + ",") + std::to_string(c);
+  }
   const AugmentOptions& a = o.augment;
   return {{"format version", std::to_string(kFormatVersion)},
           {"models", ModelNameList(",")},
@@ -76,6 +80,9 @@ AgreedValues AgreedOptions(const TrainOptions& o) {
           {"--intensity-shift", Exact(a.intensity_shift)},
           {"--aug", presets[static_cast<int>(o.aug)]},
           {"--aug-p", aug_p},
+          {"--aug-mask-mode", MaskModeName(o.nnunet.mask_mode)},
+          {"--aug-ignore-label", o.nnunet.ignore_label ? std::to_string(*o.nnunet.ignore_label) : "none"},
+          {"--aug-mask-image", masked},
           {"--patch", patch},
           {"--fg-fraction", Exact(o.foreground_fraction)},
           {"--overlap", Exact(o.overlap)},

@@ -89,7 +89,8 @@ struct TrainOptions {
   // this spatial size {D, H, W}, the last round(batch * foreground_fraction) of each batch
   // centred on foreground of a class present in the case (from the field
   // "<mask_field>.fg_locations", when the converter stored it), parts outside the volume
-  // padded (image 0, mask ignored). Validation and test run sliding windows over whole
+  // padded (image 0; mask -1, which nnU-Net's augmentation makes background 0 and the loss
+  // ignores without it). Validation and test run sliding windows over whole
   // volumes with `overlap`. The 2D augmentations of `augment` do not apply to volumes.
   std::vector<int64_t> patch;
   double foreground_fraction = 0.33;

@@ -88,7 +88,8 @@ def main():
     else:
         import torchvision
         tv = torchvision.transforms  # the tutorial's augmentation, per sample in the workers
-        augment = tv.Compose([tv.ToTensor(), tv.RandomApply([tv.RandomRotation(15)], p=0.5), tv.RandomVerticalFlip(0.5),
+        augment = tv.Compose([tv.ToTensor(), tv.RandomApply([tv.RandomRotation(15)], p=0.5),
+                              tv.RandomHorizontalFlip(0.5),
                               tv.RandomApply([tv.RandomAffine(0, scale=(0.9, 1.1))], p=0.5)])
         folder = torchvision.datasets.ImageFolder(src, transform=augment, loader=common.gray_loader)
         # The same training images as the shards' train split (`path` is relative to SRC).

@@ -113,7 +113,7 @@ def main():
             x = batch["image"]
             x = (x - x.mean()) / x.std().clamp_min(1e-6)
             y = batch["mask"][:, 0].long()
-            y = torch.where(y >= classes, torch.full_like(y, -1), y)  # padding: ignored
+            y = torch.where(y >= classes, torch.full_like(y, -1), y)  # labels past the model's: ignored
             wait += time.perf_counter() - t
             optimizer.zero_grad(set_to_none=True)
             logits = model(x)

@@ -2,6 +2,7 @@
 without a copy."""
 
 import atexit
+import inspect
 import operator
 import os
 import re
@@ -105,7 +106,8 @@ class Loader:
       transform: None, or a callable applied to every batch before it is handed out:
         called on the Loader's device after the copy, dict in, dict out (anything else
         raises TypeError). An object with ``bind(patch=...)`` is replaced by what that
-        returns, with the patch tuple (or None); if the bound transform has a ``margin``
+        returns, with the patch tuple (or None), and the Dataset as ``dataset=`` when its
+        bind takes that keyword; if the bound transform has a ``margin``
         (voxels per patch axis) and ``patch`` is set, patches are read with that margin
         (patch + 2 * margin per axis) for the transform to crop. A transform with
         ``wants_position = True`` is called as ``transform(batch, seed=, epoch=, step=)``,
@@ -157,7 +159,7 @@ class Loader:
             _set_patch(opts, self._dataset, patch, patch_fields, foreground_fraction, label_pad)
             if fields is None:  # the patches, and the scalars (a case's label) that come with them
                 opts["fields"] = _patch_batch_fields(self._dataset, opts)
-        self._transform, self._wants_position = _bind_transform(transform, opts)
+        self._transform, self._wants_position = _bind_transform(transform, opts, self._dataset)
         self._transform_ahead = _non_negative("transform_ahead", transform_ahead)
         self._ahead = None  # the TransformAhead of the current iteration, if any
         self._opts = opts
@@ -527,14 +529,26 @@ def _patch_batch_fields(dataset, opts):
     return names + [f["name"] for f in dataset.fields if f["kind"] in ("int", "float") and f["name"] not in names]
 
 
-def _bind_transform(transform, opts):
-    """The transform bound to the patch (sets opts["patch_margin"] from its margin), and
-    whether it takes the batch's position."""
+def bind_transform(transform, patch, dataset=None):
+    """`transform` bound to a Loader's patch and dataset: by its ``bind(patch=...)``, which
+    also gets ``dataset=`` when it takes one; a transform without bind as it is."""
+    if not hasattr(transform, "bind"):
+        return transform
+    try:
+        takes_dataset = "dataset" in inspect.signature(transform.bind).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        takes_dataset = False
+    return transform.bind(patch=patch, **({"dataset": dataset} if takes_dataset else {}))
+
+
+def _bind_transform(transform, opts, dataset):
+    """The transform bound to the patch and dataset (sets opts["patch_margin"] from its
+    margin), and whether it takes the batch's position."""
     if transform is None:
         return None, False
     patch = tuple(opts["patch"]) if opts["patch"] else None
     if hasattr(transform, "bind"):
-        transform = transform.bind(patch=patch)
+        transform = bind_transform(transform, patch, dataset)
         if not callable(transform):
             raise TypeError(f"transform.bind() returned {type(transform).__name__}, which is not callable")
     margin = getattr(transform, "margin", None)

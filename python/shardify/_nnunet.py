@@ -8,8 +8,12 @@ them to it). A change to one is a change to both.
 
 Order (nnU-Net's): rotation and scaling (then the crop to the patch), Gaussian noise,
 Gaussian blur, brightness, contrast, simulated low resolution, inverted gamma, gamma,
-mirroring. Only the samples a transform picks are computed; channels it leaves alone keep
-their exact values.
+mirroring, masking of the image outside the labelled data, removal of the outside label.
+Only the samples a transform picks are computed; channels it leaves alone keep their exact
+values.
+
+The releases matched: nnU-Net v2.8.1 (MIC-DKFZ/nnUNet@468cf803df9b267150ae2b6c0c59b8ac84f16227)
+with the batchgeneratorsv2 it requires, 0.3.2 (MIC-DKFZ/batchgeneratorsv2@136ec30e32502ca2f6eeacfc2ff51f361b3146b1).
 """
 
 import math
@@ -19,7 +23,7 @@ from ._draw import Rng
 
 Info = namedtuple("Info", "name probability channel_probability lo hi split_at_one parameter source")
 
-_NNU = "nnU-Net v2 nnUNetTrainer.get_training_transforms"
+_NNU = "nnU-Net v2.8.1 nnUNetTrainer.get_training_transforms"
 # One row per transform, in the order they run (mirroring last). Must equal the C++ table
 # (trainer/augment.cpp AugTransforms()); a test compares them.
 TABLE = (
@@ -28,8 +32,9 @@ TABLE = (
          _NNU + ": rotation_for_DA, p_rotation 0.2"),
     Info("scale", 0.2, 1.0, 0.7, 1.4, False, "zoom factor, all axes alike (> 1 shows more: objects smaller)",
          _NNU + ": scaling (0.7, 1.4), p_scaling 0.2, synchronized axes"),
-    Info("noise", 0.1, 1.0, 0.0, 0.1, False, "std of added Gaussian noise, one field for all channels",
-         _NNU + ": GaussianNoiseTransform noise_variance (0, 0.1), p 0.1, synchronize_channels"),
+    Info("noise", 0.1, 1.0, 0.0, 0.1, False, "std of added Gaussian noise, one field per channel",
+         _NNU + ": GaussianNoiseTransform noise_variance (0, 0.1), p 0.1, synchronize_channels (one std; "
+         "batchgeneratorsv2 0.3.2 draws a field per channel)"),
     Info("blur", 0.2, 0.5, 0.5, 1.0, False, "Gaussian sigma in voxels, per channel and axis",
          _NNU + ": GaussianBlurTransform blur_sigma (0.5, 1), p 0.2, p_per_channel 0.5"),
     Info("brightness", 0.15, 1.0, 0.75, 1.25, True, "multiplier per channel",
@@ -50,6 +55,8 @@ ROTATE, SCALE, NOISE, BLUR, BRIGHTNESS, CONTRAST, LOWRES, GAMMA_INV, GAMMA, MIRR
 _PER_CHANNEL = {BRIGHTNESS: "brightness", CONTRAST: "contrast", LOWRES: "low_res", GAMMA_INV: "gamma_inverted",
                 GAMMA: "gamma"}
 
+MASK_MODES = ("linear", "nearest")  # how a rotated or scaled mask is resampled (linear: nnU-Net's)
+
 _MARGIN_SCALE = 0.85  # margin = (patch bounding box under rotation) / 0.85 (nnU-Net's rule)
 _ANISOTROPY = 3.0  # a 3D patch whose largest axis exceeds 3x its first is augmented in-plane
 
@@ -67,6 +74,22 @@ def probabilities(p):
             if name in ("all", t.name):
                 out[i] = value
     return out
+
+
+def mask_image_channels(zscore_region, normalize, channels):
+    """The image channels nnU-Net masks (MaskImageTransform: use_mask_for_norm) for a dataset
+    whose provenance holds `zscore_region` ("nonzero": every channel `normalize` lists as
+    zscore, all of them when it lists one scheme or none; or one entry per channel:
+    "nonzero", "all", "-"), for images of `channels` channels."""
+    region = zscore_region.split(",") if zscore_region else []
+    schemes = normalize.split(",") if normalize else []
+
+    def entry(items, c, none):
+        return none if not items else items[0] if len(items) == 1 else items[c] if c < len(items) else ""
+
+    if len(region) > 1:
+        return [c for c in range(channels) if entry(region, c, "") == "nonzero"]
+    return [c for c in range(channels) if entry(region, c, "") == "nonzero" and entry(schemes, c, "zscore") == "zscore"]
 
 
 def _rotated_extent(a, b, theta):

@@ -246,13 +246,91 @@ def theta(maps, size_in, size_out, device):
     return _floats(out, device).view(len(maps), rank, rank + 1)
 
 
+def beyond_centres(grid, size_in):
+    """Points of `grid` [n, spatial..., rank] (grid_sample's, align_corners false) beyond the
+    input's outermost voxel centres along some axis of sizes `size_in`: [n, spatial...]."""
+    rank, out = len(size_in), None
+    for g in range(rank):  # grid axes run x, y(, z): array axes reversed
+        half = 1.0 / size_in[rank - 1 - g]
+        c = grid.select(-1, g)
+        beyond = (c < -1 + half) | (c > 1 - half)
+        out = beyond if out is None else out | beyond
+    return out
+
+
+def linear_labels(m, grid, size_in):
+    """nnU-Net's label resampling (batchgeneratorsv2 SpatialTransform, mode_seg "bilinear":
+    each label's one-hot map, times 1000, sampled linearly and rounded to float16; the
+    largest wins, the lowest label on ties, as argmax) of label maps m [n, K, spatial...]
+    on `grid`, each channel on its own, from each point's 2^rank corner voxels: a label's
+    value is 1000 times the bilinear weight of the corners that hold it, so no list of the
+    labels (and no wait for the device) is needed."""
+    rank, corners = len(size_in), 1 << len(size_in)
+    u = [((grid.select(-1, rank - 1 - a) + 1) * float(size_in[a]) - 1) / 2 for a in range(rank)]
+    low = [v.floor() for v in u]
+    flat = m.reshape(m.size(0), m.size(1), -1)
+    labels, values = [], []
+    for j in range(corners):  # corner bits: axis 0 highest
+        index = torch.zeros_like(low[0], dtype=torch.long)
+        inside = torch.ones_like(low[0], dtype=torch.bool)
+        weight = None
+        for g in range(rank):  # weights multiplied x first, as grid_sample's
+            a = rank - 1 - g
+            w = u[a] - low[a] if (j >> g) & 1 else low[a] + 1 - u[a]
+            weight = w if weight is None else weight * w
+        for a in range(rank):
+            i = low[a] + float((j >> (rank - 1 - a)) & 1)
+            inside = inside & (i >= 0) & (i <= float(size_in[a] - 1))
+            index = index * size_in[a] + i.clamp(0, float(size_in[a] - 1)).long()
+        at = index.reshape(m.size(0), 1, -1).expand(-1, m.size(1), -1)
+        labels.append(flat.gather(2, at).view(m.shape[:2] + index.shape[1:]))
+        values.append((weight * 1000).masked_fill(~inside, 0).unsqueeze(1))
+    best = out = None
+    for j in range(corners):
+        v = torch.zeros_like(values[j])
+        for i in range(corners):
+            v = v + values[i] * (labels[i] == labels[j])
+        v = v.half()
+        if best is None:
+            best, out = v, labels[j]
+            continue
+        better = (v > best) | ((v == best) & (labels[j] < out))
+        out = torch.where(better, labels[j], out)
+        best = torch.maximum(best, v)
+    return out
+
+
+def resample_labels(m, grid, size_in, mode, pad):
+    """Label maps m [n, K, spatial...] (int64) on `grid`, each channel on its own: as nnU-Net
+    does ("linear", linear_labels) or by nearest neighbour. Points beyond the input's
+    outermost voxel centres take `pad` (int64 [1, K, 1...])."""
+    if mode == "linear":
+        out = linear_labels(m, grid, size_in)
+    else:
+        out = F.grid_sample(m.float(), grid, mode="nearest", padding_mode="zeros", align_corners=False).round().long()
+    return torch.where(beyond_centres(grid, size_in).unsqueeze(1), pad, out)
+
+
+def mask_image(x, beyond, channels):
+    """x [B, C, spatial...] with `channels` set to 0 where `beyond` [B, spatial...]."""
+    if not channels:
+        return x
+    pick = [0] * x.size(1)
+    for c in channels:
+        if not 0 <= c < x.size(1):
+            raise ValueError(f"augmentation: masked channel {c} of an image of {x.size(1)}")
+        pick[c] = 1
+    which = _longs(pick, x.device).view(_broadcast_shape(x, 1, x.size(1))) != 0
+    return x.masked_fill(beyond.unsqueeze(1) & which, 0)
+
+
 def sample_labels(sample, labels, pad):
     """Label maps resampled by nearest neighbour with `pad` outside: sampling labels - pad
     with zero padding, then adding pad back. In the labels' dtype."""
     return (sample((labels.long() - pad).float(), "nearest").round().long() + pad).to(labels.dtype)
 
 
-def _rotate_scale_crop(image, mask, plan, geometry, image_pad, label_pad):
+def _rotate_scale_crop(image, mask, plan, geometry, image_pad, mask_mode, outside):
     """The batch cropped to the patch, as new tensors (the input is left alone); samples
     that rotate or scale are resampled instead, drawing on the margin."""
     margin, rank = geometry.margin, len(geometry.margin)
@@ -283,31 +361,43 @@ def _rotate_scale_crop(image, mask, plan, geometry, image_pad, label_pad):
     y = sample(picked - image_pad, "bilinear") + image_pad if image_pad != 0 else sample(picked, "bilinear")
     x.index_copy_(0, rows, y)
     if m is not None:
-        pad = label_pad if isinstance(label_pad, int) else _longs(label_pad, mask.device).view(
-            _broadcast_shape(mask, 1, mask.size(1)))
-        m.index_copy_(0, rows, sample_labels(sample, mask.index_select(0, rows), pad))
+        m.index_copy_(0, rows, resample_labels(mask.index_select(0, rows), grid, size_in, mask_mode, outside))
     return x, m
 
 
-def apply(image, mask, plan, geometry, image_pad=0.0, label_pad=-1):
+def _per_channel(value, mask):
+    """One value, or one per channel, as int64 [1, K, 1...] for broadcasting over `mask`."""
+    values = [value] * mask.size(1) if isinstance(value, int) else list(value)
+    return _longs(values, mask.device).view(_broadcast_shape(mask, 1, mask.size(1)))
+
+
+def apply(image, mask, plan, geometry, image_pad=0.0, label_pad=-1, mask_mode="linear", ignore_label=None,
+          mask_image_channels=()):
     """image float [B, C, spatial...], mask integer [B, K, spatial...] or None (each of its
-    K channels moves like a label map; label_pad: one value, or one per channel, as the
-    mask's values read in int64). Returns new tensors, the margin cropped off."""
+    K channels moves like a label map; label_pad and ignore_label: one value, or one per
+    channel, as the mask's values read in int64; ignore_label None: background 0). Mask
+    voxels outside the labelled data (label_pad, any negative label) set the image channels
+    `mask_image_channels` to 0 where the mask's first channel has them, and end as
+    ignore_label. Returns new tensors, the margin cropped off, the mask in its dtype."""
     rank = len(geometry.patch)
     c = plan.channels
 
     def per_row(idx, value):
         return [value(s * c + k) for s in idx for k in range(c)]
 
+    m = outside = None
+    if mask is not None:  # outside the labelled data is negative from here on
+        pad = _per_channel(label_pad, mask)
+        m = mask.long()
+        m = m.masked_fill((pad >= 0) & (m == pad), -1)
+        outside = pad.masked_fill(pad >= 0, -1)
     # New tensors that the transforms below update in place (the C++ twin merges into new
     # tensors instead: the same values, more copies).
-    x, m = _rotate_scale_crop(image, mask, plan, geometry, image_pad, label_pad)
+    x, m = _rotate_scale_crop(image, m, plan, geometry, image_pad, mask_mode, outside)
 
-    def noise(xi, idx):
-        shape = list(xi.shape)
-        shape[1] = 1
+    def noise(xi, idx):  # one field per channel, one std per sample
         sigma = _floats([plan.noise_sigma[s] for s in idx], xi.device).view([len(idx)] + [1] * (xi.dim() - 1))
-        return xi + hash_normal(shape, plan.noise_seed, xi.dtype, xi.device) * sigma
+        return xi + hash_normal(list(xi.shape), plan.noise_seed, xi.dtype, xi.device) * sigma
 
     def blur(xi, idx):
         for a in range(rank):
@@ -345,4 +435,9 @@ def apply(image, mask, plan, geometry, image_pad=0.0, label_pad=-1):
         x = _on_picked(x, flip, lambda xi, idx: xi.flip(a + 2), True)
         if m is not None:
             m = _on_picked(m, flip, lambda mi, idx: mi.flip(a + 2), True)
-    return x.contiguous(), (m.contiguous() if m is not None else None)
+    if m is None:
+        return x.contiguous(), None
+    beyond = m < 0  # nnU-Net's MaskImageTransform, then RemoveLabelTansform(-1, 0)
+    x = mask_image(x, beyond[:, 0], mask_image_channels)
+    m = torch.where(beyond, _per_channel(0 if ignore_label is None else ignore_label, m), m)
+    return x.contiguous(), m.to(mask.dtype).contiguous()

@@ -9,10 +9,19 @@ def _nnunet(spatial_dims=3, **kw):
 
 
 def _mednist(spatial_dims=2, seed=0):
+    """The tutorial's transforms as they act on the picture. MONAI's readers index x first
+    (a picture [W, H], a volume [x, y, z]), so its spatial axis a is shardify's axis
+    spatial_dims - 1 - a (monai/data/image_reader.py: PILReader.get_data swaps axes 0 and 1,
+    ITKReader._get_array_data transposes; Project-MONAI/MONAI@d388d1c6fec8cb3a0eebee5b5a0b9776ca59ca83).
+    RandFlip(spatial_axis=0) mirrors left-right: the last axis here. In 3D, range_x turns
+    about x (monai/transforms/utils.py: _create_rotate), the last axis here: RandAffine's
+    third angle. Swapping two axes turns a rotation by +a into one by -a, which the
+    symmetric range draws alike; RandZoom draws one factor for every axis."""
     if spatial_dims not in (2, 3):
         raise ValueError(f"spatial_dims must be 2 or 3, got {spatial_dims!r}")
-    return Compose([ScaleIntensity(seed=seed), RandRotate(15.0, p=0.5, seed=seed), RandFlip(axes=(0,), p=0.5, seed=seed),
-                    RandZoom(0.9, 1.1, p=0.5, seed=seed)])
+    rotate = 15.0 if spatial_dims == 2 else (0.0, 0.0, 15.0)
+    return Compose([ScaleIntensity(seed=seed), RandRotate(rotate, p=0.5, seed=seed),
+                    RandFlip(axes=(spatial_dims - 1,), p=0.5, seed=seed), RandZoom(0.9, 1.1, p=0.5, seed=seed)])
 
 
 def _none(spatial_dims=None, seed=0):
@@ -23,7 +32,7 @@ def _none(spatial_dims=None, seed=0):
 PRESETS = {
     "nnunet": (_nnunet, "nnU-Net v2's default training augmentation (nnUNetTrainer.get_training_transforms)"),
     "mednist": (_mednist, "MONAI's MedNIST tutorial: ScaleIntensity, RandRotate(15 deg, p 0.5), "
-                          "RandFlip(axis 0, p 0.5), RandZoom(0.9-1.1, p 0.5)"),
+                          "RandFlip(left-right, p 0.5), RandZoom(0.9-1.1, p 0.5)"),
     "none": (_none, "no augmentation"),
 }
 

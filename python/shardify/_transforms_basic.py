@@ -277,26 +277,62 @@ class ScaleIntensity(Transform):
 
 
 class NormalizeIntensity(Transform):
-    """(x - mean) / std: with the given mean and std (one number, or one per channel, e.g.
-    from ``Dataset.stats`` of the training split), or each sample's own per channel."""
+    """(x - mean) / std per sample, by the rules of MONAI's NormalizeIntensity (its
+    subtrahend and divisor are mean and std here). Where mean or std is None it is the
+    sample's own: over all its channels, or each channel with channel_wise=True, and the
+    population std (N, not N - 1). Given, it is one number, or one per channel (e.g. from
+    ``Dataset.split_stats`` of the training split). A std of 0 divides by 1. nonzero=True
+    computes and normalizes over the nonzero values alone: zeros stay, and a sample (or
+    channel) without any nonzero value stays as it is. Computed in float32; the result in
+    `dtype` (None: the image's own float dtype).
 
-    def __init__(self, mean=None, std=None, **kw):
+    monai/transforms/intensity/array.py: NormalizeIntensity.__init__, _mean, _std,
+    _normalize, __call__ (Project-MONAI/MONAI@d388d1c6fec8cb3a0eebee5b5a0b9776ca59ca83)."""
+
+    def __init__(self, mean=None, std=None, nonzero=False, channel_wise=False, dtype="float32", **kw):
         super().__init__(**kw)
-        if (mean is None) != (std is None):
-            raise ValueError("give both mean and std, or neither")
         self.mean, self.std = mean, std
+        self.nonzero, self.channel_wise, self.dtype = bool(nonzero), bool(channel_wise), dtype
 
     def _apply(self, batch, seed, epoch, step, stream):
         torch = _torch()
         for key, x in self._images(batch):
-            shape = [1, -1] + [1] * (x.dim() - 2)
-            if self.mean is None:
-                mean = x.flatten(2).mean(-1).view(list(x.shape[:2]) + [1] * (x.dim() - 2))
-                std = x.flatten(2).std(-1).view(mean.shape)
-            else:
-                mean = A.upload(self.mean, x.dtype, x.device).reshape(shape)
-                std = A.upload(self.std, x.dtype, x.device).reshape(shape)
-            batch[key] = (x - mean) / torch.where(std > 0, std, torch.ones_like(std))
+            flat = x.float().flatten(2)  # [B, C, N]
+            n, channels = flat.shape[:2]
+            groups = flat if self.channel_wise else flat.reshape(n, 1, -1)
+            keep = groups != 0 if self.nonzero else None
+            mean, std = (t.expand(n, channels, 1) for t in _moments(groups, keep))
+            mean = mean if self.mean is None else self._given("mean", self.mean, key, channels, x.device)
+            std = std if self.std is None else self._given("std", self.std, key, channels, x.device)
+            z = (flat - mean) / torch.where(std == 0, torch.ones_like(std), std)
+            if self.nonzero:
+                z = torch.where(flat != 0, z, flat)
+            dtype = getattr(torch, self.dtype) if isinstance(self.dtype, str) else self.dtype
+            batch[key] = z.view(x.shape).to(dtype or x.dtype)
+
+    @staticmethod
+    def _given(name, value, key, channels, device):
+        values = [float(v) for v in value] if isinstance(value, (tuple, list)) else [float(value)]
+        if len(values) not in (1, channels):
+            raise ValueError(f"NormalizeIntensity: batch[{key!r}] has {channels} channels, but {name} has "
+                             f"{len(values)} values")
+        return A.upload(values, _torch().float32, device).view(1, -1, 1)
+
+
+def _moments(groups, keep):
+    """Mean and population std of each row of `groups` [B, G, N] ([B, G, 1] each), over the
+    values where `keep` (None: all). The mean takes a second pass, so that a row of equal
+    values has a std of exactly 0 (one pass, as torch.std, can leave a rounding error to
+    divide by)."""
+    w = None if keep is None else keep.to(groups.dtype)
+    count = None if w is None else w.sum(-1, keepdim=True).clamp_min(1)
+
+    def mean_of(v):
+        return v.mean(-1, keepdim=True) if w is None else (v * w).sum(-1, keepdim=True) / count
+
+    mean = mean_of(groups)
+    mean = mean + mean_of(groups - mean)
+    return mean, mean_of((groups - mean) ** 2).sqrt()
 
 
 def _store(batch, key, x, masks):

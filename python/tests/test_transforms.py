@@ -17,19 +17,22 @@ REFERENCE = os.environ.get("SHARDIFY_AUGMENT_REFERENCE")
 needs_reference = pytest.mark.skipif(not REFERENCE, reason="built without LibTorch: no C++ augmentation to compare")
 
 
-def phantom(batch, channels, spatial, seed=0):
+def phantom(batch, channels, spatial, seed=0, unlabelled=False):
     """Smooth images with structure (so blur, gamma and resampling all change them) and a
-    mask of two labels that follows the image."""
+    mask of two labels that follows the image (unlabelled: -1 far from the centre, as a
+    converter marks voxels outside the nonzero region)."""
     g = torch.Generator().manual_seed(seed)
     axes = torch.meshgrid(*[torch.linspace(-1, 1, n) for n in spatial], indexing="ij")
     r = sum((a - 0.2 * (k + 1)) ** 2 for k, a in enumerate(axes)).sqrt()  # off centre: flips show
     base = torch.stack([torch.cos(3 * r + k) * 40 + 50 for k in range(channels)])
     image = base.unsqueeze(0) + torch.rand((batch, channels) + tuple(spatial), generator=g) * 10
-    mask = (r < 0.5).long() + (r < 0.25).long()
+    mask = (r < 0.5).long() + (r < 0.25).long() - (unlabelled & (r > 1.2)).long()
     return image.float(), mask.unsqueeze(0).repeat(batch, *([1] * len(spatial)))
 
 
-def reference(tmp_path, patch, image, mask, seed, epoch, step, margin, p=""):
+def reference(tmp_path, patch, image, mask, seed, epoch, step, margin, p="", options=None):
+    """augment_reference's output; options: T.NnUnet's mask options."""
+    extra = [f"{k}={':'.join(map(str, v)) if isinstance(v, (list, tuple)) else v}" for k, v in (options or {}).items()]
     image.numpy().astype(np.float32).tofile(tmp_path / "image.f32")
     mask_path = "-"
     if mask is not None:
@@ -38,7 +41,7 @@ def reference(tmp_path, patch, image, mask, seed, epoch, step, margin, p=""):
     out = tmp_path / "out"
     subprocess.run([REFERENCE, "apply", ",".join(map(str, patch)), ",".join(map(str, image.shape)), str(seed),
                     str(epoch), str(step), "1" if margin else "0", p, str(tmp_path / "image.f32"), mask_path,
-                    str(out)], check=True, timeout=120)
+                    str(out)] + extra, check=True, timeout=120)
     plan = json.loads((tmp_path / "out.plan.json").read_text())
     shape = list(image.shape[:2]) + [s - 2 * m for s, m in zip(image.shape[2:], plan["margin"])]
     x = torch.from_numpy(np.fromfile(tmp_path / "out.image", dtype=np.float32).reshape(shape))
@@ -64,20 +67,20 @@ def python_plan(aug, patch, image, seed, epoch, step, margin):
 
 
 @needs_reference
-@pytest.mark.parametrize("patch, p, margin", [
-    ((12, 12, 12), "all=1", True),      # every transform on every sample, patch read with a margin
-    ((10, 10, 10), "", False),          # nnU-Net's probabilities, whole inputs
-    ((24, 20), "all=1", False),         # 2D
-    ((4, 16, 16), "all=1,mirror=0.5", True),  # anisotropic: rotation and low resolution in-plane
+@pytest.mark.parametrize("patch, p, margin, options", [
+    ((12, 12, 12), "all=1", True, {}),  # every transform on every sample, patch read with a margin
+    ((10, 10, 10), "", False, {"mask_mode": "nearest"}),  # nnU-Net's probabilities, whole inputs
+    ((24, 20), "all=1", False, {"ignore_label": -1, "mask_image_channels": [1]}),  # 2D
+    ((4, 16, 16), "all=1,mirror=0.5", True, {"mask_image_channels": [0, 1]}),  # anisotropic: in-plane
 ])
-def test_python_and_cpp_draw_and_apply_the_same(tmp_path, patch, p, margin):
+def test_python_and_cpp_draw_and_apply_the_same(tmp_path, patch, p, margin, options):
     spec = dict(item.split("=") for item in p.split(",")) if p else {}
-    aug = T.NnUnet(spatial_dims=len(patch), p={k: float(v) for k, v in spec.items()})
+    aug = T.NnUnet(spatial_dims=len(patch), p={k: float(v) for k, v in spec.items()}, **options)
     geometry = _nnunet.Geometry(patch, aug._probability, margin=margin)
     spatial = [s + 2 * m for s, m in zip(patch, geometry.margin)]
-    image, mask = phantom(5, 2, spatial)
+    image, mask = phantom(5, 2, spatial, unlabelled=True)
     for seed, epoch, step in ((7, 0, 0), (7, 3, 11), (123456789, 1, 2)):
-        plan, x_cpp, m_cpp = reference(tmp_path, patch, image, mask, seed, epoch, step, margin, p)
+        plan, x_cpp, m_cpp = reference(tmp_path, patch, image, mask, seed, epoch, step, margin, p, options)
         _, mine = python_plan(aug, patch, image, seed, epoch, step, margin)
         assert plan["margin"] == geometry.margin
         for key, value in mine.as_dict().items():
@@ -134,15 +137,16 @@ def test_multi_label_masks_move_per_channel():
     assert torch.equal((m[:, 1] == 1) & (m[:, 0] == 0), torch.zeros_like(m[:, 1], dtype=torch.bool))  # 2 within 1
 
 
-def test_label_pad_is_taken_in_the_mask_dtype():
+def test_label_pad_is_taken_in_the_mask_dtype_and_ends_as_background_or_the_ignore_label():
     _, mask = phantom(2, 1, (16, 16))
-    aug = T.NnUnet(spatial_dims=2, p={"all": 0, "scale": 1})
-    out = aug({"image": torch.ones(2, 1, 16, 16), "mask": mask.to(torch.uint8).unsqueeze(1)}, seed=0, epoch=0, step=0)
-    scale = aug.draw(2, 1, (16, 16), 0, 0, 0).scale
-    assert out["mask"].dtype == torch.uint8
-    if max(scale) > 1.05:  # zoomed out: the border shows the pad, -1 as uint8
-        assert (out["mask"] == 255).any()
-    assert set(out["mask"].unique().tolist()) <= {0, 1, 2, 255}
+    m = mask.to(torch.uint8).unsqueeze(1)
+    m[:, :, :3] = 255  # the Loader's padding: -1 as uint8
+    for ignore, outside in ((None, 0), (-1, 255)):
+        aug = T.NnUnet(spatial_dims=2, p={"all": 0, "scale": 1}, ignore_label=ignore)
+        out = aug({"image": torch.ones(2, 1, 16, 16), "mask": m}, seed=0, epoch=0, step=0)["mask"]
+        assert out.dtype == torch.uint8
+        assert set(out.unique().tolist()) <= {0, 1, 2, outside}
+        assert (out[:, :, 0] == outside).all()  # the top rows stay outside at any zoom
 
 
 def test_presets_and_their_parameters():
@@ -151,7 +155,7 @@ def test_presets_and_their_parameters():
     kinds = [type(t).__name__ for t in med.transforms]
     assert kinds == ["ScaleIntensity", "RandRotate", "RandFlip", "RandZoom"]
     assert med.transforms[1].rotate == 15.0 and med.transforms[1].p == 0.5
-    assert med.transforms[2].axes == (0,) and med.transforms[3].scale == (0.9, 1.1)
+    assert med.transforms[2].axes == (1,) and med.transforms[3].scale == (0.9, 1.1)
     image = (torch.rand(16, 1, 64, 64) * 255).to(torch.uint8)
     out = med({"image": image, "label": torch.arange(16)})
     assert out["image"].dtype == torch.float32 and out["image"].shape == (16, 1, 64, 64)
@@ -160,6 +164,22 @@ def test_presets_and_their_parameters():
     assert T.preset("nnunet").spatial_dims == 3
     with pytest.raises(ValueError, match="unknown preset 'nope'"):
         T.preset("nope")
+
+
+def test_mednist_preset_mirrors_left_right_and_turns_volumes_about_x_as_monai_does():
+    """MONAI reads a picture [W, H] (PILReader, ITKReader), so the tutorial's RandFlip(spatial_axis=0)
+    mirrors it left-right; its RandRotate(range_x) turns a volume [x, y, z] about x."""
+    picture = torch.arange(10 * 20, dtype=torch.float32).view(1, 1, 10, 20)  # a 10 x 20 PNG, as stored
+    med = T.preset("mednist")
+    rotate, flip, zoom = med.transforms[1:]
+    rotate.p, flip.p, zoom.p = 0.0, 1.0, 0.0
+    scaled = T.ScaleIntensity()({"image": picture})["image"]
+    assert torch.allclose(med({"image": picture})["image"], scaled.flip(-1), atol=1e-6)  # resampled: one grid
+    volume = torch.arange(6, dtype=torch.float32).view(1, 1, 1, 1, 6).expand(2, 1, 8, 8, 6)  # varies along x
+    med3 = T.preset("mednist", spatial_dims=3)
+    med3.transforms[1].p, med3.transforms[2].p, med3.transforms[3].p = 1.0, 0.0, 0.0
+    turned = med3({"image": volume})["image"]
+    assert torch.allclose(turned, T.ScaleIntensity()({"image": volume})["image"], atol=1e-5)
 
 
 def test_bound_nnunet_reads_a_margin_and_crops_it():
@@ -189,12 +209,43 @@ def test_bad_input_names_what_is_wrong():
         T.RandFlip()({"image": torch.zeros(1, 1, 4, 4)}, epoch=1)
 
 
-def test_normalize_and_scale_intensity():
+def monai_normalize(img, subtrahend=None, divisor=None, nonzero=False, channel_wise=False):
+    """One sample [C, ...] by monai/transforms/intensity/array.py: NormalizeIntensity._normalize
+    and __call__ (Project-MONAI/MONAI@d388d1c6fec8cb3a0eebee5b5a0b9776ca59ca83), in numpy."""
+    def normalize(v, sub, div):
+        v = v.astype(np.float32)
+        keep = v != 0 if nonzero else np.ones(v.shape, bool)
+        if not keep.any():
+            return v
+        sub = v[keep].mean() if sub is None else sub
+        div = v[keep].std() if div is None else div  # the population std
+        v[keep] = (v[keep] - sub) / (1.0 if div == 0 else div)
+        return v
+
+    if not channel_wise:
+        return normalize(img, subtrahend, divisor)
+    return np.stack([normalize(c, None if subtrahend is None else subtrahend[i],
+                               None if divisor is None else divisor[i]) for i, c in enumerate(img)])
+
+
+@pytest.mark.parametrize("options", [{}, {"channel_wise": True}, {"nonzero": True},
+                                     {"nonzero": True, "channel_wise": True, "mean": [1.0, 60.0], "std": [0.0, 2.0]}])
+def test_normalize_intensity_follows_monai(options):
+    x = torch.tensor([[0, 1, 2, 4], [50, 0, 55, 52]], dtype=torch.float64).view(1, 2, 2, 2)  # channel means apart
+    x = torch.cat([x, torch.full_like(x, 7.0), torch.zeros_like(x)])  # a constant sample, an empty one
+    kw = {"subtrahend": options.get("mean"), "divisor": options.get("std"), "nonzero": options.get("nonzero", False),
+          "channel_wise": options.get("channel_wise", False)}
+    out = T.NormalizeIntensity(**options)({"image": x})["image"]
+    for b in range(x.shape[0]):
+        np.testing.assert_allclose(out[b].numpy(), monai_normalize(x[b].numpy(), **kw), rtol=1e-6, atol=1e-6)
+    assert out.dtype == torch.float32
+    assert T.NormalizeIntensity(dtype=None)({"image": x})["image"].dtype == torch.float64
+    with pytest.raises(ValueError, match="batch\\['image'\\] has 2 channels, but mean has 3 values"):
+        T.NormalizeIntensity(mean=[0, 1, 2])({"image": x})
+
+
+def test_scale_intensity():
     x = torch.arange(2 * 2 * 9, dtype=torch.float32).view(2, 2, 3, 3)
-    z = T.NormalizeIntensity()({"image": x})["image"]
-    assert torch.allclose(z.flatten(2).mean(-1), torch.zeros(2, 2), atol=1e-6)
-    given = T.NormalizeIntensity(mean=[1.0, 2.0], std=[2.0, 4.0])({"image": x})["image"]
-    assert torch.allclose(given[:, 1], (x[:, 1] - 2) / 4)
     s = T.ScaleIntensity(minv=-1, maxv=1)({"image": x})["image"]
     assert torch.allclose(s.flatten(1).min(1)[0], -torch.ones(2)) and torch.allclose(s.flatten(1).max(1)[0],
                                                                                    torch.ones(2))

@@ -5,11 +5,12 @@
 // Usage:
 //   augment_reference table
 //       prints the transform table (trainer/augment.cpp AugTransforms()) as JSON
-//   augment_reference apply PATCH SHAPE SEED EPOCH STEP MARGIN P IMAGE MASK OUT
+//   augment_reference apply PATCH SHAPE SEED EPOCH STEP MARGIN P IMAGE MASK OUT [KEY=VALUE...]
 //       PATCH "32,32" or "16,16,16"; SHAPE of the image "B,C,spatial..."; MARGIN 0 or 1;
 //       P an --aug-p spec ("" for the defaults); IMAGE raw float32; MASK raw int64
 //       [B, spatial...] or "-"; writes OUT.image (float32), OUT.mask (int64) and
-//       OUT.plan.json, the drawn parameters.
+//       OUT.plan.json, the drawn parameters. Options: label_pad=N, mask_mode=linear|nearest,
+//       ignore_label=N, mask_image_channels=C:C:... (empty: none).
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -76,13 +77,39 @@ nlohmann::json PlanJson(const st::AugmentPlan& p) {
           {"gamma", p.gamma},           {"mirror", p.mirror}};
 }
 
-int Apply(char** argv) {
+// Sets the option named by "KEY=VALUE"; false for an unknown key or a bad value.
+bool SetOption(const std::string& item, st::NnUnetAugmentOptions* o) {
+  const size_t eq = item.find('=');
+  const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
+  if (key == "label_pad") {
+    o->label_pad = std::stoll(value);
+  } else if (key == "ignore_label") {
+    o->ignore_label = std::stoll(value);
+  } else if (key == "mask_mode") {
+    const auto mode = st::ParseMaskMode(value);
+    if (!mode.ok()) return false;
+    o->mask_mode = *mode;
+  } else if (key == "mask_image_channels") {
+    o->mask_image_channels.emplace();
+    std::stringstream in(value);
+    std::string c;
+    while (std::getline(in, c, ':')) o->mask_image_channels->push_back(std::stoll(c));
+  } else {
+    return false;
+  }
+  return true;
+}
+
+int Apply(int argc, char** argv) {
   st::NnUnetAugmentOptions o;
   o.seed = std::stoull(argv[2]);
   o.margin = std::string(argv[5]) == "1";
   if (*argv[6] != '\0') {
     const shardify::Status s = st::ParseAugProbabilities(argv[6], &o);
     if (!s.ok()) return Fail(s.ToString());
+  }
+  for (int i = 10; i < argc; ++i) {
+    if (!SetOption(argv[i], &o)) return Fail(std::string("bad option '") + argv[i] + "'");
   }
   const std::vector<int64_t> patch = Sizes(argv[0]), shape = Sizes(argv[1]);
   auto aug = st::NnUnetAugment::Create(patch, o);
@@ -113,9 +140,10 @@ int main(int argc, char** argv) {
       std::printf("%s\n", Table().dump().c_str());
       return 0;
     }
-    if (argc == 12 && std::string(argv[1]) == "apply") return Apply(argv + 2);
+    if (argc >= 12 && std::string(argv[1]) == "apply") return Apply(argc - 2, argv + 2);
   } catch (const std::exception& e) {
     return Fail(e.what());
   }
-  return Fail("usage: augment_reference table | apply PATCH SHAPE SEED EPOCH STEP MARGIN P IMAGE MASK OUT");
+  return Fail(
+      "usage: augment_reference table | apply PATCH SHAPE SEED EPOCH STEP MARGIN P IMAGE MASK OUT [KEY=VALUE...]");
 }

@@ -1,9 +1,12 @@
 // nnU-Net's augmentation on the device: the table and options, image/mask alignment under
-// rotation, scaling and mirroring, thread-count independence, identity at probability 0,
-// and the observed rates of each transform.
+// rotation, scaling and mirroring, nnU-Net's label resampling, masking and outside label,
+// thread-count independence, identity at probability 0, and the observed rates of each
+// transform.
 #include "trainer/augment.h"
 
 #include <cmath>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +28,7 @@ st::NnUnetAugmentOptions Only(const std::string& spec, uint64_t seed = 7) {
   o.seed = seed;
   o.image_pad = kImagePad;
   o.label_pad = kPad;
+  o.ignore_label = kPad;  // the padding stays visible
   return o;
 }
 
@@ -54,7 +58,8 @@ st::ImageMask SmoothPair(int64_t batch, std::vector<int64_t> spatial) {
 
 // Where resampling drew on data only (channel 1 still exactly 1), the mask is the
 // threshold of the field wherever the field is clearly on one side of it; the mask is
-// padded exactly where the image mostly is, and fully padded voxels hold the image padding.
+// padded only where the image drew on padding (beyond the outermost voxel centres), and
+// fully padded voxels hold the image padding.
 void CheckAligned(const st::ImageMask& out, int64_t min_checked) {
   const torch::Tensor field = out.image.select(1, 0), ones = out.image.select(1, 1);
   const torch::Tensor data = (ones - 1).abs() < 1e-5, padded = out.mask == kPad;
@@ -62,8 +67,35 @@ void CheckAligned(const st::ImageMask& out, int64_t min_checked) {
   CHECK((clear & (out.mask != (field > 0.3).to(torch::kLong))).sum().item<int64_t>() == 0);
   CHECK(clear.sum().item<int64_t>() >= min_checked);
   CHECK_FALSE((data & padded).any().item<bool>());
-  CHECK(ones.masked_select(padded).le(1 - 0.5 * (1 - kImagePad) + 1e-4).all().item<bool>());
   CHECK(padded.masked_select((ones - kImagePad).abs() < 1e-5).all().item<bool>());
+}
+
+// nnU-Net's label at input position (y, x) of the label map m [H, W]
+// (batchgeneratorsv2 0.3.2, SpatialTransform._apply_to_segmentation with mode_seg
+// "bilinear", border_mode_seg "constant"): each label's bilinear weight times 1000, rounded
+// to float16; the first largest in label order; `pad` beyond the outermost voxel centres.
+int64_t NnUnetLabelAt(const torch::Tensor& m, double y, double x, int64_t pad) {
+  const int64_t h = m.size(0), w = m.size(1);
+  if (y < 0 || x < 0 || y > double(h - 1) || x > double(w - 1)) return pad;
+  const auto y0 = static_cast<int64_t>(std::floor(y)), x0 = static_cast<int64_t>(std::floor(x));
+  std::map<int64_t, double> weight;
+  for (int64_t i = 0; i < h; ++i) {
+    for (int64_t j = 0; j < w; ++j) weight[m[i][j].item<int64_t>()] += 0;
+  }
+  for (int64_t dy = 0; dy < 2; ++dy) {
+    for (int64_t dx = 0; dx < 2; ++dx) {
+      if (y0 + dy >= h || x0 + dx >= w) continue;
+      const double wy = dy ? y - double(y0) : 1 - (y - double(y0)), wx = dx ? x - double(x0) : 1 - (x - double(x0));
+      weight[m[y0 + dy][x0 + dx].item<int64_t>()] += wy * wx;
+    }
+  }
+  int64_t best = 0;
+  float best_value = -1;
+  for (const auto& [label, v] : weight) {
+    const float half = torch::tensor(float(v * 1000)).to(torch::kHalf).to(torch::kFloat).item<float>();
+    if (half > best_value) best = label, best_value = half;
+  }
+  return best;
 }
 
 }  // namespace
@@ -165,10 +197,10 @@ TEST_CASE("augment: probability 0 is the identity, each transform alone changes 
   }
 }
 
-TEST_CASE("augment: the noise is Gaussian with the drawn sigma, a field of its own per sample") {
+TEST_CASE("augment: the noise is Gaussian with the drawn sigma, a field of its own per sample and channel") {
   const st::NnUnetAugment aug = Make({24, 24, 24}, Only("noise=1"));
-  const torch::Tensor zero = torch::zeros({2, 1, 24, 24, 24});
-  st::AugmentPlan plan = aug.Draw(2, 1, 0, 0);
+  const torch::Tensor zero = torch::zeros({2, 2, 24, 24, 24});
+  st::AugmentPlan plan = aug.Draw(2, 2, 0, 0);
   plan.noise_sigma = {0.1, 0.05};
   const torch::Tensor noise = aug.Apply({zero, torch::Tensor()}, plan).image;
   for (int64_t b = 0; b < 2; ++b) {
@@ -177,8 +209,75 @@ TEST_CASE("augment: the noise is Gaussian with the drawn sigma, a field of its o
     CHECK(z.std().item<double>() == Approx(1).epsilon(0.02));
     CHECK((z.abs() > 2).to(torch::kFloat).mean().item<double>() == Approx(0.0455).margin(0.004));
   }
-  CHECK(torch::corrcoef(torch::stack({noise[0].flatten(), noise[1].flatten()}))[0][1].item<double>() ==
-        Approx(0).margin(0.02));
+  // batchgeneratorsv2 0.3.2 (nnU-Net 2.8.1's): one std for the channels, a field for each.
+  for (const auto& [a, b] : {std::pair{noise[0][0], noise[1][0]}, std::pair{noise[0][0], noise[0][1]}}) {
+    CHECK(torch::corrcoef(torch::stack({a.flatten(), b.flatten()}))[0][1].item<double>() == Approx(0).margin(0.02));
+  }
+}
+
+TEST_CASE("augment: masks resample as nnU-Net's: one-hot maps linearly, the largest wins, ties to the lower label") {
+  // Labels -1 (unlabelled), 0, 1, 2 in blocks; zoom 0.75 samples quarter positions (ties
+  // included), zoom 1.4 reaches beyond the outermost voxel centres.
+  torch::Tensor m = torch::zeros({1, 9, 9}, torch::kLong);
+  m.narrow(2, 0, 2).fill_(-1);
+  m.narrow(1, 2, 5).narrow(2, 3, 4).fill_(1);
+  m.narrow(1, 4, 2).narrow(2, 4, 4).fill_(2);
+  m[0][7][7] = 2;
+  st::NnUnetAugmentOptions o = Only("scale=1");
+  o.margin = false;
+  int64_t nearest_differs = 0;
+  for (const double scale : {0.75, 1.4}) {
+    for (const st::MaskMode mode : {st::MaskMode::kLinear, st::MaskMode::kNearest}) {
+      o.mask_mode = mode;
+      const st::NnUnetAugment aug = Make({9, 9}, o);
+      st::AugmentPlan plan = aug.Draw(1, 1, 0, 0);
+      plan.scale = {scale};
+      const torch::Tensor out = aug.Apply({torch::zeros({1, 1, 9, 9}), m}, plan).mask[0];
+      int64_t differ = 0;
+      for (int64_t i = 0; i < 9; ++i) {
+        for (int64_t j = 0; j < 9; ++j) {
+          const int64_t want = NnUnetLabelAt(m[0], scale * double(i - 4) + 4, scale * double(j - 4) + 4, kPad);
+          differ += out[i][j].item<int64_t>() != want;
+        }
+      }
+      INFO("scale " << scale << ", " << st::MaskModeName(mode));
+      if (mode == st::MaskMode::kLinear) CHECK(differ == 0);
+      nearest_differs += mode == st::MaskMode::kNearest ? differ : 0;
+    }
+  }
+  CHECK(nearest_differs > 0);  // nearest neighbour is another rule
+}
+
+TEST_CASE("augment: outside the labelled data masks the image channels asked for, then becomes 0 or the ignore label") {
+  // A u8 mask (padding 255) with a band of -1 stored as 255 too, and every transform on.
+  st::NnUnetAugmentOptions o;
+  REQUIRE(st::ParseAugProbabilities("all=1,mirror=0.5", &o).ok());
+  o.margin = false;
+  o.label_pad = 255;
+  o.mask_image_channels = std::vector<int64_t>{1};
+  const st::ImageMask in = SmoothPair(4, {20, 20});
+  torch::Tensor mask = in.mask.clone();
+  mask.narrow(1, 0, 3).fill_(255);
+  for (const std::optional<int64_t> ignore : {std::optional<int64_t>(), std::optional<int64_t>(-7)}) {
+    o.ignore_label = ignore;
+    const st::ImageMask out = Make({20, 20}, o)({in.image, mask}, 0, 1);
+    const torch::Tensor seen = out.mask == ignore.value_or(-7);
+    CHECK(out.mask.min().item<int64_t>() >= (ignore ? -7 : 0));
+    CHECK(out.mask.max().item<int64_t>() <= 1);  // the pad 255 is gone
+    if (!ignore) continue;
+    REQUIRE(seen.any().item<bool>());
+    CHECK(out.image.select(1, 1).masked_select(seen).eq(0).all().item<bool>());  // after every intensity transform
+    CHECK_FALSE(out.image.select(1, 1).masked_select(seen.logical_not()).eq(0).any().item<bool>());
+    CHECK_FALSE(out.image.select(1, 0).masked_select(seen).eq(0).all().item<bool>());  // channel 0 left alone
+  }
+  CHECK(st::MaskImageChannels("nonzero", "zscore", 3) == std::vector<int64_t>{0, 1, 2});
+  CHECK(st::MaskImageChannels("nonzero", "zscore,ct,zscore", 3) == std::vector<int64_t>{0, 2});
+  CHECK(st::MaskImageChannels("nonzero,-,all", "zscore,ct,zscore", 3) == std::vector<int64_t>{0});
+  CHECK(st::MaskImageChannels("", "zscore", 2).empty());
+  CHECK(*st::ParseMaskMode("nearest") == st::MaskMode::kNearest);
+  CHECK_FALSE(st::ParseMaskMode("cubic").ok());
+  o.mask_image_channels = std::vector<int64_t>{-1};
+  CHECK_FALSE(st::NnUnetAugment::Create({20, 20}, o).ok());
 }
 
 TEST_CASE("augment: the same seed gives the same output on 1 and 2 threads") {

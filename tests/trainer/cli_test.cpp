@@ -49,6 +49,10 @@ TEST_CASE("trainer: shardtrain's usage errors are refused before anything runs, 
   Refused(run + "--patch 64x64", "--patch '64x64': expected DxHxW");
   Refused(run + "--aug-p rotate=0.5", "add --aug nnunet");
   Refused(run + "--model unet3d --patch 8x8x8 --aug-p spin=1", "--aug-p");
+  Refused(run + "--aug-mask-image 0", "--aug-mask-image sets nnU-Net's augmentation, which is off");
+  Refused(run + "--model unet --aug-mask-mode cubic", "--aug-mask-mode");
+  Refused(run + "--model unet --aug-mask-image 0,x", "--aug-mask-image");
+  Refused(run + "--model unet --aug-ignore-label x", "--aug-ignore-label 'x'");
   const std::string predict = "predict last.pt data -o p.csv ";
   Refused(predict + "--batch 0", "batch");
   Refused(predict + "--batch -1", "must not be negative");
@@ -70,6 +74,15 @@ TEST_CASE("trainer: shardtrain's flags become the options, over the launcher's e
   CHECK(train->train.patch == Shape{32, 48, 64});
   CHECK(train->train.order == SampleOrder::kShardWindowed);
   CHECK(train->train.io == IoMode::kPread);
+  CHECK(train->train.nnunet.mask_mode == MaskMode::kLinear);
+  CHECK_FALSE(train->train.nnunet.ignore_label);
+  CHECK_FALSE(train->train.nnunet.mask_image_channels);  // from the dataset
+  auto masking = Parse("train data -q --model unet --aug-mask-mode nearest --aug-ignore-label -1 --aug-mask-image 0,2");
+  REQUIRE(masking.ok());
+  CHECK(masking->train.nnunet.mask_mode == MaskMode::kNearest);
+  CHECK(masking->train.nnunet.ignore_label == -1);
+  CHECK(masking->train.nnunet.mask_image_channels == std::vector<int64_t>{0, 2});
+  CHECK(Parse("train data -q --model unet --aug-mask-image none")->train.nnunet.mask_image_channels->empty());
 
   const std::map<std::string, std::string> launcher = {
       {"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29512"}};

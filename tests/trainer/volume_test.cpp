@@ -281,6 +281,14 @@ TEST_CASE("volumes: bad volume options give clear errors") {
   r = st::Train(o);
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(r.status().message(), Catch::Contains(dir / "data"));
+  o = VolumeRun(dir / "data", dir / "out");
+  o.nnunet.ignore_label = 1;  // a class: the loss would learn it
+  r = st::Train(o);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.status().message(), Catch::Contains("--aug-ignore-label 1 is a class"));
+  o.nnunet.ignore_label.reset();
+  o.nnunet.mask_image_channels = std::vector<int64_t>{3};
+  CHECK_THAT(st::Train(o).status().message(), Catch::Contains("--aug-mask-image: channel 3"));
 }
 
 TEST_CASE("volumes: nnU-Net's augmentation is on by default for unet3d, and a resumed run repeats it") {
