@@ -92,3 +92,24 @@ def test_wheel_holds_every_module_and_the_extension(venv, tmp_path):
     assert "shardify/_core" + sysconfig.get_config_var("EXT_SUFFIX") in names
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
     assert f"-{tag}-{tag}-" in wheels[0].name  # a platform wheel for this interpreter, not a pure one
+
+
+def test_cmake_install_writes_only_under_its_prefix(tmp_path):
+    """`cmake --install build --prefix DIR` (docs/python.md): every file it installs lies under
+    DIR, and the package imports from there with PYTHONPATH alone."""
+    prefix = tmp_path / "prefix"
+    result = subprocess.run(["cmake", "--install", BUILD_DIR, "--prefix", str(prefix)], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    installed = [Path(line) for line in (Path(BUILD_DIR) / "install_manifest.txt").read_text().splitlines() if line]
+    assert installed, "nothing installed"
+    outside = [str(p) for p in installed if not p.resolve().is_relative_to(prefix.resolve())]
+    assert not outside, f"installed outside {prefix}: {outside}"
+    site = prefix / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    assert (site / "shardify" / ("_core" + sysconfig.get_config_var("EXT_SUFFIX"))) in installed
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(site)
+    out = subprocess.run([sys.executable, "-c", "import shardify; print(shardify.__file__)"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert Path(out.stdout.strip()).resolve().is_relative_to(site.resolve())
