@@ -278,18 +278,31 @@ def test_scaled_nifti_read_as_nnunet_reads_it(tmp_path):
         assert np.frombuffer(header[112:120], "<f4").tolist() == [slope, inter]
 
 
+def write_oblique(path, array, spacing, angle=0.7, origin=(-0.1, 57.3, -20.0)):
+    """A NIfTI of [z, y, x] `array` whose axes are turned by `angle` about x, with an origin
+    off zero: a geometry whose physical coordinates carry rounding."""
+    import nibabel
+    c, s = np.cos(angle), np.sin(angle)
+    rotation = np.array([[1, 0, 0], [0, c, -s], [0, s, c]])
+    affine = np.eye(4)
+    affine[:3, :3] = rotation @ np.diag(spacing[::-1])
+    affine[:3, 3] = origin
+    nibabel.save(nibabel.Nifti1Image(np.ascontiguousarray(array.transpose(2, 1, 0)), affine), str(path))
+
+
 def test_ties_on_the_anisotropic_axis_take_nnunets_slice(tmp_path):
     """Slices resampled along a coarse axis by nearest neighbour land exactly halfway between
-    two source slices when the ratio of slice counts has an even numerator (6 -> 3 here);
-    scipy's map_coordinates takes the upper one. One case coarse along z, one along x (so
-    nnU-Net transposes its axes)."""
+    two source slices when the ratio of slice counts has an even numerator (12 -> 6 here);
+    scipy's map_coordinates takes the upper one, in voxel coordinates: an oblique geometry
+    (whose physical coordinates carry rounding) must not decide. One case coarse along z,
+    one along x (so nnU-Net transposes its axes)."""
     nnunet_dataset(tmp_path / "src", ["MR"], [1, 2])
     rng = np.random.default_rng(3)
-    for k, (shape, spacing) in enumerate([((6, 20, 22), (5.0, 1.0, 1.0)), ((20, 22, 6), (1.0, 1.0, 5.0))]):
+    for k, (shape, spacing) in enumerate([((12, 20, 22), (5.0, 1.0, 1.0)), ((20, 22, 12), (1.0, 1.0, 5.0))]):
         image = rng.integers(1, 300, shape).astype(np.int16)  # every voxel nonzero: nothing cropped
         seg = rng.integers(0, 3, shape).astype(np.uint8)
-        write_nifti(tmp_path / "src" / "imagesTr" / f"t{k}_0000.nii", image, spacing=spacing)
-        write_nifti(tmp_path / "src" / "labelsTr" / f"t{k}.nii", seg, spacing=spacing)
+        write_oblique(tmp_path / "src" / "imagesTr" / f"t{k}_0000.nii", image, spacing)
+        write_oblique(tmp_path / "src" / "labelsTr" / f"t{k}.nii", seg, spacing)
     cases = [read_case(tmp_path / "src", f"t{k}", 1) for k in range(2)]
     for k, target in enumerate([(10.0, 1.0, 1.0), (1.0, 1.0, 10.0)]):
         out = tmp_path / f"ds{k}"
