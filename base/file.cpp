@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "base/fault_internal.h"
+#include "base/strings.h"
 
 namespace shardify {
 
@@ -256,6 +257,28 @@ std::string JoinPath(const std::string& dir, const std::string& name) {
   return dir.back() == '/' ? dir + name : dir + "/" + name;
 }
 
+bool IsRelativeName(std::string_view name) {
+  for (size_t at = 0;;) {
+    const size_t slash = name.find('/', at);
+    const std::string_view part = name.substr(at, slash == std::string_view::npos ? slash : slash - at);
+    if (part.empty() || part == "." || part == "..") return false;
+    for (const char c : part) {
+      if (c == '\\' || static_cast<unsigned char>(c) < 0x20 || c == 0x7F) return false;
+    }
+    if (slash == std::string_view::npos) return true;
+    at = slash + 1;
+  }
+}
+
+Result<std::string> JoinRelative(const std::string& dir, const std::string& name) {
+  if (!IsRelativeName(name)) {
+    return InvalidArgument("'" + EscapeNonUtf8(name, true) + "' is not a relative name inside " + dir +
+                           " (it is empty, has an empty, '.' or '..' part, a '/' at an end, a '\\' or a control "
+                           "character)");
+  }
+  return JoinPath(dir, name);
+}
+
 namespace {
 std::string ParentDir(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -324,6 +347,11 @@ bool PathExists(const std::string& path) {
 bool IsDirectory(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool IsSymlink(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode);
 }
 
 Status MakeDirs(const std::string& dir) {

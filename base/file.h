@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -133,11 +134,21 @@ Status RemoveEmptyDir(const std::string& path);
 Result<uint64_t> FileSize(const std::string& path);
 bool PathExists(const std::string& path);
 bool IsDirectory(const std::string& path);
+// Whether `path` itself is a symbolic link (lstat: the link, not what it names).
+bool IsSymlink(const std::string& path);
 // Creates `dir` and missing parents.
 Status MakeDirs(const std::string& dir);
 // Names in `dir` (not "." or ".."), sorted.
 Result<std::vector<std::string>> ListDir(const std::string& dir);
 std::string JoinPath(const std::string& dir, const std::string& name);
+// Whether `name` is a relative path that stays inside any folder it is joined to: names
+// between single '/', none of them empty, "." or "..", no '/' at either end, and no '\\'
+// (a separator elsewhere), NUL or other control character (below 0x20, and 0x7F).
+bool IsRelativeName(std::string_view name);
+// JoinPath(dir, name) for a `name` that IsRelativeName; InvalidArgument naming both when it
+// is not. Paths made from names that come from outside (an object store's listing) are
+// made here and nowhere else.
+Result<std::string> JoinRelative(const std::string& dir, const std::string& name);
 // The process's soft limit on open file descriptors (RLIMIT_NOFILE); UINT64_MAX when unlimited.
 uint64_t OpenFileLimit();
 

@@ -82,12 +82,14 @@ inline bool IsUtf8(std::string_view s) {
 }
 
 // `s` for a message: every byte that is not part of well-formed UTF-8 written as \xHH
-// ("caf\xE9"), the rest as it is.
-inline std::string EscapeNonUtf8(std::string_view s) {
+// ("caf\xE9"), and with `controls` every control character too (below 0x20, and 0x7F:
+// "a\x0Ab"), the rest as it is.
+inline std::string EscapeNonUtf8(std::string_view s, bool controls = false) {
   std::string out;
   while (!s.empty()) {
     size_t n = Utf8SequenceLength(s);
-    if (n == 0) {
+    const unsigned char c = static_cast<unsigned char>(s[0]);
+    if (n == 0 || (controls && (c < 0x20 || c == 0x7F))) {
       char hex[8];
       std::snprintf(hex, sizeof hex, "\\x%02X", static_cast<unsigned char>(s[0]));
       out += hex;

@@ -245,10 +245,15 @@ Result<MergeSummary> MergeInObjectStore(const std::string& dest, bool fsync) {
   const std::string stage = StageFor(store);
   RemoveTree(stage);
   auto merge = [&]() -> Result<MergeSummary> {
-    ASSIGN_OR_RETURN(const std::vector<std::string> parts, store.List("parts/"));
+    const std::string root = std::string(kPartsDirName) + "/";
+    ASSIGN_OR_RETURN(const std::vector<std::string> listed, store.List(root));
+    std::vector<std::string> parts;  // a hidden folder under parts/ is no part's, as on disk
+    for (const std::string& name : listed) {
+      if (name.compare(0, root.size() + 1, root + ".") != 0) parts.push_back(name);
+    }
     RETURN_IF_ERROR(GetIfThere(store, kManifestFileName, JoinPath(stage, kManifestFileName)).status());
     for (const std::string& name : parts) {
-      const std::string path = JoinPath(stage, name);
+      ASSIGN_OR_RETURN(const std::string path, JoinRelative(stage, name));
       RETURN_IF_ERROR(MakeDirs(path.substr(0, path.rfind('/'))));
       RETURN_IF_ERROR(store.Get(name, path));
     }

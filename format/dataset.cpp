@@ -62,9 +62,10 @@ Result<ShardFooter> CheckedFooter(uint64_t size, const std::string& path, uint32
 
 // Shard n of a remote dataset as a held file of its cache. A download enters the cache
 // only when its ends are those of the shard the manifest describes, so a stale or foreign
-// object is never cached (opening checks the rest, as for a local shard).
+// object is never cached (opening checks the rest, as for a local shard). `wait`: whether
+// a full cache is waited on (RemoteDataset::Local).
 Result<std::shared_ptr<const storage::CachedFile>> FetchShard(const storage::RemoteDataset& remote, const Manifest& m,
-                                                              size_t n) {
+                                                              size_t n, storage::WaitForRoom wait) {
   const ShardInfo& info = m.shards[n];
   return remote.Local(
       info.file_name, info.size_bytes, info.index_checksum,
@@ -73,7 +74,8 @@ Result<std::shared_ptr<const storage::CachedFile>> FetchShard(const storage::Rem
         return CheckedFooter(f->size(), tmp, version, info.index_checksum,
                              [&f](uint64_t offset, uint64_t size, void* dst) { return f->Read(offset, size, dst); })
             .status();
-      });
+      },
+      wait);
 }
 
 // One open shard: its file (mapped, or read with pread) and its checked index.
@@ -86,12 +88,12 @@ class MappedShard {
   // A remote dataset's shard is read from its local copy in the cache, held there while
   // the shard is open; unless `whole` is false and the dataset reads by ranges
   // (RemoteDataset::ranges()) and the cache does not have it: then every read is a range
-  // request. Messages name its URL.
+  // request. Messages name its URL. `wait`: see FetchShard.
   static Result<std::shared_ptr<const MappedShard>> Open(const std::string& dir, const Manifest& m, size_t n,
                                                          const ReadOptions& options,
                                                          std::shared_ptr<const CheckedIndex> known,
                                                          const std::shared_ptr<const storage::RemoteDataset>& remote,
-                                                         bool whole) {
+                                                         bool whole, storage::WaitForRoom wait) {
     const ShardInfo& info = m.shards[n];
     std::shared_ptr<MappedShard> shard(new MappedShard(JoinPath(dir, info.file_name), info.file_name, n));
     std::string file = shard->path();
@@ -99,7 +101,7 @@ class MappedShard {
       ASSIGN_OR_RETURN(shard->cached_, remote->Cached(info.file_name, info.size_bytes, info.index_checksum));
       if (!shard->cached_) shard->ranged_ = remote;
     } else if (remote != nullptr) {
-      ASSIGN_OR_RETURN(shard->cached_, FetchShard(*remote, m, n));
+      ASSIGN_OR_RETURN(shard->cached_, FetchShard(*remote, m, n, wait));
     }
     if (shard->cached_) file = shard->cached_->path();
     Status opened = shard->ranged_ ? Status::Ok() : shard->OpenFile(options.io, file);
@@ -215,16 +217,21 @@ struct Dataset::Impl {
   mutable std::vector<std::list<size_t>::iterator> lru_pos;
   uint64_t manifest_checksum = 0;                        // of the manifest file's bytes, as Open read them
   std::shared_ptr<const storage::RemoteDataset> remote;  // a remote dataset's objects and cache
+  // A remote dataset larger than its cache (and max_open not covering every shard): a shard
+  // read from the cache stays open only while a view or a batch holds it (LetGo), so that
+  // the readers sharing the cache, in this process or others, hold only what they read.
+  bool let_go = false;
 
   // Opens shard n of the dataset at `dir`. When that fails and the manifest now at `dir`
   // is not the one Open read (shardify --overwrite or a merge replaced the dataset since),
   // the error says so instead of blaming the shard, whose file is the new dataset's.
   // `known`: the shard's index as checked before (see MappedShard::Open), or null.
   // `whole`: a remote shard is fetched whole (batches), else maybe read by ranges.
-  Result<std::shared_ptr<const detail::MappedShard>> OpenShard(const std::string& dir, const Manifest& m, size_t n,
-                                                               const ReadOptions& o,
-                                                               std::shared_ptr<const detail::CheckedIndex> known,
-                                                               bool whole) const;
+  // `wait`: whether a full cache is waited on.
+  Result<std::shared_ptr<const detail::MappedShard>> OpenShard(
+      const std::string& dir, const Manifest& m, size_t n, const ReadOptions& o,
+      std::shared_ptr<const detail::CheckedIndex> known, bool whole,
+      storage::WaitForRoom wait = storage::WaitForRoom::kYes) const;
 
   // The last shard whose first sample is <= index (index < num_samples). A binary search
   // without branches: in a shuffled order each step's direction is a coin toss, which a
@@ -261,23 +268,48 @@ struct Dataset::Impl {
                                                                     bool whole) const {
     if (const auto* now = Touch(n); now != nullptr && !(whole && (*now)->ranged())) return now;
     std::shared_ptr<const detail::CheckedIndex> known = indices[n];
-    lock.unlock();
-    Result<std::shared_ptr<const detail::MappedShard>> opened = OpenShard(dir, m, n, o, known, whole);
-    lock.lock();
+    auto open_shard = [&](storage::WaitForRoom wait) {
+      lock.unlock();
+      Result<std::shared_ptr<const detail::MappedShard>> r = OpenShard(dir, m, n, o, known, whole, wait);
+      lock.lock();
+      return r;
+    };
+    Result<std::shared_ptr<const detail::MappedShard>> opened = open_shard(storage::WaitForRoom::kNo);
     // A remote dataset's cache may be full of shards kept open here: close the least
-    // recently used one (a shard that views or batches still hold stays) and try again.
-    while (!opened.ok() && opened.status().code() == StatusCode::kResourceExhausted && remote && !lru.empty()) {
+    // recently used one (a shard that views or batches still hold stays) and try again;
+    // with none left, wait for readers (batches here, other processes) to release some.
+    while (!opened.ok() && opened.status().code() == StatusCode::kResourceExhausted && remote) {
       if (const auto* now = Touch(n); now != nullptr && !(whole && (*now)->ranged())) return now;  // opened meanwhile
+      if (lru.empty()) {
+        opened = open_shard(storage::WaitForRoom::kYes);
+        break;
+      }
       open[lru.back()].reset();
       lru.pop_back();
-      lock.unlock();
-      opened = OpenShard(dir, m, n, o, known, whole);
-      lock.lock();
+      opened = open_shard(storage::WaitForRoom::kNo);
     }
     if (!opened.ok()) return opened.status();
     Keep(n, std::move(opened).value());  // now open[n] is set: ours, or one another thread kept first
     return &open[n];
   }
+  // With `mu` held (let_go): closes the shards read from the cache (those that a view or a
+  // batch holds stay alive, and Touch takes them back).
+  void LetGo() const {
+    if (!let_go) return;
+    for (auto it = lru.begin(); it != lru.end();) {
+      if (open[*it] && !open[*it]->ranged()) {
+        open[*it].reset();
+        it = lru.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  // Calls LetGo() when it goes out of scope (declared after the lock on `mu`).
+  struct LetGoOnExit {
+    const Impl& impl;
+    ~LetGoOnExit() { impl.LetGo(); }
+  };
   // With `mu` held: keeps `shard` open as number n (unless another thread was first, or
   // it replaces one open by ranges) and closes the least recently used beyond max_open
   // (its index stays).
@@ -312,9 +344,9 @@ constexpr uint64_t kMaxManifestBytes = 1ull << 30;
 
 Result<std::shared_ptr<const detail::MappedShard>> Dataset::Impl::OpenShard(
     const std::string& dir, const Manifest& m, size_t n, const ReadOptions& o,
-    std::shared_ptr<const detail::CheckedIndex> known, bool whole) const {
+    std::shared_ptr<const detail::CheckedIndex> known, bool whole, storage::WaitForRoom wait) const {
   Result<std::shared_ptr<const detail::MappedShard>> shard =
-      detail::MappedShard::Open(dir, m, n, o, std::move(known), remote, whole);
+      detail::MappedShard::Open(dir, m, n, o, std::move(known), remote, whole, wait);
   if (shard.ok() || remote) return shard;
   const Result<std::vector<uint8_t>> now = ReadWholeFile(JoinPath(dir, kManifestFileName), kMaxManifestBytes);
   if (now.ok() && Checksum64(now->data(), now->size()) == manifest_checksum) return shard;
@@ -364,6 +396,7 @@ Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& location, cons
     RETURN_IF_ERROR(remote->OpenCache(total, largest));
     // Open shards stay in the cache; no more may be open than it holds.
     if (options.max_open_shards == 0) impl.max_open = std::min<uint64_t>(impl.max_open, remote->ShardsHeld());
+    impl.let_go = remote->cache()->limit() < total;
     impl.remote = std::move(remote);
   }
   for (const auto& s : ds->manifest_.shards) {
@@ -375,6 +408,7 @@ Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& location, cons
   impl.pinned_by.resize(ds->manifest_.shards.size());
   impl.alive.resize(ds->manifest_.shards.size());
   impl.all_open = impl.max_open >= ds->manifest_.shards.size();
+  impl.let_go = impl.let_go && !impl.all_open;
   impl.lru_pos.resize(ds->manifest_.shards.size());
   for (const auto& f : ds->manifest_.fields) {
     std::shared_ptr<const detail::Dictionary> d;
@@ -398,6 +432,7 @@ Result<SampleView> Dataset::Sample(uint64_t index) const {
   v.index_ = index;
   v.local_ = index - impl_->shard_starts[n];
   std::unique_lock<std::mutex> lock(impl_->mu);
+  const Impl::LetGoOnExit let_go{*impl_};
   ASSIGN_OR_RETURN(const auto* shard, impl_->Acquire(dir_, manifest_, options_, n, lock, /*whole=*/false));
   v.owner_ = *shard;
   v.shard_ = v.owner_.get();
@@ -411,6 +446,7 @@ Status Dataset::SampleBatch(const uint64_t* indices, size_t n, SampleView* out,
   uint64_t lo = 0, hi = 0;  // sample range of `shard`
   const detail::MappedShard* current = nullptr;
   std::unique_lock<std::mutex> lock(impl.mu);
+  const Impl::LetGoOnExit let_go{impl};
   const uint64_t call = ++impl.calls;
   for (size_t i = 0; i < n; ++i) {
     const uint64_t index = indices[i];
@@ -488,7 +524,8 @@ Status Dataset::Prefetch(size_t n) const {
     const std::shared_ptr<const detail::MappedShard> held = impl_->open[n] ? impl_->open[n] : impl_->alive[n].lock();
     if (held && !held->ranged()) return Status::Ok();  // open from a local copy
   }
-  return detail::FetchShard(*impl_->remote, manifest_, n).status();
+  // Not waited for: the batch that reads it waits, and a prefetch that failed is no error.
+  return detail::FetchShard(*impl_->remote, manifest_, n, storage::WaitForRoom::kNo).status();
 }
 
 size_t Dataset::open_shards() const {

@@ -65,7 +65,9 @@ struct ReadOptions {
   uint64_t max_sample_bytes = 4ull << 30;
   // For a remote dataset (an http:// or https:// location): its cache folder and size
   // limit, and how objects are fetched (storage/remote.h). Open shards are held in the
-  // cache, so max_open_shards = 0 keeps no more open than the limit holds.
+  // cache, so max_open_shards = 0 keeps no more open than the limit holds; and when the
+  // limit is smaller than the dataset, a shard read from the cache stays open only while a
+  // view or a batch holds it, so that readers sharing the cache hold only what they read.
   storage::RemoteOptions remote;
 };
 

@@ -150,15 +150,25 @@ Result<std::unique_ptr<FileLock>> Lock(const std::string& dir, const std::string
   return lock;
 }
 
-// The part directories under `root` by number, and their count; refuses foreign entries
-// and mixed counts.
+// A merge moves and removes the files of each part: through a symbolic link, those of the
+// folder it names. So parts are merged only from directories of their own.
+Status RefuseLink(const std::string& path) {
+  return InvalidArgument(path +
+                         " is a symbolic link; parts are merged only from directories of their own (the "
+                         "merge moves and removes their files)");
+}
+
+// The part directories under `root` by number, and their count; refuses foreign entries,
+// symbolic links and mixed counts.
 Result<std::map<uint32_t, std::string>> ListParts(const std::string& root, uint32_t* count_out = nullptr) {
+  if (IsSymlink(root)) return RefuseLink(root);
   ASSIGN_OR_RETURN(const std::vector<std::string> names, ListDir(root));
   std::map<uint32_t, std::string> out;
   uint32_t count = 0;
   std::string first;
   for (const std::string& name : names) {
     if (name[0] == '.') continue;  // hidden: not written by a part
+    if (IsSymlink(JoinPath(root, name))) return RefuseLink(JoinPath(root, name));
     PartInfo p;
     if (!ParseDirName(name, &p))
       return InvalidArgument(root + ": '" + name + "' is not a part directory (named like 00001-of-00004)");
@@ -439,8 +449,8 @@ Manifest MergedManifest(const std::vector<Part>& parts, std::vector<ShardInfo> s
   return m;
 }
 
-// Removes DIR/parts: in each part directory its part manifest first, so that an
-// interruption leaves no part that looks complete with shards gone.
+}  // namespace
+
 Status RemoveParts(const std::string& dir) {
   const std::string root = JoinPath(dir, kPartsDirName);
   if (!IsDirectory(root)) return Status::Ok();
@@ -454,8 +464,11 @@ Status RemoveParts(const std::string& dir) {
     lock.reset();  // removes the lock file
     RETURN_IF_ERROR(RemoveEmptyDir(path));
   }
-  return RemoveEmptyDir(root);
+  ASSIGN_OR_RETURN(const std::vector<std::string> left, ListDir(root));
+  return left.empty() ? RemoveEmptyDir(root) : Status::Ok();  // hidden entries are no part's: left as they are
 }
+
+namespace {
 
 // DIR already holds a manifest: the dataset merged from its parts (then finish removing
 // the parts), or another dataset (refused).

@@ -85,9 +85,17 @@ struct MergeSummary {
 
 // Merges DIR/parts/* into the dataset DIR (see above). Refuses, with an error naming the
 // part: a missing or incomplete part (NotFound), a part being written (Busy), a
-// duplicate, a part of another count or conversion, a changed shard (InvalidArgument or
-// Corruption). A DIR already merged is reported as such (already_merged), not an error;
-// a DIR holding a dataset that was not written in parts is AlreadyExists.
+// duplicate, a part of another count or conversion, a part directory (or parts/) that is
+// a symbolic link, a changed shard (InvalidArgument or Corruption). Hidden entries of
+// parts/ (".name") are no part's: passed over, and left there. A DIR already merged is
+// reported as such (already_merged), not an error; a DIR holding a dataset that was not
+// written in parts is AlreadyExists.
 Result<MergeSummary> MergeParts(const std::string& dir, const MergeOptions& options = {});
+
+// Removes DIR/parts, the parts of a run given up: each part directory locked (Busy while
+// one is being written), its part manifest removed first, so that an interruption leaves
+// no part that looks complete with shards gone; parts/ itself goes unless hidden entries
+// are left in it. Nothing there: Ok.
+Status RemoveParts(const std::string& dir);
 
 }  // namespace shardify

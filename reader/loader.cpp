@@ -1,7 +1,9 @@
 #include "reader/loader.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "base/parallel.h"
 #include "format/dataset.h"
@@ -150,9 +152,37 @@ class LoaderImpl final : public Loader {
   std::shared_ptr<detail::Ring> ring_;
 };
 
-// A remote dataset's cache must hold the shards of one batch at least (more when batches
-// are in flight; Next() says so then): refused at open with what to change.
-Status CheckCacheHoldsABatch(const Dataset& dataset, const SplitInfo& split, const LoaderOptions& o) {
+// The most shards of `split` (its shards first..last) that the batches a Loader has in
+// flight can hold open at once, for any seed: prefetch + 1 consecutive batches of this
+// rank, which span batches x batch_size x world_size positions of the epoch's order (a
+// rank takes every world_size-th). In the shuffle and class_balanced orders each sample
+// may come from another shard. In order, a run of positions reads from a window of
+// window_shards shards (1 in sequential order) at each end and, between them, only shards
+// it reads whole, which hold at least as many samples as the same number of the smallest.
+uint64_t ShardsInFlight(const Dataset& dataset, size_t first, size_t last, const SplitInfo& split,
+                        const LoaderOptions& o) {
+  const uint64_t shards = last - first + 1;
+  const uint64_t batches = o.prefetch + 1;
+  const uint64_t samples = batches * o.batch_size, positions = samples * o.sampler.world_size;
+  const SampleOrder order = o.sampler.order;
+  if (order == SampleOrder::kShuffle || order == SampleOrder::kClassBalanced) return std::min(shards, samples);
+  const uint64_t window = order == SampleOrder::kShardWindowed ? o.sampler.window_shards : 1;
+  std::vector<uint64_t> counts;  // samples of each shard inside the split
+  for (size_t n = first; n <= last; ++n) {
+    const ShardInfo& s = dataset.manifest().shards[n];
+    const uint64_t lo = std::max(s.first_sample, split.first_sample);
+    const uint64_t hi = std::min(s.first_sample + s.num_samples, split.first_sample + split.num_samples);
+    counts.push_back(hi > lo ? hi - lo : 0);
+  }
+  std::sort(counts.begin(), counts.end());
+  uint64_t whole = 0, sum = 0;  // shards that the positions between the two ends can read whole
+  while (whole < counts.size() && positions >= 2 && sum + counts[whole] <= positions - 2) sum += counts[whole++];
+  return std::min({shards, samples, 2 * window + whole});
+}
+
+// A remote dataset's cache must hold what the batches in flight hold (ShardsInFlight):
+// refused at open, giving the smallest limit that does, and what else would do.
+Status CheckCacheHoldsTheBatches(const Dataset& dataset, const SplitInfo& split, const LoaderOptions& o) {
   const storage::RemoteDataset* remote = dataset.remote();
   if (remote == nullptr || remote->cache() == nullptr || split.num_samples == 0) return Status::Ok();
   const Manifest& m = dataset.manifest();
@@ -160,19 +190,25 @@ Status CheckCacheHoldsABatch(const Dataset& dataset, const SplitInfo& split, con
   const size_t last = dataset.ShardOfSample(split.first_sample + split.num_samples - 1);
   uint64_t largest = 1;
   for (size_t n = first; n <= last; ++n) largest = std::max(largest, m.shards[n].size_bytes);
-  const uint64_t shards = last - first + 1, holds = remote->cache()->limit() / largest;
-  uint64_t needed = 2;  // sequential: a batch may straddle two shards
-  if (o.sampler.order == SampleOrder::kShardWindowed) needed = o.sampler.window_shards;
-  if (o.sampler.order == SampleOrder::kShuffle || o.sampler.order == SampleOrder::kClassBalanced) {
-    needed = o.batch_size;
-  }
-  needed = std::min(needed, shards);
+  const uint64_t limit = remote->cache()->limit(), holds = limit / largest;
+  const uint64_t needed = ShardsInFlight(dataset, first, last, split, o);
   if (holds >= needed) return Status::Ok();
-  return InvalidArgument("loader: " + dataset.dir() + ": the cache limit (" + std::to_string(remote->cache()->limit()) +
-                         " bytes) holds " + std::to_string(holds) + " of its shards of up to " +
-                         std::to_string(largest) + " bytes, and a batch in " + SampleOrderName(o.sampler.order) +
-                         " order may need " + std::to_string(needed) +
-                         ": raise the limit, or read with the shard_windowed order and fewer window shards");
+  const SampleOrder order = o.sampler.order;
+  std::string how = std::to_string(o.prefetch + 1) + " batches of " + std::to_string(o.batch_size) + " (prefetch " +
+                    std::to_string(o.prefetch) + " + 1) in " + SampleOrderName(order) + " order";
+  if (order == SampleOrder::kShardWindowed) how += " with window_shards " + std::to_string(o.sampler.window_shards);
+  if (o.sampler.world_size > 1)
+    how += ", rank " + std::to_string(o.sampler.rank) + " of " + std::to_string(o.sampler.world_size);
+  std::string other = "a smaller prefetch or batch_size";
+  if (order == SampleOrder::kShardWindowed) other += ", fewer window_shards";
+  if (order == SampleOrder::kShuffle || order == SampleOrder::kClassBalanced) {
+    other += ", or the shard_windowed order with few window_shards";
+  }
+  return InvalidArgument("loader: " + dataset.dir() + ": the cache limit (" + std::to_string(limit) + " bytes) holds " +
+                         std::to_string(holds) + " of its shards of up to " + std::to_string(largest) +
+                         " bytes, and the batches in flight (" + how + ") may hold " + std::to_string(needed) +
+                         ": the cache limit must be at least " + std::to_string(needed * largest) +
+                         " bytes for this loader (more for each process that shares the cache), or read with " + other);
 }
 
 }  // namespace
@@ -205,7 +241,7 @@ Result<std::unique_ptr<Loader>> Loader::Open(std::shared_ptr<const Dataset> data
                    PlanFields(m, options.fields, options.patch ? &*options.patch : nullptr));
   const Status counts = dataset->CheckSampleCounts(split->first_sample, split->num_samples);
   if (!counts.ok()) return counts.WithContext("loader: split '" + options.split + "'");
-  RETURN_IF_ERROR(CheckCacheHoldsABatch(*dataset, *split, options));
+  RETURN_IF_ERROR(CheckCacheHoldsTheBatches(*dataset, *split, options));
   std::vector<int64_t> labels;
   if (options.sampler.order == SampleOrder::kClassBalanced) {
     ASSIGN_OR_RETURN(labels, ReadLabels(*dataset, *split));

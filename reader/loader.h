@@ -61,6 +61,8 @@ struct LoaderOptions {
   size_t max_open_shards = 0;  // Open(dir) only, as verify_checksums (0: AutomaticMaxOpenShards)
   IoMode io = IoMode::kMmap;   // Open(dir) only: how shards are read (see format/dataset.h)
   // Open(dir) only, for an http(s):// dataset: its cache folder, limit and transfers.
+  // Open() refuses (InvalidArgument, naming the smallest that does) a cache limit that
+  // cannot hold the shards the prefetch + 1 batches in flight may hold, for any seed.
   storage::RemoteOptions remote;
   // When the consumer holds every slot, add a slot instead of failing Next() with
   // ResourceExhausted: memory then grows with the batches the consumer keeps alive (and

@@ -278,7 +278,16 @@ bool Ring::TryDecode(std::unique_lock<std::mutex>& lock, Decoder& decoder, std::
     slot->error_position = bad;
   }
   slot->done += end - begin;
-  if (slot->done == n) FinishSlot(lock, *slot);
+  if (slot->done == n) {
+    // Decoded: the views are done with, and the shards may close (the room a remote
+    // dataset's cache needs is released now, not when the slot is planned again).
+    std::vector<std::shared_ptr<const void>> pins = std::move(slot->pins);
+    slot->pins.clear();
+    FinishSlot(lock, *slot);
+    lock.unlock();
+    pins.clear();
+    lock.lock();
+  }
   return true;
 }
 
@@ -315,7 +324,7 @@ Status Ring::Plan(Slot& slot, uint64_t seq) {
   batch.step = at.step;
   sampler_.BatchIndices(epoch_order_, at.step, &batch.indices);
   const size_t n = batch.indices.size();
-  slot.pins.clear();  // the previous batch of this slot is decoded
+  slot.pins.clear();  // the previous batch of this slot failed (a decoded one has none)
   const Status found = dataset_->SampleBatch(batch.indices.data(), n, slot.views.data(), &slot.pins);
   if (!found.ok()) return found.WithContext("loader: " + Where(batch));
   for (size_t f = 0; f < fields_.size(); ++f) RETURN_IF_ERROR(ShapeField(slot, f, n));

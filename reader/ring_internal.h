@@ -53,7 +53,7 @@ struct Slot {
   bool staged = false;                            // a copy was queued from the host buffers
   std::vector<uint64_t> stride;                   // bytes per sample, per field
   std::vector<SampleView> views;                  // batch_size entries, valid while `pins` holds their shards
-  std::vector<std::shared_ptr<const void>> pins;  // the shards of the planned batch
+  std::vector<std::shared_ptr<const void>> pins;  // the shards of the planned batch, until it is decoded
   Batch batch;
   SlotState state = SlotState::kFree;
   size_t claimed = 0;                // samples handed to workers

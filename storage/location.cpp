@@ -30,20 +30,20 @@ bool ValidBucket(const std::string& b) {
 Result<Location> ParseS3(const std::string& text) {
   std::string rest = text.substr(5);
   if (rest.find_first_of("?#") != std::string::npos) {
-    return InvalidArgument(text + ": an s3:// location takes no query or fragment");
+    return InvalidArgument(ShownLocation(text) + ": an s3:// location takes no query or fragment");
   }
   const size_t slash = rest.find('/');
   Location at;
   at.kind = LocationKind::kS3;
   at.bucket = rest.substr(0, slash);
   if (!ValidBucket(at.bucket)) {
-    return InvalidArgument(text + ": '" + at.bucket +
+    return InvalidArgument(ShownLocation(text) + ": '" + at.bucket +
                            "' is not an S3 bucket name (3-63 lower-case letters, digits, '-' and '.')");
   }
   if (slash != std::string::npos) at.prefix = rest.substr(slash + 1);
   while (!at.prefix.empty() && at.prefix.back() == '/') at.prefix.pop_back();
   if (at.prefix.find("//") != std::string::npos || (!at.prefix.empty() && at.prefix.front() == '/')) {
-    return InvalidArgument(text + ": an empty folder in the key prefix ('//')");
+    return InvalidArgument(ShownLocation(text) + ": an empty folder in the key prefix ('//')");
   }
   at.text = "s3://" + at.bucket + (at.prefix.empty() ? "" : "/" + at.prefix);
   return at;
@@ -67,12 +67,12 @@ Result<Location> ParseLocation(const std::string& text) {
   }
   if (scheme == "s3") return ParseS3(text);
   if (scheme != "http" && scheme != "https") {
-    return Unsupported(text + ": location scheme '" + scheme +
+    return Unsupported(ShownLocation(text) + ": location scheme '" + scheme +
                        "://' is not supported (s3://, http://, https:// or a directory)");
   }
   std::string rest = text.substr(scheme.size() + 3);
   if (rest.find('#') != std::string::npos) {
-    return InvalidArgument(UrlForMessages(text) +
+    return InvalidArgument(ShownLocation(text) +
                            ": a dataset URL takes no fragment (object names are appended to its path)");
   }
   if (const size_t q = rest.find('?'); q != std::string::npos) {
@@ -84,11 +84,11 @@ Result<Location> ParseLocation(const std::string& text) {
   const size_t slash = rest.find('/');
   const std::string host = rest.substr(0, slash);
   if (host.empty() || host.find('@') != std::string::npos) {
-    return InvalidArgument(UrlForMessages(text) + ": a dataset URL needs a host (and no user name in it)");
+    return InvalidArgument(ShownLocation(text) + ": a dataset URL needs a host (and no user name in it)");
   }
   at.kind = LocationKind::kHttp;
   at.base = scheme + "://" + rest;
-  at.text = UrlForMessages(at.base + at.query);
+  at.text = ShownLocation(at.base + at.query);
   return at;
 }
 
@@ -101,11 +101,47 @@ std::string ReadableName(const std::string& text) {
   return readable.size() > 80 ? readable.substr(readable.size() - 80) : readable;
 }
 
-std::string ObjectUrl(const Location& at, const std::string& name) { return at.base + "/" + name + at.query; }
+std::string ObjectUrl(const Location& at, const std::string& name) {
+  return at.base + "/" + PercentEncode(name, true) + at.query;
+}
 
-std::string UrlForMessages(const std::string& url) {
-  const size_t q = url.find('?');
-  return q == std::string::npos || q + 1 == url.size() ? url : url.substr(0, q) + "?...";
+std::string PercentEncode(const std::string& text, bool keep_slashes) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || (c == '/' && keep_slashes)) {
+      out += static_cast<char>(c);
+    } else {
+      static const char kHex[] = "0123456789ABCDEF";
+      out += {'%', kHex[c >> 4], kHex[c & 15]};
+    }
+  }
+  return out;
+}
+
+std::string ShownLocation(const std::string& location) {
+  if (SchemeOf(location).empty()) return location;
+  std::string shown = location;
+  if (const size_t q = shown.find('?'); q != std::string::npos && q + 1 < shown.size()) {
+    shown.replace(q, std::string::npos, "?...");
+  }
+  const size_t host = shown.find("://") + 3;
+  const size_t at = shown.find('@', host);
+  if (at != std::string::npos && at < shown.find_first_of("/?#", host)) shown.replace(host, at - host, "...");
+  return shown;
+}
+
+std::string OriginOf(const std::string& url) {
+  const std::string scheme = SchemeOf(url);
+  if (scheme != "http" && scheme != "https") return "";
+  const size_t begin = scheme.size() + 3;
+  std::string authority = url.substr(begin, url.find_first_of("/?#", begin) - begin);
+  if (const size_t at = authority.rfind('@'); at != std::string::npos) authority.erase(0, at + 1);
+  const size_t colon = authority.rfind(':');
+  const bool port_given = colon != std::string::npos && authority.find(']', colon) == std::string::npos;
+  const std::string host = AsciiLower(port_given ? authority.substr(0, colon) : authority);
+  std::string port = port_given ? authority.substr(colon + 1) : "";
+  if (port.empty()) port = scheme == "https" ? "443" : "80";
+  return host.empty() ? "" : scheme + "://" + host + ":" + port;
 }
 
 }  // namespace shardify::storage

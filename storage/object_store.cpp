@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/file.h"
+#include "base/strings.h"
 #include "storage/s3.h"
 
 namespace shardify::storage {
@@ -16,11 +17,12 @@ constexpr int kMaxListingPages = 100000;
 Result<ObjectStore> ObjectStore::Open(const std::string& location, const TransferOptions& options) {
   ASSIGN_OR_RETURN(Location at, ParseLocation(location));
   if (at.kind != LocationKind::kS3) {
-    return Unsupported(location + ": datasets are written to s3:// locations (an http(s) server takes no uploads)");
+    return Unsupported(ShownLocation(location) +
+                       ": datasets are written to s3:// locations (an http(s) server takes no uploads)");
   }
-  if (!TransfersAvailable()) return Unsupported(location + ": this build has no libcurl, so no remote datasets");
+  if (!TransfersAvailable()) return Unsupported(at.text + ": this build has no libcurl, so no remote datasets");
   Result<S3Settings> s3 = S3SettingsFromEnvironment();
-  if (!s3.ok()) return s3.status().WithContext(location);
+  if (!s3.ok()) return s3.status().WithContext(at.text);
   at.base = S3PrefixUrl(*s3, at.bucket, at.prefix);
   std::string bucket_url = S3PrefixUrl(*s3, at.bucket, "");
   TransferOptions transfer = options;
@@ -28,15 +30,25 @@ Result<ObjectStore> ObjectStore::Open(const std::string& location, const Transfe
   return ObjectStore(std::move(at), std::move(bucket_url), std::move(transfer));
 }
 
+Status ObjectStore::CheckName(const std::string& name) const {
+  if (IsRelativeName(name)) return Status::Ok();
+  return InvalidArgument(location_.text + ": '" + EscapeNonUtf8(name, true) + "' is not an object name under it");
+}
+
 Status ObjectStore::Get(const std::string& name, const std::string& path, uint64_t expected_size) const {
+  RETURN_IF_ERROR(CheckName(name));
   return FetchToFile(Url(name), path, expected_size, transfer_);
 }
 
 Status ObjectStore::Put(const std::string& name, const std::string& path) const {
+  RETURN_IF_ERROR(CheckName(name));
   return PutFile(Url(name), path, transfer_);
 }
 
-Status ObjectStore::Delete(const std::string& name) const { return DeleteObject(Url(name), transfer_); }
+Status ObjectStore::Delete(const std::string& name) const {
+  RETURN_IF_ERROR(CheckName(name));
+  return DeleteObject(Url(name), transfer_);
+}
 
 Result<std::vector<std::string>> ObjectStore::List(const std::string& under) const {
   const std::string prefix = location_.prefix.empty() ? under : location_.prefix + "/" + under;
@@ -46,14 +58,19 @@ Result<std::vector<std::string>> ObjectStore::List(const std::string& under) con
   for (int page = 0; page < kMaxListingPages; ++page) {
     // The query's parameters in name order: libcurl signs them as given.
     std::string url = bucket_url_ + "?";
-    if (!token.empty()) url += "continuation-token=" + S3Encode(token, false) + "&";
-    url += "list-type=2&prefix=" + S3Encode(prefix, false);
+    if (!token.empty()) url += "continuation-token=" + PercentEncode(token, false) + "&";
+    url += "list-type=2&prefix=" + PercentEncode(prefix, false);
     ASSIGN_OR_RETURN(const std::vector<uint8_t> body, FetchToMemory(url, kMaxListingBytes, transfer_));
     Result<S3Listing> listing = ParseS3Listing(std::string(body.begin(), body.end()));
-    if (!listing.ok()) return listing.status().WithContext(url);
+    if (!listing.ok()) return listing.status().WithContext(ShownLocation(url));
     for (const std::string& key : listing->keys) {
-      if (key.compare(0, prefix.size(), prefix) != 0) {
-        return Corruption(url + ": the listing names " + key + ", which is not under " + prefix);
+      // A key that is not a plain name under the prefix would make a path or a URL outside
+      // it (a '..' part, which clients and servers resolve): the whole listing is refused.
+      if (key.compare(0, prefix.size(), prefix) != 0 || !IsRelativeName(key.substr(strip.size()))) {
+        return Corruption(location_.text + "/" + under + ": the listing names key '" + EscapeNonUtf8(key, true) +
+                          "', which is not a plain name under '" + prefix +
+                          "' (it has an empty, '.' or '..' part, a '/' at an end, a '\\' or a control character); "
+                          "the listing is refused");
       }
       names.push_back(key.substr(strip.size()));
     }

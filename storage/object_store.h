@@ -35,12 +35,17 @@ class ObjectStore {
   std::string Url(const std::string& name) const { return ObjectUrl(location_, name); }
 
   // Object `name` into a new local file `path`; `expected_size` as FetchToFile's. NotFound
-  // when the store has no such object.
+  // when the store has no such object. Get, Put and Delete refuse (InvalidArgument) a
+  // `name` that is not a relative name under the location (IsRelativeName, base/file.h).
   Status Get(const std::string& name, const std::string& path, uint64_t expected_size = UINT64_MAX) const;
   Status Put(const std::string& name, const std::string& path) const;
   Status Delete(const std::string& name) const;
   // The names (relative to the location) of its objects whose names begin with `under`,
-  // sorted. A listing the store answers with a key outside the location is Corruption.
+  // sorted. The store is not trusted: a listing with a key that is not a plain relative
+  // name under the prefix asked for (IsRelativeName, after the XML's entities are
+  // decoded: no empty, '.' or '..' part, no '/' at an end, no '\\' or control character)
+  // is refused whole, as Corruption naming the key, rather than passed over: the caller
+  // fetches, writes or deletes nothing on a listing it cannot read in full.
   Result<std::vector<std::string>> List(const std::string& under) const;
 
   // Puts the files of local folder `dir` (not its folders, nor those named in `skip`: put
@@ -52,6 +57,7 @@ class ObjectStore {
                                const UploadProgress& progress = nullptr) const;
 
  private:
+  Status CheckName(const std::string& name) const;
   ObjectStore(Location location, std::string bucket_url, TransferOptions transfer)
       : location_(std::move(location)), bucket_url_(std::move(bucket_url)), transfer_(std::move(transfer)) {}
   Location location_;       // base: the URL of the dataset's prefix

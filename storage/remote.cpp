@@ -34,11 +34,11 @@ uint64_t FreeBytes(const std::string& dir) {
 // `location` parsed, remote, with its objects' URLs known and `transfer` signing for it.
 Result<Location> ResolveRemote(const std::string& location, TransferOptions* transfer) {
   ASSIGN_OR_RETURN(Location at, ParseLocation(location));
-  if (at.kind == LocationKind::kLocal) return InvalidArgument(location + ": not a remote location");
-  if (!TransfersAvailable()) return Unsupported(location + ": this build has no libcurl, so no remote datasets");
+  if (at.kind == LocationKind::kLocal) return InvalidArgument(at.text + ": not a remote location");
+  if (!TransfersAvailable()) return Unsupported(at.text + ": this build has no libcurl, so no remote datasets");
   if (at.kind == LocationKind::kS3) {
     Result<S3Settings> s3 = S3SettingsFromEnvironment();
-    if (!s3.ok()) return s3.status().WithContext(location);
+    if (!s3.ok()) return s3.status().WithContext(at.text);
     at.base = S3PrefixUrl(*s3, at.bucket, at.prefix);
     transfer->aws = s3->signing;
   }
@@ -50,16 +50,6 @@ std::string CacheKey(const std::string& name, uint64_t version) {
   char tag[17];
   std::snprintf(tag, sizeof tag, "%016llx", static_cast<unsigned long long>(version));
   return name + "." + tag;
-}
-
-// `st` with the location's query (a token) shown as "?..." wherever its message has it.
-Status WithoutQuery(Status st, const Location& at) {
-  if (st.ok() || at.query.empty()) return st;
-  std::string text = st.message();
-  for (size_t q = text.find(at.query); q != std::string::npos; q = text.find(at.query, q + 4)) {
-    text.replace(q, at.query.size(), "?...");
-  }
-  return Status(st.code(), text);
 }
 
 }  // namespace
@@ -102,9 +92,7 @@ Result<std::unique_ptr<RemoteDataset>> RemoteDataset::Open(const std::string& lo
 }
 
 Result<std::vector<uint8_t>> RemoteDataset::ReadObject(const std::string& name, uint64_t max_bytes) const {
-  Result<std::vector<uint8_t>> body = FetchToMemory(Url(name), max_bytes, options_.transfer);
-  if (!body.ok()) return WithoutQuery(body.status(), location_);
-  return body;
+  return FetchToMemory(Url(name), max_bytes, options_.transfer);
 }
 
 Status RemoteDataset::OpenCache(uint64_t dataset_bytes, uint64_t largest_shard) {
@@ -114,7 +102,8 @@ Status RemoteDataset::OpenCache(uint64_t dataset_bytes, uint64_t largest_shard) 
     return InvalidArgument(location_.text + ": the cache limit (" + std::to_string(limit) + " bytes, in " + folder_ +
                            ") is smaller than the largest shard (" + std::to_string(largest_shard) + " bytes)");
   }
-  ASSIGN_OR_RETURN(cache_, Cache::Open(folder_, limit));
+  ASSIGN_OR_RETURN(const TransferOptions transfer, ResolveTransferOptions(options_.transfer));
+  ASSIGN_OR_RETURN(cache_, Cache::Open(folder_, limit, transfer.cache_wait_s));
   largest_shard_ = largest_shard;
   ranges_ = options_.fetch == RemoteFetch::kRanges || (options_.fetch == RemoteFetch::kAuto && limit < dataset_bytes);
   return Status::Ok();
@@ -127,21 +116,21 @@ Result<std::shared_ptr<const CachedFile>> RemoteDataset::Cached(const std::strin
 }
 
 Status RemoteDataset::ReadRange(const std::string& name, uint64_t offset, uint64_t size, void* dst) const {
-  return WithoutQuery(FetchRange(Url(name), offset, size, dst, options_.transfer), location_);
+  return FetchRange(Url(name), offset, size, dst, options_.transfer);
 }
 
-Result<std::shared_ptr<const CachedFile>> RemoteDataset::Local(
-    const std::string& name, uint64_t size, uint64_t version,
-    const std::function<Status(const std::string&)>& check) const {
+Result<std::shared_ptr<const CachedFile>> RemoteDataset::Local(const std::string& name, uint64_t size, uint64_t version,
+                                                               const std::function<Status(const std::string&)>& check,
+                                                               WaitForRoom wait) const {
   if (!cache_) return Internal(location_.text + ": the cache is not open");
   const std::string url = Url(name);
-  Result<std::shared_ptr<const CachedFile>> held =
-      cache_->Get(CacheKey(name, version), size, [&](const std::string& tmp) -> Status {
+  return cache_->Get(
+      CacheKey(name, version), size,
+      [&](const std::string& tmp) -> Status {
         RETURN_IF_ERROR(FetchToFile(url, tmp, size, options_.transfer));
-        return check ? check(tmp).WithContext(url) : Status::Ok();
-      });
-  if (!held.ok()) return WithoutQuery(held.status(), location_);
-  return held;
+        return check ? check(tmp).WithContext(ShownLocation(url)) : Status::Ok();
+      },
+      wait);
 }
 
 }  // namespace shardify::storage

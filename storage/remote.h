@@ -62,9 +62,11 @@ class RemoteDataset {
   // Object `name` of `size` bytes as a local file, fetched into the cache when missing and
   // held there while the result lives. `version` tells copies of a name apart (a dataset
   // rewritten at the same location). `check` runs on a fresh download before it enters
-  // the cache; its error (e.g. Corruption) is returned and the download dropped.
+  // the cache; its error (e.g. Corruption) is returned and the download dropped. A full
+  // cache is waited on as Cache::Get says (for TransferOptions::cache_wait_s).
   Result<std::shared_ptr<const CachedFile>> Local(const std::string& name, uint64_t size, uint64_t version,
-                                                  const std::function<Status(const std::string&)>& check) const;
+                                                  const std::function<Status(const std::string&)>& check,
+                                                  WaitForRoom wait = WaitForRoom::kYes) const;
 
   // Whether samples read one at a time read a shard the cache does not have by ranges
   // (RemoteFetch; after OpenCache).

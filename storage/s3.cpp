@@ -8,6 +8,7 @@
 
 #include "base/file.h"
 #include "base/strings.h"
+#include "storage/location.h"
 
 namespace shardify::storage {
 namespace {
@@ -189,21 +190,8 @@ Result<S3Settings> S3SettingsFromEnvironment() {
   return s;
 }
 
-std::string S3Encode(const std::string& text, bool keep_slashes) {
-  std::string out;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || (c == '/' && keep_slashes)) {
-      out += static_cast<char>(c);
-    } else {
-      static const char kHex[] = "0123456789ABCDEF";
-      out += {'%', kHex[c >> 4], kHex[c & 15]};
-    }
-  }
-  return out;
-}
-
 std::string S3PrefixUrl(const S3Settings& s, const std::string& bucket, const std::string& prefix) {
-  const std::string path = S3Encode(prefix, true);
+  const std::string path = PercentEncode(prefix, true);
   const std::string tail = path.empty() ? "" : "/" + path;
   if (s.addressing == S3Addressing::kPath) return s.endpoint + "/" + bucket + tail;
   const size_t host = s.endpoint.find("://") + 3;

@@ -34,12 +34,8 @@ struct S3Settings {
 // that no file has.
 Result<S3Settings> S3SettingsFromEnvironment();
 
-// `text` percent-encoded as S3's signatures expect: every byte but A-Z a-z 0-9 - . _ ~
-// (and '/' when `keep_slashes`, as in a path) as %XX with upper-case hex digits.
-std::string S3Encode(const std::string& text, bool keep_slashes);
-
 // The URL of `prefix` in `bucket` ("" prefix: the bucket's root), without a trailing
-// slash; the prefix S3Encode'd with its slashes kept.
+// slash; the prefix PercentEncode'd (storage/location.h) with its slashes kept.
 std::string S3PrefixUrl(const S3Settings& s, const std::string& bucket, const std::string& prefix);
 
 // One page of a ListObjectsV2 answer.
@@ -50,7 +46,9 @@ struct S3Listing {
 };
 
 // Reads a ListObjectsV2 answer (untrusted bytes: anything that is not such a listing is
-// Corruption). Only the elements above are read.
+// Corruption). Only the elements above are read. The keys are as the store wrote them:
+// whether each is a name under the prefix asked for is the caller's to check
+// (ObjectStore::List does).
 Result<S3Listing> ParseS3Listing(const std::string& xml);
 
 }  // namespace shardify::storage

@@ -12,6 +12,7 @@
 
 #include "base/file.h"
 #include "base/strings.h"
+#include "storage/location.h"
 
 #ifdef SHARDIFY_HAVE_CURL
 #include <curl/curl.h>
@@ -44,17 +45,22 @@ Result<double> EnvLimit(const char* name, double fallback, bool attempts) {
 
 Result<TransferOptions> ResolveTransferOptions(TransferOptions o) {
   auto seconds = [](double s) { return s >= 0 && s <= kDay; };  // false for NaN
-  if (!seconds(o.connect_timeout_s) || !seconds(o.stall_timeout_s) || o.attempts < 0 || o.attempts > kMostAttempts) {
+  if (!seconds(o.connect_timeout_s) || !seconds(o.stall_timeout_s) || !seconds(o.cache_wait_s) || o.attempts < 0 ||
+      o.attempts > kMostAttempts) {
     return InvalidArgument("transfer limits out of range (seconds from 0 to 86400, attempts from 0 to " +
                            std::to_string(kMostAttempts) + "; 0 takes the default): connect_timeout_s " +
                            std::to_string(o.connect_timeout_s) + ", stall_timeout_s " +
-                           std::to_string(o.stall_timeout_s) + ", attempts " + std::to_string(o.attempts));
+                           std::to_string(o.stall_timeout_s) + ", cache_wait_s " + std::to_string(o.cache_wait_s) +
+                           ", attempts " + std::to_string(o.attempts));
   }
   if (o.connect_timeout_s == 0) {
     ASSIGN_OR_RETURN(o.connect_timeout_s, EnvLimit("SHARDIFY_REMOTE_CONNECT_TIMEOUT", 10, false));
   }
   if (o.stall_timeout_s == 0) {
     ASSIGN_OR_RETURN(o.stall_timeout_s, EnvLimit("SHARDIFY_REMOTE_STALL_TIMEOUT", 30, false));
+  }
+  if (o.cache_wait_s == 0) {
+    ASSIGN_OR_RETURN(o.cache_wait_s, EnvLimit("SHARDIFY_CACHE_WAIT", 120, false));
   }
   if (o.attempts == 0) {
     ASSIGN_OR_RETURN(const double attempts, EnvLimit("SHARDIFY_REMOTE_ATTEMPTS", 5, true));
@@ -82,6 +88,8 @@ void GlobalInit() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
+constexpr int kMostRedirects = 5;
+
 // Where a body goes: a file or a buffer, with a byte limit.
 struct Sink {
   std::FILE* file = nullptr;
@@ -91,11 +99,16 @@ struct Sink {
   uint64_t received = 0;
   bool over_limit = false;
   bool write_failed = false;
+  bool exact = false;    // `limit` is the object's size as its manifest says: more is Corruption
+  CURL* curl = nullptr;  // the transfer, asked for the answer's status
 };
 
 size_t Write(char* data, size_t size, size_t count, void* user) {
   Sink& s = *static_cast<Sink*>(user);
   const size_t n = size * count;
+  long status = 0;
+  curl_easy_getinfo(s.curl, CURLINFO_RESPONSE_CODE, &status);
+  if (status >= 300 && status < 400) return n;  // a redirect's page, not the object
   if (s.received + n > s.limit) {
     s.over_limit = true;
     return 0;  // libcurl stops with CURLE_WRITE_ERROR
@@ -127,28 +140,109 @@ size_t Read(char* data, size_t size, size_t count, void* user) {
   return std::ferror(b.file) ? CURL_READFUNC_ABORT : n;
 }
 
-// One request: a GET of `url` into `sink` (of bytes `range`, "first-last", when given),
-// or with `body` a PUT of it, or with `method` that request without a body (DELETE); the
-// answer's body goes into `sink`.
-Outcome Perform(const std::string& url, Sink& sink, const TransferOptions& o, Body* body = nullptr,
-                const char* method = nullptr, const char* range = nullptr) {
-  CURL* curl = curl_easy_init();
-  if (curl == nullptr) return {IOError(url + ": cannot start a transfer (curl_easy_init)"), false};
-  char error[CURL_ERROR_SIZE] = {0};
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, Write);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &sink);
+// The options of every request: no redirects followed by libcurl (Perform follows those
+// it may), limits, certificates, http(s) only.
+void SetCommonOptions(CURL* curl, const TransferOptions& o) {
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
-  curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 5L);
+  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(o.connect_timeout_s * 1000));
   // No byte for stall_timeout_s: the speed stays under 1 byte/s for that long.
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, static_cast<long>(std::ceil(o.stall_timeout_s)));
   if (!o.ca_bundle.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, o.ca_bundle.c_str());
   curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+}
+
+// Why the request for `url` may not follow its redirect to `target` ("" when it may): a
+// read (GET) follows one within its scheme, host and port, at most kMostRedirects times.
+std::string RedirectRefusal(const std::string& url, const std::string& target, bool read, int hops) {
+  if (!read) return "a PUT or DELETE is not redirected";
+  if (OriginOf(target).empty() || OriginOf(target) != OriginOf(url)) {
+    return "another scheme, host or port: a redirect is followed only within the same scheme, host and port";
+  }
+  if (hops >= kMostRedirects) return "more than " + std::to_string(kMostRedirects) + " redirects";
+  return "";
+}
+
+// Performs the request set up on `curl` for `url`, then again for each redirect it may
+// follow (RedirectRefusal: `read` for a GET); a redirect it may not follow ends it, with
+// *refusal the error's message.
+CURLcode PerformFollowing(CURL* curl, const std::string& url, bool read, std::string* refusal) {
+  for (int hops = 0;; ++hops) {
+    const CURLcode rc = curl_easy_perform(curl);
+    long http = 0;
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &http);
+    const char* target = nullptr;
+    if (rc != CURLE_OK || http < 300 || http >= 400 ||
+        curl_easy_getinfo(curl, CURLINFO_REDIRECT_URL, &target) != CURLE_OK || target == nullptr) {
+      return rc;
+    }
+    const std::string next = target;
+    if (const std::string why = RedirectRefusal(url, next, read, hops); !why.empty()) {
+      *refusal = ShownLocation(url) + ": redirected to " + ShownLocation(next) + " (" + why + ")";
+      return rc;
+    }
+    curl_easy_setopt(curl, CURLOPT_URL, next.c_str());
+  }
+}
+
+// What an answer means: ok, an error naming `shown` (the URL as ShownLocation shows it),
+// and whether to try again.
+Outcome Judge(const std::string& shown, CURLcode rc, const char* error, long http, curl_off_t length, const Sink& sink,
+              const TransferOptions& o, bool upload, bool range) {
+  if (range && http == 200) {
+    return {
+        IOError(shown + ": the server does not serve byte ranges (it answered a range request with the whole object)"),
+        false};
+  }
+  // An error page longer than the body expected (a small range) is reported by its status.
+  const bool error_page = sink.over_limit && http >= 300;
+  if (sink.over_limit && !error_page) {
+    const std::string larger = shown + ": the object is larger than " + std::to_string(sink.limit) + " bytes";
+    return {sink.exact ? Corruption(larger + ", the size its manifest says") : IOError(larger), false};
+  }
+  if (sink.write_failed) return {IOError(shown + ": cannot write what was received to the local file"), false};
+  if (rc != CURLE_OK && !error_page) {
+    const std::string why = error[0] != '\0' ? error : curl_easy_strerror(rc);
+    const bool transient = rc == CURLE_OPERATION_TIMEDOUT || rc == CURLE_COULDNT_CONNECT || rc == CURLE_RECV_ERROR ||
+                           rc == CURLE_SEND_ERROR || rc == CURLE_PARTIAL_FILE || rc == CURLE_GOT_NOTHING ||
+                           rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_HTTP2 ||
+                           rc == CURLE_HTTP2_STREAM;
+    return {IOError(shown + ": " + why), transient};
+  }
+  if (http == 404) return {NotFound(shown + ": no such object (HTTP 404)"), false};
+  if (http == 401 || http == 403) {
+    const std::string hint = o.aws.on() ? " with the credentials of access key " + o.aws.access_key +
+                                              " (AWS_ACCESS_KEY_ID, AWS_PROFILE, ~/.aws/credentials)"
+                                        : "";
+    return {IOError(shown + ": access refused (HTTP " + std::to_string(http) + ")" + hint), false};
+  }
+  const std::string answered = shown + ": the server answered HTTP " + std::to_string(http);
+  if (http >= 500 || http == 429 || http == 408) return {IOError(answered), true};
+  if (http < 200 || http >= 300) return {IOError(answered), false};
+  if (!upload && length >= 0 && static_cast<uint64_t>(length) != sink.received) {
+    return {IOError(shown + ": received " + std::to_string(sink.received) + " of " + std::to_string(length) + " bytes"),
+            true};
+  }
+  return {Status::Ok(), false};
+}
+
+// One request: a GET of `url` into `sink` (of bytes `range`, "first-last", when given),
+// or with `body` a PUT of it, or with `method` that request without a body (DELETE); the
+// answer's body goes into `sink`. A GET follows the redirects RedirectRefusal allows;
+// any other redirect is an error naming where it pointed.
+Outcome Perform(const std::string& url, Sink& sink, const TransferOptions& o, Body* body = nullptr,
+                const char* method = nullptr, const char* range = nullptr) {
+  const std::string shown = ShownLocation(url);
+  CURL* curl = curl_easy_init();
+  if (curl == nullptr) return {IOError(shown + ": cannot start a transfer (curl_easy_init)"), false};
+  char error[CURL_ERROR_SIZE] = {0};
+  sink.curl = curl;
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, Write);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &sink);
+  SetCommonOptions(curl, o);
   if (body != nullptr) {
     curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
     curl_easy_setopt(curl, CURLOPT_READFUNCTION, Read);
@@ -163,59 +257,24 @@ Outcome Perform(const std::string& url, Sink& sink, const TransferOptions& o, Bo
   curl_slist* headers = nullptr;
   const std::string provider = "aws:amz:" + o.aws.region + ":s3";
   const std::string token = "x-amz-security-token: " + o.aws.session_token;
-  if (o.aws.on()) {
+  if (o.aws.on()) {  // libcurl signs each request for its own URL, a redirect's included
     curl_easy_setopt(curl, CURLOPT_AWS_SIGV4, provider.c_str());
     curl_easy_setopt(curl, CURLOPT_USERNAME, o.aws.access_key.c_str());
     curl_easy_setopt(curl, CURLOPT_PASSWORD, o.aws.secret_key.c_str());
-    curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);  // a signature holds for its own URL only
     headers = curl_slist_append(headers, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
     if (!o.aws.session_token.empty()) headers = curl_slist_append(headers, token.c_str());
   }
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  const CURLcode rc = curl_easy_perform(curl);
-  curl_slist_free_all(headers);
+  std::string refusal;
+  const CURLcode rc = PerformFollowing(curl, url, body == nullptr && method == nullptr, &refusal);
   long http = 0;
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &http);
   curl_off_t length = -1;
   curl_easy_getinfo(curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
+  curl_slist_free_all(headers);
   curl_easy_cleanup(curl);
-  if (range != nullptr && http == 200) {
-    return {
-        IOError(url + ": the server does not serve byte ranges (it answered a range request with the whole object)"),
-        false};
-  }
-  // An error page longer than the body expected (a small range) is reported by its status.
-  const bool error_page = sink.over_limit && http >= 300;
-  if (sink.over_limit && !error_page) {
-    return {IOError(url + ": the object is larger than " + std::to_string(sink.limit) + " bytes"), false};
-  }
-  if (sink.write_failed) return {IOError(url + ": cannot write what was received to the local file"), false};
-  if (rc != CURLE_OK && !error_page) {
-    const std::string why = error[0] != '\0' ? error : curl_easy_strerror(rc);
-    const bool transient = rc == CURLE_OPERATION_TIMEDOUT || rc == CURLE_COULDNT_CONNECT || rc == CURLE_RECV_ERROR ||
-                           rc == CURLE_SEND_ERROR || rc == CURLE_PARTIAL_FILE || rc == CURLE_GOT_NOTHING ||
-                           rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_HTTP2 ||
-                           rc == CURLE_HTTP2_STREAM;
-    return {IOError(url + ": " + why), transient};
-  }
-  if (http == 404) return {NotFound(url + ": no such object (HTTP 404)"), false};
-  if (http == 401 || http == 403) {
-    const std::string hint = o.aws.on() ? " with the credentials of access key " + o.aws.access_key +
-                                              " (AWS_ACCESS_KEY_ID, AWS_PROFILE, ~/.aws/credentials)"
-                                        : "";
-    return {IOError(url + ": access refused (HTTP " + std::to_string(http) + ")" + hint), false};
-  }
-  if (http >= 500 || http == 429 || http == 408) {
-    return {IOError(url + ": the server answered HTTP " + std::to_string(http)), true};
-  }
-  if (http < 200 || http >= 300) {
-    return {IOError(url + ": the server answered HTTP " + std::to_string(http)), false};
-  }
-  if (body == nullptr && length >= 0 && static_cast<uint64_t>(length) != sink.received) {
-    return {IOError(url + ": received " + std::to_string(sink.received) + " of " + std::to_string(length) + " bytes"),
-            true};
-  }
-  return {Status::Ok(), false};
+  if (!refusal.empty()) return {IOError(refusal), false};
+  return Judge(shown, rc, error, http, length, sink, o, body != nullptr, range != nullptr);
 }
 
 // Runs `attempt` with `options` resolved (ResolveTransferOptions) up to their attempts
@@ -247,15 +306,18 @@ Status FetchToFile(const std::string& url, const std::string& path, uint64_t exp
   GlobalInit();
   const Status st = WithRetries(options, [&](const TransferOptions& o) -> Outcome {
     std::FILE* f = std::fopen(path.c_str(), "wb");
-    if (f == nullptr) return {IOError(path + ": cannot create the file for " + url), false};
+    if (f == nullptr) return {IOError(path + ": cannot create the file for " + ShownLocation(url)), false};
     Sink sink;
     sink.file = f;
-    if (expected_size != UINT64_MAX) sink.limit = expected_size;
+    sink.exact = expected_size != UINT64_MAX;
+    sink.limit = expected_size;
     Outcome out = Perform(url, sink, o);
-    if (std::fclose(f) != 0 && out.status.ok()) out = {IOError(path + ": cannot write the file for " + url), false};
-    if (out.status.ok() && expected_size != UINT64_MAX && sink.received != expected_size) {
-      out = {IOError(url + ": the object is " + std::to_string(sink.received) + " bytes, the manifest says " +
-                     std::to_string(expected_size)),
+    if (std::fclose(f) != 0 && out.status.ok()) {
+      out = {IOError(path + ": cannot write the file for " + ShownLocation(url)), false};
+    }
+    if (out.status.ok() && sink.exact && sink.received != expected_size) {
+      out = {Corruption(ShownLocation(url) + ": the object is " + std::to_string(sink.received) +
+                        " bytes, its manifest says " + std::to_string(expected_size)),
              false};
     }
     return out;
@@ -282,7 +344,7 @@ Status PutFile(const std::string& url, const std::string& path, const TransferOp
   ASSIGN_OR_RETURN(const uint64_t size, FileSize(path));
   return WithRetries(options, [&](const TransferOptions& o) -> Outcome {
     std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) return {IOError(path + ": cannot open the file to send to " + url), false};
+    if (f == nullptr) return {IOError(path + ": cannot open the file to send to " + ShownLocation(url)), false};
     Body body{f, size};
     std::vector<uint8_t> answer;
     Sink sink;
@@ -291,7 +353,7 @@ Status PutFile(const std::string& url, const std::string& path, const TransferOp
     Outcome out = Perform(url, sink, o, &body);
     std::fclose(f);
     if (out.status.code() == StatusCode::kNotFound) {  // no bucket to put into
-      out.status = NotFound(url + ": the bucket does not exist (HTTP 404)");
+      out.status = NotFound(ShownLocation(url) + ": the bucket does not exist (HTTP 404)");
     }
     return out;
   });
@@ -320,7 +382,8 @@ Status FetchRange(const std::string& url, uint64_t offset, uint64_t size, void* 
     sink.limit = size;
     Outcome out = Perform(url, sink, o, nullptr, nullptr, range.c_str());
     if (out.status.ok() && sink.received != size) {
-      out = {IOError(url + ": bytes " + range + " came as " + std::to_string(sink.received) + " bytes"), true};
+      out = {IOError(ShownLocation(url) + ": bytes " + range + " came as " + std::to_string(sink.received) + " bytes"),
+             true};
     }
     return out;
   });
@@ -331,23 +394,23 @@ Status FetchRange(const std::string& url, uint64_t offset, uint64_t size, void* 
 bool TransfersAvailable() { return false; }
 
 Status FetchToFile(const std::string& url, const std::string&, uint64_t, const TransferOptions&) {
-  return Unsupported(url + ": this build has no libcurl, so no remote datasets");
+  return Unsupported(ShownLocation(url) + ": this build has no libcurl, so no remote datasets");
 }
 
 Result<std::vector<uint8_t>> FetchToMemory(const std::string& url, uint64_t, const TransferOptions&) {
-  return Unsupported(url + ": this build has no libcurl, so no remote datasets");
+  return Unsupported(ShownLocation(url) + ": this build has no libcurl, so no remote datasets");
 }
 
 Status PutFile(const std::string& url, const std::string&, const TransferOptions&) {
-  return Unsupported(url + ": this build has no libcurl, so no remote datasets");
+  return Unsupported(ShownLocation(url) + ": this build has no libcurl, so no remote datasets");
 }
 
 Status DeleteObject(const std::string& url, const TransferOptions&) {
-  return Unsupported(url + ": this build has no libcurl, so no remote datasets");
+  return Unsupported(ShownLocation(url) + ": this build has no libcurl, so no remote datasets");
 }
 
 Status FetchRange(const std::string& url, uint64_t, uint64_t, void*, const TransferOptions&) {
-  return Unsupported(url + ": this build has no libcurl, so no remote datasets");
+  return Unsupported(ShownLocation(url) + ": this build has no libcurl, so no remote datasets");
 }
 
 #endif

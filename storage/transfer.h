@@ -27,6 +27,8 @@ struct TransferOptions {
   // A transfer that moves no byte for this long (whole seconds, rounded up) is abandoned (a
   // stalled server or network), and retried as a failed one: $SHARDIFY_REMOTE_STALL_TIMEOUT [30 s]
   double stall_timeout_s = 0;
+  // How long a read waits for readers to release room in a full cache: $SHARDIFY_CACHE_WAIT [120 s]
+  double cache_wait_s = 0;
   int attempts = 0;              // tries per object: $SHARDIFY_REMOTE_ATTEMPTS [5]
   double first_backoff_s = 0.5;  // wait before the second try; doubles each time, at most 8 s
   AwsSigning aws;                // S3 locations: how requests are signed

@@ -15,6 +15,7 @@
 #include "reader/bench.h"
 #include "reader/loader.h"
 #include "reader/patch_sampler.h"
+#include "storage/location.h"
 #endif
 
 namespace shardify::tools {
@@ -134,12 +135,12 @@ Result<PatchSetup> SetUpPatches(const std::string& dir, const BenchOptions& o, c
   const Manifest& m = s.ds->manifest();
   const int image = m.FindField(kImageField);
   if (image < 0 || m.fields[image].kind != FieldKind::kNdarray)
-    return NotFound("--patch reads the ndarray field 'image', and " + dir + " has none");
+    return NotFound("--patch reads the ndarray field 'image', and " + s.ds->dir() + " has none");
   s.image = static_cast<size_t>(image);
   const Shape& shape = m.fields[s.image].shape;
   if (shape.size() < patch.size())
     return InvalidArgument("--patch " + ExtentsToString(patch) + " has " + std::to_string(patch.size()) +
-                           " axes, more than the rank of field 'image' " + ShapeToString(shape) + " of " + dir);
+                           " axes, more than the rank of field 'image' " + ShapeToString(shape) + " of " + s.ds->dir());
   PatchOptions po;
   po.patch = patch;
   po.seed = o.seed;
@@ -148,7 +149,8 @@ Result<PatchSetup> SetUpPatches(const std::string& dir, const BenchOptions& o, c
   ASSIGN_OR_RETURN(s.sampler, PatchSampler::Create(s.ds.get(), std::move(po)));
   ASSIGN_OR_RETURN(s.range, detail::SplitRange(m, split));
   RETURN_IF_ERROR(s.ds->CheckSampleCounts(s.range.first, s.range.end - s.range.first));
-  if (s.range.end == s.range.first) return InvalidArgument("split '" + split + "' of " + dir + " has no samples");
+  if (s.range.end == s.range.first)
+    return InvalidArgument("split '" + split + "' of " + s.ds->dir() + " has no samples");
   const uint64_t limit = s.ds->options().max_sample_bytes;
   for (uint64_t i = s.range.first; i < s.range.end; ++i) {
     ASSIGN_OR_RETURN(uint64_t ip, s.sampler->ImageBytes(i));
@@ -260,7 +262,7 @@ Result<BenchResult> BenchPatches(const std::string& dir, const BenchOptions& o, 
 Result<std::string> ChooseSplit(const std::string& dir, const std::string& split) {
   if (!split.empty()) return split;
   ASSIGN_OR_RETURN(auto ds, detail::OpenDataset(dir, IoMode::kMmap));  // the manifest only
-  if (ds->manifest().splits.empty()) return NotFound("dataset " + dir + " has no splits");
+  if (ds->manifest().splits.empty()) return NotFound("dataset " + ds->dir() + " has no splits");
   return ds->manifest().splits.front().name;
 }
 
@@ -333,13 +335,14 @@ void PrintPatchText(const BenchResult& r, std::ostream& out) {
 Status RunBench(const std::string& dir, const BenchOptions& options, std::ostream& out) {
   if (!options.json && !options.patch.empty()) {
     ASSIGN_OR_RETURN(const Shape patch, ParsePatch(options.patch));
-    out << "reading " << dir << (options.split.empty() ? "" : " split " + options.split) << ": random patches of "
-        << ExtentsToString(patch) << ", then " << options.epochs << " epoch(s) of whole volumes, threads "
-        << (options.threads ? std::to_string(options.threads) : "all") << "...\n"
+    out << "reading " << storage::ShownLocation(dir) << (options.split.empty() ? "" : " split " + options.split)
+        << ": random patches of " << ExtentsToString(patch) << ", then " << options.epochs
+        << " epoch(s) of whole volumes, threads " << (options.threads ? std::to_string(options.threads) : "all")
+        << "...\n"
         << std::flush;
   } else if (!options.json) {
-    out << "reading " << dir << (options.split.empty() ? "" : " split " + options.split) << ", " << options.epochs
-        << " epoch(s), batch " << options.batch << ", threads "
+    out << "reading " << storage::ShownLocation(dir) << (options.split.empty() ? "" : " split " + options.split) << ", "
+        << options.epochs << " epoch(s), batch " << options.batch << ", threads "
         << (options.threads ? std::to_string(options.threads) : "all") << "...\n"
         << std::flush;
   }

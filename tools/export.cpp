@@ -172,7 +172,7 @@ Status RunExport(const std::string& dir, uint64_t index, const std::string& path
   ASSIGN_OR_RETURN(auto ds, detail::OpenDataset(dir, options.io));
   const Manifest& m = ds->manifest();
   if (index >= m.num_samples) {
-    return OutOfRange("sample " + std::to_string(index) + " of " + dir + ": the dataset has " +
+    return OutOfRange("sample " + std::to_string(index) + " of " + ds->dir() + ": the dataset has " +
                       std::to_string(m.num_samples) + " samples");
   }
   Array a;

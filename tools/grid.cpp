@@ -134,7 +134,7 @@ Status RunGrid(const std::string& dir, const std::string& path, const GridOption
   ASSIGN_OR_RETURN(size_t field, detail::ResolveArrayField(m, options.field));
   ASSIGN_OR_RETURN(detail::Range range, detail::SplitRange(m, options.split));
   const std::vector<uint64_t> picks = DrawSamples(range.first, range.end, options.count, options.seed);
-  if (picks.empty()) return NotFound("no samples to draw in " + dir);
+  if (picks.empty()) return NotFound("no samples to draw in " + ds->dir());
   const GridLayout g = ComputeGridLayout(picks.size(), options.tile, options.columns);
   if (uint64_t(g.width) * g.height > (uint64_t(1) << 28)) {
     return InvalidArgument("a sheet of " + std::to_string(g.width) + "x" + std::to_string(g.height) +

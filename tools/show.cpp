@@ -168,7 +168,7 @@ Status RunShow(const std::string& dir, uint64_t index, const ShowOptions& option
   ASSIGN_OR_RETURN(auto ds, detail::OpenDataset(dir, options.io));
   const Manifest& m = ds->manifest();
   if (index >= m.num_samples) {
-    return OutOfRange("sample " + std::to_string(index) + " of " + dir + ": the dataset has " +
+    return OutOfRange("sample " + std::to_string(index) + " of " + ds->dir() + ": the dataset has " +
                       std::to_string(m.num_samples) + " samples");
   }
   ASSIGN_OR_RETURN(SampleView s, ds->Sample(index));

@@ -184,8 +184,8 @@ void StatsText(const Manifest& m, const StatsReport& r, std::ostream& out) {
 Status RunStats(const std::string& dir, const StatsOptions& options, std::ostream& out) {
   ASSIGN_OR_RETURN(auto ds, detail::OpenDataset(dir, options.io));
   if (!options.json) {
-    out << "stats of " << dir << (options.split.empty() ? "" : " split " + options.split) << " (" << ds->num_samples()
-        << " samples in the dataset)\n"
+    out << "stats of " << ds->dir() << (options.split.empty() ? "" : " split " + options.split) << " ("
+        << ds->num_samples() << " samples in the dataset)\n"
         << std::flush;
   }
   ASSIGN_OR_RETURN(StatsReport r, ComputeStats(dir, options));

@@ -10,7 +10,8 @@ usage: tools/test.sh [--full]
 
   (none)   install missing packages, lint, build Release (build/), run every test in it
   --full   all of the above, then build under ASan+UBSan (build-asan/) and run every
-           test there, then fuzz shard opening for FUZZ_SECONDS (default 60); CI runs this
+           test there, then fuzz shard opening, the S3 listing parser and object names
+           for FUZZ_SECONDS in all (default 60); CI runs this
   --help   print this and exit
 
 Environment: JOBS (parallel jobs; default: all cores), FUZZ_SECONDS.

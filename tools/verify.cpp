@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 
 #include "base/file.h"
@@ -25,7 +26,12 @@ struct ShardResult {
   uint64_t samples = 0;
   uint64_t blobs = 0;
   bool done = false;
+  Status error;  // an I/O error: it ends the check (a refused, failed or stalled transfer)
 };
+
+// A problem is what the data holds (damaged or missing bytes); an I/O error says nothing
+// about the data and ends the check, as the error of the run (exit code 2, not 1).
+bool EndsCheck(const Status& st) { return st.code() == StatusCode::kIOError; }
 
 // Returns false when the file is missing or has the wrong size (recorded as a problem).
 bool CheckFileSize(const std::string& dir, const ShardInfo& info, ShardResult& r) {
@@ -58,6 +64,10 @@ void CheckBlobs(const Dataset& ds, const ShardInfo& info, Decoder& d, std::vecto
   const Manifest& m = ds.manifest();
   for (uint64_t i = info.first_sample; i < info.first_sample + info.num_samples; ++i) {
     auto s = ds.Sample(i);
+    if (!s.ok() && EndsCheck(s.status())) {
+      r.error = s.status();
+      return;
+    }
     if (!s.ok()) {
       r.problems.push_back({info.file_name, i, s.status().message()});
       continue;
@@ -85,13 +95,18 @@ void CheckOneShard(const Dataset& ds, size_t n, bool quick, Decoder& d, std::vec
   if (!CheckFileSize(ds.dir(), info, r)) return;
   Status st = ds.CheckShard(n);
   if (!st.ok()) {
-    r.problems.push_back({info.file_name, std::nullopt, st.message()});
+    if (EndsCheck(st)) {
+      r.error = std::move(st);
+    } else {
+      r.problems.push_back({info.file_name, std::nullopt, st.message()});
+    }
     return;
   }
   if (!quick) CheckBlobs(ds, info, d, buf, r);
 }
 
-// Checks shards on `threads` workers; hands results to `emit` in shard order.
+// Checks shards on `threads` workers; hands results to `emit` in shard order. After an
+// I/O error the shards not begun yet are not checked.
 void CheckAllShards(const Dataset& ds, const VerifyOptions& options, const std::function<void(ShardResult&)>& emit) {
   const size_t count = ds.manifest().shards.size();
   const size_t threads = WorkerCount(options.threads, count);
@@ -99,12 +114,14 @@ void CheckAllShards(const Dataset& ds, const VerifyOptions& options, const std::
   std::vector<Decoder> decoders(threads);
   std::vector<std::vector<uint8_t>> buffers(threads);
   std::mutex mu;
+  std::atomic<bool> failed{false};
   size_t emitted = 0;
   ParallelFor(
       count, threads,
       [&](size_t n, size_t w) {
         ShardResult r;
-        CheckOneShard(ds, n, options.quick, decoders[w], buffers[w], r);
+        if (!failed) CheckOneShard(ds, n, options.quick, decoders[w], buffers[w], r);
+        if (!r.error.ok()) failed = true;
         std::lock_guard<std::mutex> lock(mu);
         results[n] = std::move(r);
         results[n].done = true;
@@ -134,17 +151,23 @@ Result<VerifyReport> VerifyDataset(const std::string& dir, const VerifyOptions& 
   auto ds = Dataset::Open(dir, read);
   if (!ds.ok()) {
     if (ds.status().code() != StatusCode::kCorruption && ds.status().code() != StatusCode::kUnsupported) {
-      return ds.status().WithContext("dataset " + dir);
+      return ds.status().WithContext("dataset " + storage::ShownLocation(dir));
     }
     add({kManifestFileName, std::nullopt, ds.status().message()});
     return report;
   }
+  Status error;
   CheckAllShards(**ds, options, [&](ShardResult& r) {
+    if (!error.ok() || !r.error.ok()) {
+      if (error.ok()) error = std::move(r.error);
+      return;
+    }
     ++report.shards;
     report.samples += r.samples;
     report.blobs += r.blobs;
     for (VerifyProblem& p : r.problems) add(std::move(p));
   });
+  if (!error.ok()) return error.WithContext("dataset " + (*ds)->dir());
   return report;
 }
 
@@ -152,13 +175,13 @@ namespace {
 
 Status Summary(const std::string& dir, const VerifyReport& r) {
   if (r.ok()) return Status::Ok();
-  return Corruption(std::to_string(r.problems.size()) + " problem(s) in " + dir);
+  return Corruption(std::to_string(r.problems.size()) + " problem(s) in " + storage::ShownLocation(dir));
 }
 
 // The JSON report, with each problem written as it is found.
 Status VerifyJson(const std::string& dir, const VerifyOptions& options, std::ostream& out) {
   detail::JsonObjectStream o(out);
-  o.Put("dataset", dir);
+  o.Put("dataset", storage::ShownLocation(dir));
   o.Put("quick", options.quick);
   o.BeginArray("problems");
   auto item = [&](const VerifyProblem& p) {
@@ -185,7 +208,8 @@ Status VerifyJson(const std::string& dir, const VerifyOptions& options, std::ost
 
 Status RunVerify(const std::string& dir, const VerifyOptions& options, std::ostream& out) {
   if (options.json) return VerifyJson(dir, options, out);
-  out << "verifying " << dir << (options.quick ? " (structure only)" : "") << "\n" << std::flush;
+  out << "verifying " << storage::ShownLocation(dir) << (options.quick ? " (structure only)" : "") << "\n"
+      << std::flush;
   auto print = [&](const VerifyProblem& p) { out << p.ToString() << "\n" << std::flush; };
   ASSIGN_OR_RETURN(VerifyReport r, VerifyDataset(dir, options, print));
   out << (r.ok() ? "ok: " : "FAILED: ") << r.shards << " shards, " << r.samples << " samples, " << r.blobs

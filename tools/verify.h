@@ -41,12 +41,15 @@ struct VerifyReport {
 // gives, then Dataset::CheckShard, then (unless quick) every ndarray blob of every sample
 // is decoded with its checksum verified. Keeps going after a problem. `on_problem`, when
 // given, is called on the calling thread for each problem as it is found, in shard order.
-// Errors (not problems): a directory without a manifest, or one that cannot be read.
+// Errors (not problems): a directory without a manifest, or one that cannot be read; and
+// an I/O error while reading a shard (kIOError: a refused, failed or stalled transfer of a
+// remote shard, a failed read), which ends the check: it says nothing about the data.
 Result<VerifyReport> VerifyDataset(const std::string& dir, const VerifyOptions& options,
                                    const std::function<void(const VerifyProblem&)>& on_problem = {});
 
 // VerifyDataset, writing one line per problem as found and a summary (or the JSON object).
 // Returns Corruption("<n> problems") when problems were found, so the exit code is 1.
+// The dataset is named as storage::ShownLocation shows it (a URL's query as "?...").
 Status RunVerify(const std::string& dir, const VerifyOptions& options, std::ostream& out);
 
 }  // namespace shardify::tools

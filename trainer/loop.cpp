@@ -13,6 +13,7 @@
 #include "base/strings.h"
 #include "format/fields.h"
 #include "format/manifest.h"
+#include "storage/location.h"
 #include "trainer/distributed_internal.h"
 #include "trainer/loop_internal.h"
 #include "trainer/metrics.h"
@@ -238,7 +239,7 @@ Status Prepare(const TrainOptions& o, Setup& s) {
   s.classes = s.ds->manifest().classes;
   for (const std::string& c : s.classes) {  // they go into every checkpoint's JSON meta
     if (!IsUtf8(c)) {
-      return InvalidArgument(o.data_dir + ": class name '" + EscapeNonUtf8(c) +
+      return InvalidArgument(storage::ShownLocation(o.data_dir) + ": class name '" + EscapeNonUtf8(c) +
                              "' is not UTF-8, which checkpoints need; rename it and convert again");
     }
   }
@@ -774,7 +775,7 @@ Result<TrainSummary> Train(const TrainOptions& options) {
     }
     return TrainImpl(options);
   } catch (const std::exception& e) {
-    return detail::FromTorchException("training on " + options.data_dir, e);
+    return detail::FromTorchException("training on " + storage::ShownLocation(options.data_dir), e);
   }
 }
 

@@ -6,6 +6,7 @@
 #include "base/file.h"
 #include "format/fields.h"
 #include "format/writer.h"
+#include "storage/location.h"
 #include "trainer/loop_internal.h"
 #include "trainer/metrics.h"
 #include "trainer/predict_grid.h"
@@ -34,7 +35,7 @@ Status OpenPredictor(const PredictOptions& o, Predictor& p) {
   ASSIGN_OR_RETURN(std::unique_ptr<Dataset> ds, Dataset::Open(o.data_dir, read));
   p.ds = std::move(ds);
   if (p.ds->manifest().FindSplit(o.split) == nullptr) {
-    return NotFound(o.data_dir + ": no split '" + o.split + "'");
+    return NotFound(storage::ShownLocation(o.data_dir) + ": no split '" + o.split + "'");
   }
   p.spec.segmentation = p.meta.task == "segmentation";
   p.spec.mean = p.meta.mean;
@@ -187,7 +188,7 @@ Result<std::unique_ptr<DatasetWriter>> MaskWriter(const PredictOptions& o, Predi
   wo.classes = p.meta.classes;
   wo.overwrite = true;
   wo.provenance.converter = "shardtrain predict";
-  wo.provenance.source = o.checkpoint + " over " + o.data_dir + " split " + o.split;
+  wo.provenance.source = o.checkpoint + " over " + storage::ShownLocation(o.data_dir) + " split " + o.split;
   return DatasetWriter::Create(o.out, std::move(fields), wo);
 }
 
@@ -226,7 +227,7 @@ Result<PredictSummary> PredictImpl(const PredictOptions& o) {
   CaseDiceMetrics case_dice(k, p.spec.multi_label);
   PredictSummary summary;
   torch::NoGradGuard no_grad;
-  const std::string where = o.data_dir + ", split '" + o.split + "'";
+  const std::string where = storage::ShownLocation(o.data_dir) + ", split '" + o.split + "'";
   while (true) {
     ASSIGN_OR_RETURN(std::shared_ptr<Batch> b, loader->Next());
     if (!b) break;
@@ -272,7 +273,8 @@ Result<PredictSummary> Predict(const PredictOptions& options) {
   try {
     return PredictImpl(options);
   } catch (const std::exception& e) {
-    return detail::FromTorchException("predicting " + options.data_dir + " with " + options.checkpoint, e);
+    return detail::FromTorchException(
+        "predicting " + storage::ShownLocation(options.data_dir) + " with " + options.checkpoint, e);
   }
 }
 

@@ -100,6 +100,12 @@ class Dataset:
     def path(self):
         return self._path
 
+    @property
+    def _shown(self):
+        """The path as messages and repr show it: a URL's query (it may hold a token) as
+        "?..." (the C++ dataset's dir(), storage::ShownLocation)."""
+        return self._opened.path
+
     def __len__(self):
         return self._core.num_samples
 
@@ -135,7 +141,7 @@ class Dataset:
         for split, first, count in self._core.splits():
             if split == name:
                 return range(first, first + count)
-        raise ValueError(f"{self._path} has no split {name!r}; it has {sorted(self.splits)}")
+        raise ValueError(f"{self._shown} has no split {name!r}; it has {sorted(self.splits)}")
 
     @property
     def classes(self):
@@ -178,7 +184,7 @@ class Dataset:
         return self._core.format_version
 
     def __repr__(self):
-        return f"shardify.Dataset({self._path!r}, samples={len(self)}, splits={self.splits})"
+        return f"shardify.Dataset({self._shown!r}, samples={len(self)}, splits={self.splits})"
 
     def __getstate__(self):
         return {"path": self._path, "options": self._options}
@@ -188,7 +194,7 @@ class Dataset:
 
     def _check_field(self, name):
         if name not in self._field_names:
-            raise ValueError(f"{self._path} has no field {name!r}; it has {self._field_names}")
+            raise ValueError(f"{self._shown} has no field {name!r}; it has {self._field_names}")
 
     def _ndarray_fields(self, fields):
         kinds = {f["name"]: f["kind"] for f in self.fields}

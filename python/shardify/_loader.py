@@ -284,7 +284,7 @@ class Loader:
 
     def __repr__(self):
         a = self._opts
-        return (f"shardify.Loader({self._dataset.path!r}, split={a['split']!r}, batch_size={a['batch_size']}, "
+        return (f"shardify.Loader({self._dataset._shown!r}, split={a['split']!r}, batch_size={a['batch_size']}, "
                 f"order={a['order']!r}, rank={a['rank']}, world_size={a['world_size']}, batches={len(self)})")
 
     def __reduce__(self):
@@ -437,7 +437,7 @@ def _parse_device(device, torch):
 
 def _check_split(dataset, split):
     if split not in dataset.splits:
-        raise ValueError(f"{dataset.path} has no split {split!r}; it has {sorted(dataset.splits)}")
+        raise ValueError(f"{dataset._shown} has no split {split!r}; it has {sorted(dataset.splits)}")
     return split
 
 
@@ -449,7 +449,7 @@ def _check_fields(dataset, fields):
     known = {f["name"]: f["kind"] for f in dataset.fields}
     for name in fields:
         if name not in known:
-            raise ValueError(f"{dataset.path} has no field {name!r}; it has {sorted(known)}")
+            raise ValueError(f"{dataset._shown} has no field {name!r}; it has {sorted(known)}")
         if known[name] in ("string", "bytes"):
             raise ValueError(f"field {name!r} is of kind {known[name]}, which is not batched")
     return list(fields)

@@ -2,6 +2,7 @@
 serves on 127.0.0.1 through a bounded local cache, with the same values as on disk."""
 
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -11,6 +12,8 @@ import shardify
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 from bench_remote import lighttpd  # noqa: E402
+
+SHARDTOOL = os.path.join(os.path.dirname(os.path.abspath(shardify.__file__)), "..", "..", "bin", "shardtool")
 
 
 @pytest.fixture(scope="module")
@@ -82,3 +85,30 @@ def test_samples_of_a_dataset_larger_than_the_cache_are_read_by_ranges(served, t
     monkeypatch.setenv("SHARDIFY_REMOTE_FETCH", "sometimes")
     with pytest.raises(ValueError, match="SHARDIFY_REMOTE_FETCH is 'sometimes'"):
         shardify.Dataset(url, cache_dir=cache)
+
+
+def test_a_token_in_the_query_is_shown_as_dots_in_every_output(served, tmp_path):
+    url, _ = served
+    token = "sv=2024&sig=planted-token-4e1d"
+    signed, missing = f"{url}?{token}", f"{url}/nothing?{token}"
+    env = dict(os.environ, SHARDIFY_CACHE_DIR=str(tmp_path / "cache"), SHARDIFY_CACHE_LIMIT="1M")
+    shown = []
+    for args, code in (("info", 0), ("info --json", 0), ("ls --limit 2", 0), ("show 3 --no-preview", 0),
+                       ("verify", 0), ("verify --json", 0), ("stats --limit 20", 0), ("bench --epochs 1 --batch 8", 0),
+                       ("verify", 2), ("verify --json", 2), ("stats", 2), ("bench", 2), ("info", 2)):
+        command, *rest = args.split()
+        r = subprocess.run([SHARDTOOL, command, signed if code == 0 else missing, *rest], capture_output=True,
+                           text=True, env=env, timeout=120)
+        assert r.returncode == code, r.stdout + r.stderr
+        shown.append(r.stdout + r.stderr)
+    ds = shardify.Dataset(signed, cache_dir=tmp_path / "cache", cache_limit="1M")
+    shown += [repr(ds), repr(shardify.Loader(signed, batch_size=30, cache_dir=tmp_path / "cache", cache_limit="1M")),
+              repr(shardify.Loader(ds, batch_size=30))]
+    for call in (lambda: shardify.Dataset(missing, cache_dir=tmp_path / "cache"),
+                 lambda: shardify.Loader(ds, split="test"), lambda: shardify.Loader(ds, fields=["depth"])):
+        with pytest.raises((OSError, ValueError)) as raised:
+            call()
+        shown.append(str(raised.value))
+    text = "\n".join(shown)
+    assert "planted-token" not in text
+    assert text.count(f"{url}?...") >= 8 and f"{url}/nothing?..." in text

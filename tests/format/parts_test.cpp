@@ -213,3 +213,29 @@ TEST_CASE("parts: merge refuses a damaged shard and a part being written, naming
   CHECK(MergeOk(dst).samples == 30);
   CHECK(MergeParts(dir / "nothing").status().code() == StatusCode::kNotFound);
 }
+
+TEST_CASE("parts: a part folder that is a symbolic link is refused, and the folder it names left as it was") {
+  TempDir dir;
+  const std::string dst = dir / "merged";
+  for (uint32_t k : {1u, 2u}) WritePart(dst, k, 2, 20);
+  fs::rename(dst + "/parts/00002-of-00002", dir / "elsewhere");
+  fs::create_directory_symlink(dir / "elsewhere", dst + "/parts/00002-of-00002");
+  const auto files = std::distance(fs::directory_iterator(dir / "elsewhere"), fs::directory_iterator());
+  const Status st = MergeError(dst);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(st.message(), Catch::Contains("00002-of-00002") && Catch::Contains("symbolic link"));
+  CHECK(std::distance(fs::directory_iterator(dir / "elsewhere"), fs::directory_iterator()) == files);
+  CHECK(fs::exists(dst + "/parts/00001-of-00002/part.sfm"));
+}
+
+TEST_CASE("parts: a hidden folder under parts/ is passed over, and left there by the merge") {
+  TempDir dir;
+  const std::string dst = dir / "merged";
+  for (uint32_t k : {1u, 2u}) WritePart(dst, k, 2, 20);
+  REQUIRE(MakeDirs(dst + "/parts/.00001-of-00002").ok());
+  REQUIRE(WriteFileAtomic(dst + "/parts/.00001-of-00002/note", "x", 1, false).ok());
+  CHECK(MergeOk(dst).samples == 20);
+  CHECK(fs::exists(dst + "/parts/.00001-of-00002/note"));
+  CHECK_FALSE(fs::exists(dst + "/parts/00001-of-00002"));
+  CHECK(MergeOk(dst).already_merged);
+}

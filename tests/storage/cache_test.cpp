@@ -1,5 +1,6 @@
 // The bounded cache: whole files only, one fetch per key across processes, least recently
-// used first out, never a held file, and a clear error when held files leave no room.
+// used first out, never a held file, and a bounded wait when held files leave no room, then
+// a clear error.
 #include "storage/cache.h"
 
 #include <sys/stat.h>
@@ -9,6 +10,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -89,11 +91,99 @@ TEST_CASE("storage: when held files leave no room the error says so, and nothing
   auto b = (*cache)->Get("b", 100, Writes(100, 'b'));
   REQUIRE(a.ok());
   REQUIRE(b.ok());
-  const auto c = (*cache)->Get("c", 100, Writes(100, 'c'));
+  const auto c = (*cache)->Get("c", 100, Writes(100, 'c'));  // a cache that waits 0 s fails at once
   REQUIRE(c.status().code() == StatusCode::kResourceExhausted);
-  CHECK_THAT(c.status().message(), Catch::Contains("200 bytes are held"));
+  CHECK_THAT(c.status().message(), Catch::Contains("limit is 250 bytes and 200 bytes (2 files) are held by 1 reader"));
   CHECK(Names(tmp / "c").size() == 2);
   CHECK((*cache)->Get("big", 251, Writes(251, 'x')).status().code() == StatusCode::kResourceExhausted);
+}
+
+// A child process that holds the cache's files `keys` (100 bytes each) until the pipe it
+// returns is closed; they are held once it returns.
+struct Holder {
+  Holder(const std::string& dir, std::vector<std::string> keys) {
+    int ready[2], done[2];
+    REQUIRE(::pipe(ready) == 0);
+    REQUIRE(::pipe(done) == 0);
+    pid = ::fork();
+    if (pid == 0) {
+      ::close(ready[0]);
+      ::close(done[1]);  // else the read below never sees the end of the pipe
+      auto cache = Cache::Open(dir, 1000);
+      std::vector<std::shared_ptr<const CachedFile>> held;
+      for (const std::string& k : keys) held.push_back(*(*cache)->Get(k, 100, Writes(100, 'h')));
+      char c = 1;
+      if (::write(ready[1], &c, 1) != 1) ::_exit(1);
+      while (::read(done[0], &c, 1) > 0) {
+      }
+      ::_exit(0);
+    }
+    ::close(ready[1]);
+    ::close(done[0]);
+    char c = 0;
+    REQUIRE(::read(ready[0], &c, 1) == 1);
+    ::close(ready[0]);
+    release = done[1];
+  }
+  void Release() {
+    if (release >= 0) ::close(release);
+    release = -1;
+  }
+  ~Holder() {
+    Release();
+    ::waitpid(pid, nullptr, 0);
+  }
+  pid_t pid = -1;
+  int release = -1;
+};
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+TEST_CASE("storage: a reader waits for another process to release room", "[subprocess]") {
+  TempDir tmp;
+  Holder other(tmp / "c", {"a", "b"});
+  auto cache = Cache::Open(tmp / "c", 250, 30);
+  REQUIRE(cache.ok());
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    other.Release();
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const auto c = (*cache)->Get("c", 100, Writes(100, 'c'));
+  const double waited = SecondsSince(start);
+  later.join();
+  INFO(c.status().ToString());
+  REQUIRE(c.ok());
+  CHECK(waited >= 0.25);
+  CHECK(waited < 10);
+  CHECK(*(*cache)->BytesUsed() <= 250);
+}
+
+TEST_CASE("storage: a reader that never gets room fails after the wait, saying what holds the cache", "[subprocess]") {
+  TempDir tmp;
+  Holder other(tmp / "c", {"a"});
+  auto cache = Cache::Open(tmp / "c", 250, 0.3);
+  REQUIRE(cache.ok());
+  auto mine = (*cache)->Get("b", 100, Writes(100, 'b'));
+  REQUIRE(mine.ok());
+  const auto start = std::chrono::steady_clock::now();
+  const auto c = (*cache)->Get("c", 100, Writes(100, 'c'));
+  const double waited = SecondsSince(start);
+  REQUIRE(c.status().code() == StatusCode::kResourceExhausted);
+  const std::string& m = c.status().message();
+  CHECK_THAT(m, Catch::StartsWith("cache " + tmp / "c" + ": no room for c (100 bytes) after waiting 0.3 s"));
+  CHECK_THAT(m, Catch::Contains("the limit is 250 bytes and 200 bytes (2 files) are held by 2 readers"));
+  CHECK_THAT(m, Catch::Contains("SHARDIFY_CACHE_WAIT"));
+  CHECK(waited >= 0.3);
+  CHECK(waited < 5);
+  // Without waiting, and for a file larger than the limit, it fails at once.
+  const auto now = std::chrono::steady_clock::now();
+  CHECK((*cache)->Get("c", 100, Writes(100, 'c'), WaitForRoom::kNo).status().code() == StatusCode::kResourceExhausted);
+  CHECK((*cache)->Get("big", 251, Writes(251, 'x')).status().code() == StatusCode::kResourceExhausted);
+  CHECK(SecondsSince(now) < 0.25);
+  CHECK(Cache::Open(tmp / "d", 1, -1).status().code() == StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("storage: a failed or wrong-sized fetch leaves nothing in the cache") {

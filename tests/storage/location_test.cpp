@@ -46,11 +46,40 @@ TEST_CASE("storage: a URL's query goes with every object and stays out of messag
   CHECK(signed_prefix->text == "https://cdn.example.org/sets/fmnist?...");
   CHECK(ObjectUrl(*signed_prefix, "manifest.sfm") ==
         "https://cdn.example.org/sets/fmnist/manifest.sfm?sv=2024&sig=a%2Fb");
-  CHECK(UrlForMessages("http://h/a/manifest.sfm?sig=x") == "http://h/a/manifest.sfm?...");
-  CHECK(UrlForMessages("http://h/a/manifest.sfm") == "http://h/a/manifest.sfm");
   const auto empty_query = ParseLocation("http://h/a?");
   REQUIRE(empty_query.ok());
   CHECK(ObjectUrl(*empty_query, "x") == "http://h/a/x");
+}
+
+TEST_CASE("storage: a location is shown with its query and user as dots, a directory as it is") {
+  CHECK(ShownLocation("http://h/a/manifest.sfm?sig=x") == "http://h/a/manifest.sfm?...");
+  CHECK(ShownLocation("HTTPS://user:pw@h:8443/a?sv=1&sig=x#f") == "HTTPS://...@h:8443/a?...");
+  CHECK(ShownLocation("http://h/a/manifest.sfm") == "http://h/a/manifest.sfm");
+  CHECK(ShownLocation("http://h/a@b") == "http://h/a@b");
+  CHECK(ShownLocation("s3://bucket/x?versionId=1") == "s3://bucket/x?...");
+  CHECK(ShownLocation("data/what?sig=not-a-query") == "data/what?sig=not-a-query");
+  const auto refused = ParseLocation("s3://bucket/x?versionId=secret");
+  CHECK_THAT(refused.status().message(), Catch::StartsWith("s3://bucket/x?...: ") && !Catch::Contains("secret"));
+}
+
+TEST_CASE("storage: object names are percent-encoded in URLs, slashes kept") {
+  const auto at = ParseLocation("http://h:8000/sets/a%20b?sig=x");
+  REQUIRE(at.ok());
+  CHECK(ObjectUrl(*at, "parts/00001-of-00002/shard 0?#%.sfs") ==
+        "http://h:8000/sets/a%20b/parts/00001-of-00002/shard%200%3F%23%25.sfs?sig=x");
+  CHECK(PercentEncode("a-z_0.9~/+&=", false) == "a-z_0.9~%2F%2B%26%3D");
+}
+
+TEST_CASE("storage: the origin of a URL is its scheme, host and port, the default port filled in") {
+  CHECK(OriginOf("HTTP://Example.org/a?b") == "http://example.org:80");
+  CHECK(OriginOf("http://example.org:80/x") == OriginOf("http://example.org/y"));
+  CHECK(OriginOf("https://u:p@127.0.0.1:9000") == "https://127.0.0.1:9000");
+  CHECK(OriginOf("http://[::1]:81/x") == "http://[::1]:81");
+  CHECK(OriginOf("http://[::1]/x") == "http://[::1]:80");
+  CHECK(OriginOf("https://h/x") != OriginOf("http://h:443/x"));  // https to http: another origin
+  CHECK(OriginOf("http://127.0.0.1:8000/") != OriginOf("http://127.0.0.2:8000/"));
+  CHECK(OriginOf("ftp://h/x").empty());
+  CHECK(OriginOf("/relative").empty());
 }
 
 TEST_CASE("storage: sizes are bytes or K/M/G/T multiples of 1024") {

@@ -51,7 +51,7 @@ TEST_CASE("storage: an s3 location is a bucket and a key prefix") {
     INFO(bad);
     const auto refused = ParseLocation(bad);
     CHECK(refused.status().code() == StatusCode::kInvalidArgument);
-    CHECK_THAT(refused.status().message(), Catch::Contains(bad));
+    CHECK_THAT(refused.status().message(), Catch::Contains(ShownLocation(bad)));
   }
 }
 
@@ -163,6 +163,11 @@ TEST_CASE("storage: an upload puts every file as a signed object, the manifest l
                                           "PUT /bucket/sets/x%20y/skipped.tsv HTTP/1.1",
                                           "PUT /bucket/sets/x%20y/manifest.sfm HTTP/1.1"});
   CHECK(ObjectStore::Open(server.url() + "/x").status().code() == StatusCode::kUnsupported);
+  // A name that would leave the prefix is refused before any request.
+  CHECK(store->Delete("parts/../../other").code() == StatusCode::kInvalidArgument);
+  CHECK(store->Put("/etc/x", dir + "/skipped.tsv").code() == StatusCode::kInvalidArgument);
+  CHECK(store->Get("..", tmp / "got").code() == StatusCode::kInvalidArgument);
+  CHECK(server.requests() == 4);
 }
 
 TEST_CASE("storage: an S3 listing is read strictly: keys, entities and continuation") {

@@ -5,28 +5,34 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "base/file.h"
 #include "tests/common/environment.h"
+#include "tests/common/temp_dir.h"
 #include "tests/common/watchdog.h"
 #include "tests/storage/servers.h"
 
 namespace shardify::storage {
 namespace {
 
+using testing::Lighttpd;
 using testing::MisbehavingServer;
 using testing::Misbehaviour;
+using testing::TempDir;
 
 // The SHARDIFY_REMOTE_* variables set as given (the others unset) while it lives, then
 // restored.
 struct LimitVariables : testing::ScopedEnvironment {
   explicit LimitVariables(const std::map<std::string, std::string>& set)
-      : ScopedEnvironment(
-            {"SHARDIFY_REMOTE_CONNECT_TIMEOUT", "SHARDIFY_REMOTE_STALL_TIMEOUT", "SHARDIFY_REMOTE_ATTEMPTS"}, set) {}
+      : ScopedEnvironment({"SHARDIFY_REMOTE_CONNECT_TIMEOUT", "SHARDIFY_REMOTE_STALL_TIMEOUT",
+                           "SHARDIFY_REMOTE_ATTEMPTS", "SHARDIFY_CACHE_WAIT"},
+                          set) {}
 };
 
 TEST_CASE("storage: transfer limits left at 0 come from SHARDIFY_REMOTE_*, else the defaults") {
@@ -37,15 +43,18 @@ TEST_CASE("storage: transfer limits left at 0 come from SHARDIFY_REMOTE_*, else 
     CHECK(o->connect_timeout_s == 10);
     CHECK(o->stall_timeout_s == 30);
     CHECK(o->attempts == 5);
+    CHECK(o->cache_wait_s == 120);
   }
   const LimitVariables set({{"SHARDIFY_REMOTE_CONNECT_TIMEOUT", "2.5"},
                             {"SHARDIFY_REMOTE_STALL_TIMEOUT", "4"},
-                            {"SHARDIFY_REMOTE_ATTEMPTS", "2"}});
+                            {"SHARDIFY_REMOTE_ATTEMPTS", "2"},
+                            {"SHARDIFY_CACHE_WAIT", "0.5"}});
   Result<TransferOptions> o = ResolveTransferOptions(TransferOptions());
   REQUIRE(o.ok());
   CHECK(o->connect_timeout_s == 2.5);
   CHECK(o->stall_timeout_s == 4);
   CHECK(o->attempts == 2);
+  CHECK(o->cache_wait_s == 0.5);
   TransferOptions own;  // a value set in code wins
   own.stall_timeout_s = 7;
   own.attempts = 1;
@@ -72,6 +81,11 @@ TEST_CASE("storage: a bad SHARDIFY_REMOTE_* value is an error naming the variabl
     CHECK(o.status().code() == StatusCode::kInvalidArgument);
     CHECK_THAT(o.status().message(), Catch::StartsWith(name + "='" + value + "' is not "));
   }
+  {
+    const LimitVariables set(std::map<std::string, std::string>{{"SHARDIFY_CACHE_WAIT", "-1"}});
+    CHECK_THAT(ResolveTransferOptions(TransferOptions()).status().message(),
+               Catch::StartsWith("SHARDIFY_CACHE_WAIT='-1' is not "));
+  }
   const LimitVariables none({});
   TransferOptions negative;
   negative.attempts = -1;
@@ -94,6 +108,35 @@ TEST_CASE("storage: a transfer with the default options takes its limits from th
   const auto refused = FetchToMemory(stall.url() + "/x", 100, TransferOptions());
   CHECK_THAT(refused.status().message(), Catch::StartsWith("SHARDIFY_REMOTE_ATTEMPTS='many'"));
   CHECK(stall.requests() == 2);  // refused before any request
+}
+
+TEST_CASE("storage: a redirect is followed within its scheme, host and port only", "[subprocess]") {
+  TempDir tmp;
+  REQUIRE(MakeDirs(tmp / "www/ds").ok());
+  std::ofstream(tmp / "www/ds/object") << "the object";
+  MisbehavingServer other(Misbehaviour::kAcceptPuts);  // another origin: answers 200 to anything
+  Lighttpd server(tmp / "www", tmp.path(),
+                  "server.modules += (\"mod_redirect\")\n"
+                  "url.redirect = (\"^/moved/(.*)$\" => \"/ds/$1\", \"^/away/(.*)$\" => \"" +
+                      other.url() + "/$1?sig=planted\")\n");
+  INFO(server.why());
+  REQUIRE(server.started());
+  TransferOptions o;
+  o.attempts = 1;
+  const Result<std::vector<uint8_t>> moved = FetchToMemory(server.url() + "/moved/object", 100, o);
+  REQUIRE(moved.ok());
+  CHECK(std::string(moved->begin(), moved->end()) == "the object");
+  REQUIRE(FetchToFile(server.url() + "/moved/object", tmp / "copy", 10, o).ok());
+  CHECK(*FileSize(tmp / "copy") == 10);
+
+  const Result<std::vector<uint8_t>> away = FetchToMemory(server.url() + "/away/object", 100, o);
+  REQUIRE_FALSE(away.ok());
+  CHECK(away.status().code() == StatusCode::kIOError);
+  CHECK_THAT(away.status().message(), Catch::StartsWith(server.url() + "/away/object: redirected to " + other.url() +
+                                                        "/object?... (another scheme, host or port"));
+  CHECK(FetchToFile(server.url() + "/away/object", tmp / "other", UINT64_MAX, o).code() == StatusCode::kIOError);
+  CHECK_FALSE(PathExists(tmp / "other"));
+  CHECK(other.requests() == 0);
 }
 
 }  // namespace

@@ -21,15 +21,17 @@ TEST_CASE("distributed: a rank whose remote shard reads stall stops naming the o
           "[subprocess][distributed][slow]") {
   testing::TempDir dir;
   REQUIRE(testing::WriteClassFixture(dir / "www/data", false, 64).ok());
-  // Rank 1 reads the same dataset at /stalled: lighttpd serves its manifest and redirects
-  // every other object to a server that never answers.
+  // Rank 1 reads the same dataset at /stalled: lighttpd serves its manifest and passes
+  // every other request on to a server that never answers.
   REQUIRE(MakeDirs(dir / "www/stalled").ok());
   std::filesystem::copy_file(dir / "www/data/manifest.sfm", dir / "www/stalled/manifest.sfm");
   testing::MisbehavingServer stall(testing::Misbehaviour::kStall);
+  const std::string stall_port = stall.url().substr(stall.url().rfind(':') + 1);
   testing::Lighttpd server(dir / "www", dir.path(),
-                           "server.modules += (\"mod_redirect\")\n"
-                           "url.redirect = (\"^/stalled/(?!manifest\\.sfm$)(.*)$\" => \"" +
-                               stall.url() + "/$1\")");
+                           "server.modules += (\"mod_proxy\")\n"
+                           "$HTTP[\"url\"] =~ \"^/stalled/(?!manifest\\.sfm$)\" {\n"
+                           "  proxy.server = (\"\" => ((\"host\" => \"127.0.0.1\", \"port\" => " +
+                               stall_port + ")))\n}\n");
   INFO(server.why());
   REQUIRE(server.started());
   testing::PortLease lease;
