@@ -2,10 +2,14 @@
 
 import numbers
 import os
+import signal
+import sys
+import threading
+import time
 
 import numpy as np
 
-from . import _core
+from . import _core, _write_record
 
 _SCALARS = ("int", "float", "string", "bytes")
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -141,7 +145,8 @@ class Writer:
     min/max/mean/std in the manifest. ``overwrite``: replace a dataset at ``path``
     atomically (the old one stays readable until close()). ``threads``: encode threads
     (default: every core). ``part``: ``(index, count, first_sample, samples)`` to write
-    one part of a dataset written in parts (then ``shardify.merge``).
+    one part of a dataset written in parts (then ``shardify.merge``). ``provenance``:
+    {key: value}, text added to the manifest's provenance options.
 
     write() checks the sample and copies its arrays once, then returns; encoding,
     checksums and writing run on C++ threads without the GIL. The manifest is written last
@@ -149,23 +154,26 @@ class Writer:
     writer dropped without close(), removes what was written: no dataset that looks
     complete is left. The same samples in the same order give the same bytes.
 
-    Errors: a sample that does not fit the schema (a missing or unknown field, another
-    dtype, rank or size, NaN in a finite field, a split that resumes) raises ValueError
-    naming the sample and the field, before anything of it is written; an existing
+    Errors: a sample that does not fit the schema (a missing or unknown field, an array of
+    another dtype, rank or size, a value in a list or a number that the field's dtype does
+    not hold exactly, such as 300 for u8, NaN in a finite field, a split that resumes)
+    raises ValueError naming the sample, the field and the value, before anything of it is
+    written; an existing
     dataset without ``overwrite`` FileExistsError; a destination another process writes
     BlockingIOError.
     """
 
     def __init__(self, path, fields=None, *, classes=None, shard_size="256M", codec="zstd", level=3, dict=None,
                  chunks=None, meta=None, fg_locations=None, stats=True, overwrite=False, fsync=True, threads=0,
-                 part=None, source=None):
+                 part=None, source=None, provenance=None):
         self._path = os.fspath(path)
         self._chunks, self._meta, self._fg = chunks, meta or {}, fg_locations
         self._options = {"shard_bytes": _size_bytes(shard_size), "codec": codec, "level": int(level),
                          "dict": None if dict is None else bool(dict),
                          "stats": bool(stats), "overwrite": bool(overwrite), "fsync": bool(fsync),
                          "threads": int(threads), "classes": list(classes or []), "source": source or "",
-                         "part": None if part is None else [int(x) for x in part]}
+                         "part": None if part is None else [int(x) for x in part],
+                         "provenance": [(str(k), str(v)) for k, v in (provenance or {}).items()]}
         self._core = None
         self._summary = None
         self._fields = None
@@ -248,7 +256,7 @@ class Writer:
 
 
 def write(path, fn, inputs, *, workers=0, split="train", parts=None, progress=True, start_method=None, fields=None,
-          **writer_options):
+          key=None, overwrite=False, **writer_options):
     """Writes ``fn(input)`` for every input into a shard dataset at ``path``, in parallel;
     returns {samples, skipped, parts, resumed, shards}.
 
@@ -264,7 +272,14 @@ def write(path, fn, inputs, *, workers=0, split="train", parts=None, progress=Tr
     needs ``fn`` and ``inputs`` to pickle. ``workers=1`` writes in this process.
 
     Resuming: parts are complete once written, so running the same call again after a
-    crash or an exception writes only the parts that were not complete, then merges.
+    crash or an exception writes only the parts that were not complete, then merges. Each
+    part records what it was made from: the inputs (by their repr()), ``fn`` (by its
+    qualified name; a lambda by its code too), the split names, ``fields`` and the Writer
+    options. A part made otherwise is not resumed: FileExistsError says what differs.
+    ``key``: any text, recorded instead of the inputs and ``fn`` (for inputs whose repr()
+    changes from run to run); a part is then resumed by a run with the same key.
+    ``overwrite=True`` discards the parts an earlier run left and writes them all again;
+    a dataset already merged at ``path`` is never written over: remove it first.
 
     ``split``: one name, or a name per input (a sequence, or a callable ``split(input)``);
     each split must form one contiguous run of inputs. ``fields``: as for Writer; when
@@ -274,9 +289,11 @@ def write(path, fn, inputs, *, workers=0, split="train", parts=None, progress=Tr
     ``shard_size``, ``codec``, ``chunks``, ...). The output depends only on the inputs,
     ``fn``, ``parts`` and the options, not on ``workers``.
 
+    The worker processes end when the calling process ends, killed included.
+
     Errors: an exception raised by ``fn`` propagates (with a note naming the input) after
-    the other workers stop; a dataset already at ``path`` that was not merged from these
-    parts raises FileExistsError (parts are never written over a dataset).
+    the other workers stop; parts or a dataset at ``path`` made by another run raise
+    FileExistsError, naming what differs.
     """
     from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
     import multiprocessing
@@ -284,14 +301,16 @@ def write(path, fn, inputs, *, workers=0, split="train", parts=None, progress=Tr
     inputs = list(inputs)
     n = len(inputs)
     splits = _split_names(split, inputs)
-    if writer_options.get("part") is not None or writer_options.get("overwrite"):
-        raise ValueError("write() writes parts itself and never over a dataset: no part= or overwrite=")
-    if os.path.exists(os.path.join(path, "manifest.sfm")) and not os.path.isdir(os.path.join(path, "parts")):
-        merged = _core.merge_parts(path)  # FileExistsError unless merged from parts before
-        return dict(samples=merged["samples"], skipped=None, parts=merged["parts"], resumed=merged["parts"],
-                    shards=merged["shards"])
+    if writer_options.get("part") is not None:
+        raise ValueError("write() writes parts itself: no part=")
     if fields is None:
         fields = _infer_from(fn, inputs)
+    canonical = [_field(name, spec) for name, spec in fields.items()]
+    record = _write_record.make(fn, inputs, splits, canonical, writer_options, key)
+    if os.path.exists(os.path.join(path, "manifest.sfm")):
+        return _merged_before(path, record, overwrite)
+    if overwrite:
+        _core.remove_parts(path)
     count = int(parts) if parts else min(n, max(16, -(-n // 10000)))
     if count < 1:
         raise ValueError("write() needs at least one input")
@@ -299,10 +318,13 @@ def write(path, fn, inputs, *, workers=0, split="train", parts=None, progress=Tr
     for k in range(count):
         first = k * (n // count) + min(k, n % count)
         plan.append((k + 1, count, first, n // count + (1 if k < n % count else 0)))
-    todo = [p for p in plan if not _part_done(path, p)]
+    todo = [p for p in plan if not _part_done(path, p, record)]
     report = _progress_callback(progress)
-    done = multiprocessing.Value("q", n - sum(p[3] for p in todo))
-    job = (path, fn, inputs, splits, fields, writer_options, done)
+    method = start_method or ("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    context = multiprocessing.get_context(method)
+    done = context.Value("q", n - sum(p[3] for p in todo))  # its lock of the context the workers start in
+    provenance = {**dict(writer_options.get("provenance") or {}), **record}
+    job = (path, fn, inputs, splits, fields, dict(writer_options, provenance=provenance), done)
     written = 0
     try:
         workers = int(workers) or os.cpu_count() or 1
@@ -312,10 +334,9 @@ def write(path, fn, inputs, *, workers=0, split="train", parts=None, progress=Tr
                 _write_part(p)
                 _report(report, done, n)
         else:
-            method = start_method or ("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-            context = multiprocessing.get_context(method)
+            parent = 0 if method == "forkserver" else os.getpid()  # 0: the forkserver starts them
             with ProcessPoolExecutor(min(workers, len(todo)), mp_context=context, initializer=_start_worker,
-                                     initargs=(job,)) as pool:
+                                     initargs=(job, parent)) as pool:
                 pending = {pool.submit(_write_part, p) for p in todo}
                 while pending:
                     finished, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
@@ -355,22 +376,76 @@ def _infer_from(fn, inputs):
     raise ValueError("fn returned None for every input: nothing to write")
 
 
-def _part_done(path, part):
+def _merged_before(path, record, overwrite):
+    """``path`` holds a dataset: the one this run merged before (its summary), else
+    FileExistsError."""
+    from ._dataset import Dataset
+    found = Dataset(path).provenance["options"]
+    differs = _write_record.differences(found, record)
+    if differs or overwrite:
+        what = (" not written by shardify.write" if not _write_record.written_by_write(found) else
+                f" written by another run ({differs})" if differs else "")
+        raise FileExistsError(f"{path}: already holds a dataset{what}; parts are never written over a dataset "
+                              "(overwrite=True discards parts only): remove it first")
+    merged = _core.merge_parts(path)  # finishes removing the parts of a merge interrupted
+    return dict(samples=merged["samples"], skipped=None, parts=merged["parts"], resumed=merged["parts"],
+                shards=merged["shards"])
+
+
+def _part_done(path, part, record):
+    """Whether ``part`` is complete; FileExistsError where another run wrote it."""
     state = _core.part_state(path, part[0], part[1])
     if state is None:
         return False
+    differs = _write_record.differences(state[3], record)
     if tuple(state[:2]) != part[2:]:
-        raise FileExistsError(f"{path}: part {part[0]}/{part[1]} holds inputs {state[0]}..{state[0] + state[1] - 1} "
-                              f"of another run, not {part[2]}..{part[2] + part[3] - 1}; remove {path}/parts to start again")
+        slices = f"inputs {state[0]}..{state[0] + state[1] - 1} there, {part[2]}..{part[2] + part[3] - 1} in this call"
+        differs = "; ".join(filter(None, [slices, differs]))
+    if differs:
+        raise FileExistsError(f"{path}: part {part[0]}/{part[1]} was written by another run ({differs}); resume with "
+                              "the same inputs, fn and options, or pass overwrite=True to discard the parts and write "
+                              "them all again")
     return True
 
 
 _JOB = None
 
 
-def _start_worker(job):
+def _start_worker(job, parent=None):
+    """Sets up a worker process (``parent``: the pid of the process that started it, 0 when
+    a forkserver did), or this process for ``workers=1`` (``parent`` None)."""
     global _JOB
     _JOB = job
+    if parent is not None:
+        _end_with_parent(parent)
+
+
+def _end_with_parent(parent):
+    """Ends this worker when the process that started it ends, killed included, so that none
+    is left waiting for work: at once on Linux (PR_SET_PDEATHSIG), elsewhere within half a
+    second (its parent id changes). A forkserver's worker watches the end of its pipe from
+    the caller instead: the forkserver lives as long as its workers."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if parent == 0:
+        import multiprocessing
+        wait = multiprocessing.parent_process().join
+    elif os.getppid() != parent:  # it ended before this worker could watch it
+        os._exit(1)
+    else:
+        def wait():
+            while os.getppid() == parent:
+                time.sleep(0.5)
+
+    def watch():
+        wait()
+        os._exit(1)
+
+    threading.Thread(target=watch, name="shardify-write-parent", daemon=True).start()
 
 
 def _write_part(part):

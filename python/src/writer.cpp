@@ -7,7 +7,6 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
-#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -21,6 +20,7 @@
 #include "format/fields.h"
 #include "format/layout.h"
 #include "python/src/binding.h"
+#include "python/src/writer_values.h"
 
 #ifdef SHARDIFY_PYTHON_CONVERT
 #include "convert/fg_locations.h"
@@ -184,29 +184,6 @@ struct Field {
   py::object dtype;       // numpy's, for ndarray fields
 };
 
-bool AllFinite(DType t, const uint8_t* p, size_t bytes) {
-  if (t == DType::kF32) {
-    for (size_t k = 0; k < bytes; k += 4) {
-      float v;
-      std::memcpy(&v, p + k, 4);
-      if (!std::isfinite(v)) return false;
-    }
-  } else if (t == DType::kF64) {
-    for (size_t k = 0; k < bytes; k += 8) {
-      double v;
-      std::memcpy(&v, p + k, 8);
-      if (!std::isfinite(v)) return false;
-    }
-  } else if (t == DType::kF16) {
-    for (size_t k = 0; k < bytes; k += 2) {
-      uint16_t h;
-      std::memcpy(&h, p + k, 2);
-      if ((h & 0x7c00) == 0x7c00) return false;
-    }
-  }
-  return true;
-}
-
 class PyWriter {
  public:
   PyWriter(const std::string& dir, const py::list& fields, const py::dict& options) {
@@ -231,10 +208,13 @@ class PyWriter {
   }
   ~PyWriter() { Abort(); }
 
-  void Write(const py::dict& sample, const std::string& split) {
+  void Write(const py::handle& obj, const py::handle& split_name) {
     if (closed_) Throw(InvalidArgument("write() on a writer that is closed"));
     const uint64_t number = first_ + written_;
     const std::string where = "sample " + std::to_string(number);
+    if (!PyDict_Check(obj.ptr())) Throw(InvalidArgument(where + ": a dict of fields, got " + TypeName(obj)));
+    const auto sample = py::reinterpret_borrow<py::dict>(obj);
+    const std::string split = TextValue(split_name, "a str", where + ": split");
     if (split.empty()) Throw(InvalidArgument(where + ": empty split name"));
     const bool new_split = split != last_split_;
     if (new_split && std::find(splits_.begin(), splits_.end(), split) != splits_.end())
@@ -358,10 +338,10 @@ class PyWriter {
   std::string UnknownKeys(const py::dict& sample) const {
     std::string extra;
     for (const auto& item : sample) {
-      const std::string k = py::str(item.first);
-      const bool known =
-          std::any_of(fields_.begin(), fields_.end(), [&](const Field& f) { return f.spec.name == k && !f.computed; });
-      if (!known) extra += (extra.empty() ? "'" : ", '") + k + "'";
+      const auto known = std::any_of(fields_.begin(), fields_.end(), [&](const Field& f) {
+        return !f.computed && py::str(f.spec.name).equal(item.first);
+      });
+      if (!known) extra += (extra.empty() ? "" : ", ") + Printable(py::repr(item.first));
     }
     return "fields " + extra + " are not in the schema";
   }
@@ -450,29 +430,13 @@ class PyWriter {
     const FieldSpec& spec = field.spec;
     switch (spec.kind) {
       case FieldKind::kInt:
-        if (!py::isinstance<py::int_>(obj) && !py::hasattr(obj, "__index__"))
-          Throw(InvalidArgument(where + ": an int field, got " + TypeName(obj)));
-        return FieldValue::Int(py::cast<int64_t>(py::reinterpret_steal<py::object>(PyNumber_Index(obj.ptr()))));
-      case FieldKind::kFloat: {
-        if (!py::isinstance<py::float_>(obj) && !py::isinstance<py::int_>(obj) && !py::hasattr(obj, "__float__"))
-          Throw(InvalidArgument(where + ": a float field, got " + TypeName(obj)));
-        const double v = py::cast<double>(py::float_(py::reinterpret_borrow<py::object>(obj)));
-        if (field.finite && !std::isfinite(v))
-          Throw(InvalidArgument(where + ": " + std::to_string(v) + " is not finite"));
-        return FieldValue::Float(v);
-      }
+        return FieldValue::Int(IntValue(obj, where));
+      case FieldKind::kFloat:
+        return FieldValue::Float(FloatValue(obj, field.finite, where));
       case FieldKind::kString:
-        if (!py::isinstance<py::str>(obj)) Throw(InvalidArgument(where + ": a string field, got " + TypeName(obj)));
-        return FieldValue::String(py::cast<std::string>(obj));
-      case FieldKind::kBytes: {
-        if (!py::isinstance<py::bytes>(obj) && !py::isinstance<py::bytearray>(obj) &&
-            !py::isinstance<py::memoryview>(obj))
-          Throw(InvalidArgument(where + ": a bytes field, got " + TypeName(obj)));
-        const auto copy = py::reinterpret_steal<py::bytes>(PyBytes_FromObject(obj.ptr()));
-        if (!copy) throw py::error_already_set();
-        const std::string b = copy;
-        return FieldValue::Bytes(std::vector<uint8_t>(b.begin(), b.end()));
-      }
+        return FieldValue::String(TextValue(obj, "a string field", where));
+      case FieldKind::kBytes:
+        return FieldValue::Bytes(BytesValue(obj, where));
       case FieldKind::kNdarray:
         break;
     }
@@ -489,7 +453,7 @@ class PyWriter {
         Throw(InvalidArgument(where + ": dtype " + std::string(py::str(a.dtype())) + ", the field is " +
                               DTypeName(spec.dtype) + " (" + std::string(py::str(field.dtype)) + ")"));
     } else if (py::isinstance<py::list>(obj) || py::isinstance<py::tuple>(obj)) {
-      a = py::module_::import("numpy").attr("asarray")(obj, field.dtype);
+      a = ListValue(obj, spec.dtype, field.dtype, where);
     } else {
       Throw(InvalidArgument(where + ": an ndarray field, got " + TypeName(obj)));
     }
@@ -510,8 +474,6 @@ class PyWriter {
     return FieldValue::Array(std::move(bytes), shape);
   }
 
-  static std::string TypeName(const py::handle& obj) { return py::str(py::type::of(obj).attr("__name__")); }
-
   std::vector<Field> fields_;
   std::unique_ptr<DatasetWriter> writer_;
   std::unique_ptr<Pipeline> pipeline_;  // destroyed before writer_; started once dictionaries are trained
@@ -529,14 +491,19 @@ class PyWriter {
 };
 
 // The state of part `index` of `count` at `dir`: None while it is not complete, else the
-// part's (first_sample, samples planned, samples written).
+// part's (first_sample, samples planned, samples written, {provenance option: value}).
 py::object PartState(const std::string& dir, uint32_t index, uint32_t count) {
   const std::string part_dir = PartDir(dir, PartInfo{index, count, 0, 0});
   Result<Manifest> m = WithoutGil([&] { return ReadPartManifest(part_dir); });
   if (!m.ok() && m.status().code() == StatusCode::kNotFound) return py::none();
   const Manifest manifest = Unwrap(std::move(m));
   const PartInfo p = Unwrap(PartOf(manifest, part_dir));
-  return py::make_tuple(p.first_sample, p.samples, manifest.num_samples);
+  auto text = [](const std::string& t) {  // ours are UTF-8; another byte becomes U+FFFD
+    return py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(t.data(), static_cast<Py_ssize_t>(t.size()), "replace"));
+  };
+  py::dict options;
+  for (const KeyValue& kv : manifest.provenance.options) options[text(kv.key)] = text(kv.value);
+  return py::make_tuple(p.first_sample, p.samples, manifest.num_samples, options);
 }
 
 py::dict MergeAll(const std::string& dir, bool fsync) {
@@ -563,6 +530,9 @@ void RegisterWriter(py::module_& m) {
       .def_property_readonly("samples_written", &PyWriter::written);
   m.def("part_state", &PartState, py::arg("path"), py::arg("index"), py::arg("count"));
   m.def("merge_parts", &MergeAll, py::arg("path"), py::arg("fsync") = true);
+  m.def(
+      "remove_parts", [](const std::string& path) { Check(WithoutGil([&] { return RemoveParts(path); })); },
+      py::arg("path"));
 }
 
 }  // namespace shardify::python

@@ -2,7 +2,11 @@
 
 import json
 import os
+import signal
 import subprocess
+import sys
+import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -97,6 +101,70 @@ def test_a_bad_sample_raises_naming_sample_and_field_and_writes_nothing(tmp_path
         w.write(items[2])
     ds = shardify.Dataset(tmp_path / "ds")
     assert [ds[i]["path"] for i in range(len(ds))] == ["case000", "case002"]
+
+
+@pytest.mark.parametrize("field, value, message", [
+    (("u8", (1, None, None)), [[[7, 300, -1]]], r"value 300 at \[0, 0, 1\] does not fit u8 \(uint8\)"),
+    (("u8", (None,)), [0, -1], r"value -1 at \[1\] does not fit u8"),
+    (("i16", (None,)), [1.5], r"value 1.5 at \[0\] does not fit i16 \(int16\)"),
+    (("i32", (None,)), [float("inf")], r"value inf at \[0\] does not fit i32"),
+    (("f16", (None,)), [70000.0], r"value 70000.0 at \[0\] does not fit f16"),
+    (("f32", (None,)), [2 ** 24 + 1], r"value 16777217 at \[0\] does not fit f32"),
+    (("i64", (None,)), [2 ** 63], r"value 9223372036854775808 at \[0\] does not fit i64"),
+    (("u8", (None,)), [[1, 2], [3]], r"not a rectangular list of numbers"),
+    (("u8", (None,)), np.array([1, 300]), r"dtype int64, the field is u8"),
+    ("int", 2 ** 63, r"value 9223372036854775808 does not fit int \(i64\)"),
+    ("float", 2 ** 53 + 1, r"value 9007199254740993 does not fit float \(f64\)"),
+])
+def test_a_value_the_field_does_not_hold_is_refused_not_cast(tmp_path, field, value, message):
+    with shardify.Writer(tmp_path / "ds", fields={"x": field}, threads=1) as w:
+        good = 1 if isinstance(field, str) else np.ones([1] * len(field[1]), int).tolist()
+        w.write({"x": good})
+        with pytest.raises(ValueError, match=r"sample 1: field 'x': " + message):
+            w.write({"x": value})
+        w.write({"x": good})
+    assert len(shardify.Dataset(tmp_path / "ds")) == 2
+
+
+def test_lists_and_numbers_the_field_holds_are_stored_exactly(tmp_path):
+    fields = {"a": ("u8", (2, 2)), "b": ("i64", (None,)), "c": ("f16", (None,)), "n": "int", "f": "float"}
+    sample = {"a": [[0, 255], [True, 7.0]], "b": (-2 ** 63, 2 ** 63 - 1), "c": [65504, 2048, 0.1, float("nan")],
+              "n": np.uint64(2 ** 63 - 1), "f": 2 ** 60}
+    with shardify.Writer(tmp_path / "ds", fields=fields, threads=1) as w:
+        w.write(sample)
+    got = shardify.Dataset(tmp_path / "ds")[0]
+    np.testing.assert_array_equal(got["a"], np.array([[0, 255], [1, 7]], np.uint8))
+    np.testing.assert_array_equal(got["b"], np.array([-2 ** 63, 2 ** 63 - 1], np.int64))
+    np.testing.assert_array_equal(got["c"], np.array([65504, 2048, 0.1, np.nan], np.float16))
+    assert (got["n"], got["f"]) == (2 ** 63 - 1, float(2 ** 60))
+
+
+def _released():
+    view = memoryview(b"ab")
+    view.release()
+    return view
+
+
+@pytest.mark.parametrize("kind, sample, split, message", [
+    ("int", {"x": 2 ** 70}, "train", r"field 'x': value 1180591620717411303424 does not fit int \(i64\)"),
+    ("string", {"x": "a\ud800"}, "train", r"field 'x': not UTF-8 text \(.*'\\ud800' in position 1: surrogates"),
+    ("string", {"x": "a", "\udce9": 1}, "train", r"fields '\\udce9' are not in the schema"),
+    ("string", {"x": "a"}, "a\ud800", r"split: not UTF-8 text"),
+    ("string", {"x": "a"}, 3, r"split: a str, got int"),
+    ("string", ["a"], "train", r"a dict of fields, got list"),
+    ("bytes", {"x": "text"}, "train", r"field 'x': a bytes field, got str"),
+    ("bytes", {"x": _released()}, "train", r"field 'x': .*released memoryview"),
+    ("float", {"x": np.array([1.0, 2.0])}, "train", r"field 'x': a float field, got ndarray"),
+], ids=["int-2**70", "surrogate", "surrogate-key", "surrogate-split", "int-split", "list", "bytes-str", "released",
+        "float-array"])
+def test_a_value_python_cannot_hand_over_names_sample_and_field(tmp_path, kind, sample, split, message):
+    good = {"x": {"int": 1, "string": "a", "bytes": b"a", "float": 1.0}[kind]}
+    with shardify.Writer(tmp_path / "ds", fields={"x": kind}, threads=1) as w:
+        w.write(good)
+        with pytest.raises(ValueError, match=r"^sample 1: " + message):
+            w.write(sample, split=split)
+        w.write(good)
+    assert len(shardify.Dataset(tmp_path / "ds")) == 2
 
 
 def test_a_split_that_resumes_is_refused(tmp_path):
@@ -239,8 +307,9 @@ def test_write_in_parallel_equals_one_process_and_skips_none(tmp_path):
     kw = dict(fields=FIELDS, split=split, parts=4, progress=False, shard_size="4K")
     one = shardify.write(tmp_path / "one", make_sample, range(60), workers=1, **kw)
     two = shardify.write(tmp_path / "two", make_sample, range(60), workers=2, **kw)
-    assert one == two == dict(samples=51, skipped=9, parts=4, resumed=0, shards=one["shards"])
-    assert files(tmp_path / "one") == files(tmp_path / "two")
+    spawned = shardify.write(tmp_path / "spawn", make_sample, range(60), workers=2, start_method="spawn", **kw)
+    assert one == two == spawned == dict(samples=51, skipped=9, parts=4, resumed=0, shards=one["shards"])
+    assert files(tmp_path / "one") == files(tmp_path / "two") == files(tmp_path / "spawn")
     ds = shardify.Dataset(tmp_path / "two")
     assert ds.splits == {"train": 43, "val": 8} and ds[3]["path"] == "case004"
     np.testing.assert_array_equal(ds[3]["image"], make_sample(4)["image"])
@@ -267,3 +336,83 @@ def test_write_resumes_after_a_crash_with_the_parts_not_yet_complete(tmp_path):
     assert len(shardify.Dataset(tmp_path / "ds")) == 51
     again = shardify.write(tmp_path / "ds", flaky, range(60), workers=1, parts=4, progress=False, fields=FIELDS)
     assert again["samples"] == 51 and again["resumed"] == 4
+
+
+def test_write_resumes_only_the_run_that_wrote_the_parts(tmp_path):
+    def load(i):
+        if i == 33:
+            raise OSError("bad input")
+        return {"n": i}
+
+    def other(i):
+        return {"n": i}
+
+    kw = dict(workers=1, parts=4, progress=False, fields={"n": "int"})
+    with pytest.raises(OSError):
+        shardify.write(tmp_path / "ds", load, range(64), **kw)  # parts 1 and 2 (inputs 0..31) complete
+    with pytest.raises(FileExistsError, match=r"part 1/4 was written by another run \(inputs '64 inputs \w+' there, "
+                       r"'64 inputs \w+' in this call; fn '\S+<locals>.load' there, '\S+<locals>.other' in this "
+                       r"call\); .* overwrite=True"):
+        shardify.write(tmp_path / "ds", other, range(500, 564), **kw)
+    with pytest.raises(FileExistsError, match=r"\(inputs '64 inputs \w+' there, '64 inputs \w+' in this call\)"):
+        shardify.write(tmp_path / "ds", load, range(500, 564), **kw)
+    with pytest.raises(FileExistsError, match=r"\(fields and options '\w+' there, '\w+' in this call\)"):
+        shardify.write(tmp_path / "ds", load, range(64), classes=["a"], **kw)
+    assert shardify.write(tmp_path / "ds", other, range(500, 564), overwrite=True, **kw)["resumed"] == 0
+    ds = shardify.Dataset(tmp_path / "ds")
+    assert [ds[i]["n"] for i in range(len(ds))] == list(range(500, 564))
+    with pytest.raises(FileExistsError, match=r"already holds a dataset written by another run \(fn '\S+other' there"):
+        shardify.write(tmp_path / "ds", load, range(500, 564), **kw)
+    assert shardify.write(tmp_path / "ds", other, range(500, 564), **kw)["resumed"] == 4
+    with pytest.raises(OSError):
+        shardify.write(tmp_path / "key", load, range(64), key="v1", **kw)
+    assert shardify.write(tmp_path / "key", other, range(100, 164), key="v1", **kw)["resumed"] == 2  # the key vouches
+
+
+def running(pid):
+    """Whether process ``pid`` runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        if os.path.isdir("/proc"):
+            return False
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def wait_until(done, seconds):
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return done()
+
+
+def test_write_workers_end_when_the_caller_is_killed(tmp_path):
+    script = textwrap.dedent("""
+        import os, sys, time
+        import shardify
+        def hold(i):
+            open(os.path.join(sys.argv[1], f"{os.getpid()}.pid"), "w").close()
+            time.sleep(60)
+        shardify.write(os.path.join(sys.argv[1], "ds"), hold, range(2), workers=2, progress=False, fields={"n": "int"})
+    """)
+    package = os.path.dirname(os.path.dirname(os.path.abspath(shardify.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package, os.environ.get("PYTHONPATH", "")]))
+    caller = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], env=env)
+    workers = []
+    try:
+        started = lambda: [int(name[:-4]) for name in os.listdir(tmp_path) if name.endswith(".pid")]  # noqa: E731
+        assert wait_until(lambda: len(started()) == 2 or caller.poll() is not None, 60) and caller.poll() is None
+        workers = started()
+        caller.kill()
+        caller.wait()
+        assert wait_until(lambda: not any(map(running, workers)), 5), [w for w in workers if running(w)]
+    finally:
+        caller.kill()
+        caller.wait()
+        for pid in filter(running, workers):
+            os.kill(pid, signal.SIGKILL)
