@@ -1,4 +1,5 @@
 #include <zdict.h>
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_c_literalCompressionMode, ZSTD_ps_disable (libzstd >= 1.5.1)
 #include <zstd.h>
 
 #include <cstring>
@@ -24,8 +25,10 @@ Result<void*> CodecContext::zstd_decompression() {
   return dctx_;
 }
 
-Result<std::shared_ptr<const Dictionary>> Dictionary::Create(const std::vector<uint8_t>& bytes, int level) {
+Result<std::shared_ptr<const Dictionary>> Dictionary::Create(const std::vector<uint8_t>& bytes, int level,
+                                                             bool raw_literals) {
   std::shared_ptr<Dictionary> d(new Dictionary());
+  d->raw_literals_ = raw_literals;
   d->cdict_ = ZSTD_createCDict(bytes.data(), bytes.size(), level);
   d->ddict_ = ZSTD_createDDict(bytes.data(), bytes.size());
   if (d->cdict_ == nullptr || d->ddict_ == nullptr) return Corruption("zstd dictionary cannot be loaded");
@@ -53,15 +56,26 @@ Status DecodeRaw(CodecContext&, const uint8_t* stored, uint64_t stored_size, uin
   return Status::Ok();
 }
 
-// kZstd and kZstdDict: one frame, with the field's dictionary when `dict` is given.
+// One frame made with `cdict` whose literals are stored raw; a zstd result code.
+size_t CompressRawLiterals(ZSTD_CCtx* cctx, void* dst, size_t capacity, const uint8_t* src, size_t size,
+                           const ZSTD_CDict* cdict) {
+  size_t r = ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
+  if (!ZSTD_isError(r)) r = ZSTD_CCtx_refCDict(cctx, cdict);
+  if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(cctx, ZSTD_c_literalCompressionMode, ZSTD_ps_disable);
+  return ZSTD_isError(r) ? r : ZSTD_compress2(cctx, dst, capacity, src, size);
+}
+
+// kZstd and kZstdDict: one frame, with the field's dictionary (and its choice of literals)
+// when `dict` is given.
 Status EncodeZstd(CodecContext& ctx, const uint8_t* src, size_t size, const Dictionary* dict, int level,
                   std::vector<uint8_t>* out) {
   ASSIGN_OR_RETURN(void* c, ctx.zstd_compression());
   auto* cctx = static_cast<ZSTD_CCtx*>(c);
   out->resize(ZSTD_compressBound(size));
-  const size_t n = dict != nullptr ? ZSTD_compress_usingCDict(cctx, out->data(), out->size(), src, size,
-                                                              static_cast<const ZSTD_CDict*>(dict->cdict()))
-                                   : ZSTD_compressCCtx(cctx, out->data(), out->size(), src, size, level);
+  const auto* cdict = dict != nullptr ? static_cast<const ZSTD_CDict*>(dict->cdict()) : nullptr;
+  const size_t n = cdict == nullptr       ? ZSTD_compressCCtx(cctx, out->data(), out->size(), src, size, level)
+                   : dict->raw_literals() ? CompressRawLiterals(cctx, out->data(), out->size(), src, size, cdict)
+                                          : ZSTD_compress_usingCDict(cctx, out->data(), out->size(), src, size, cdict);
   if (ZSTD_isError(n)) return Internal(std::string("zstd compression failed: ") + ZSTD_getErrorName(n));
   out->resize(n);
   return Status::Ok();
@@ -223,6 +237,26 @@ void UndoDeltaColumns(const uint8_t* src, uint8_t* dst, size_t rows, size_t cols
     default:
       return Undelta<uint64_t>(src, dst, rows, cols);
   }
+}
+
+Result<bool> RawLiteralsPay(const std::vector<std::vector<uint8_t>>& samples, const std::vector<uint8_t>& dict,
+                            int level) {
+  size_t total = 0;
+  for (const auto& s : samples) total += s.size();
+  if (total == 0) return false;
+  ASSIGN_OR_RETURN(const auto huffman, Dictionary::Create(dict, level, false));
+  ASSIGN_OR_RETURN(const auto raw, Dictionary::Create(dict, level, true));
+  const size_t step = (total + kRawLiteralsProbeBytes - 1) / kRawLiteralsProbeBytes;  // every step-th sample
+  CodecContext ctx;
+  std::vector<uint8_t> frame;
+  double with_huffman = 0, with_raw = 0;
+  for (size_t i = 0; i < samples.size(); i += step) {
+    RETURN_IF_ERROR(EncodeZstd(ctx, samples[i].data(), samples[i].size(), huffman.get(), level, &frame));
+    with_huffman += static_cast<double>(frame.size());
+    RETURN_IF_ERROR(EncodeZstd(ctx, samples[i].data(), samples[i].size(), raw.get(), level, &frame));
+    with_raw += static_cast<double>(frame.size());
+  }
+  return with_raw <= with_huffman * (1 + kRawLiteralsMaxGrowth);
 }
 
 Result<std::vector<uint8_t>> TrainDictionary(const std::vector<std::vector<uint8_t>>& samples, size_t dict_bytes) {

@@ -125,33 +125,47 @@ uint64_t Len(const V* v) {
   return v ? v->size() : 0;
 }
 
+// A sample's field (or one of its chunks) as messages name it: "PATH sample I field 'F'
+// [chunk K]". The index is checked sample by sample, so the text is made only for an error.
+struct SampleLocation {
+  static constexpr uint64_t kWhole = UINT64_MAX;
+  const std::string& path;
+  uint64_t sample;
+  const std::string& field;
+  uint64_t chunk = kWhole;
+  std::string str() const {
+    return path + " sample " + std::to_string(sample) + " field '" + field + "'" +
+           (chunk == kWhole ? std::string() : " chunk " + std::to_string(chunk));
+  }
+};
+
 // Where the blob lies and how it is coded: inside the data region, aligned when raw.
-Status CheckPlacement(const FieldSpec& f, const fb::BlobRef& ref, uint64_t blob_end, const std::string& where) {
+Status CheckPlacement(const FieldSpec& f, const fb::BlobRef& ref, uint64_t blob_end, const SampleLocation& where) {
   const uint64_t off = ref.offset(), stored = ref.stored_size();
   const detail::CodecSpec* codec = detail::FindCodec(ref.codec());
   const bool in_place = codec != nullptr && codec->in_place;
   if (off < kShardHeaderSize || (in_place && off % kBlobAlignment != 0) || off > blob_end || stored > blob_end - off)
-    return Corruption(where + ": blob [" + std::to_string(off) + ", +" + std::to_string(stored) +
+    return Corruption(where.str() + ": blob [" + std::to_string(off) + ", +" + std::to_string(stored) +
                       ") lies outside the data region [16, " + std::to_string(blob_end) + ") or is misaligned");
-  if (codec == nullptr) return Corruption(where + ": unknown codec " + std::to_string(ref.codec()));
+  if (codec == nullptr) return Corruption(where.str() + ": unknown codec " + std::to_string(ref.codec()));
   if (codec->uses_dictionary && f.dictionary.empty())
-    return Corruption(where + ": blob uses a dictionary but the field has none");
+    return Corruption(where.str() + ": blob uses a dictionary but the field has none");
   return Status::Ok();
 }
 
 // The blob decodes to exactly the bytes of `shape`, within the reader's limit.
 Status CheckRawSize(const FieldSpec& f, const fb::BlobRef& ref, const Shape& shape, uint64_t max_bytes,
-                    const std::string& where) {
+                    const SampleLocation& where) {
   auto bytes = ByteSize(shape, f.dtype);
-  if (!bytes.ok()) return Corruption(where + ": " + bytes.status().message());
+  if (!bytes.ok()) return Corruption(where.str() + ": " + bytes.status().message());
   if (*bytes != ref.raw_size())
-    return Corruption(where + ": raw size " + std::to_string(ref.raw_size()) + " disagrees with shape " +
+    return Corruption(where.str() + ": raw size " + std::to_string(ref.raw_size()) + " disagrees with shape " +
                       ShapeToString(shape) + " (" + std::to_string(*bytes) + " bytes)");
   if (*bytes > max_bytes)
-    return Corruption(where + ": raw size " + std::to_string(*bytes) + " exceeds the limit of " +
+    return Corruption(where.str() + ": raw size " + std::to_string(*bytes) + " exceeds the limit of " +
                       std::to_string(max_bytes));
   if (detail::StoredInPlace(static_cast<Codec>(ref.codec())) && ref.stored_size() != *bytes)
-    return Corruption(where + ": raw blob stores " + std::to_string(ref.stored_size()) + " bytes, expected " +
+    return Corruption(where.str() + ": raw blob stores " + std::to_string(ref.stored_size()) + " bytes, expected " +
                       std::to_string(*bytes));
   return Status::Ok();
 }
@@ -168,36 +182,38 @@ Status CheckOffsets(const uint64_t* offs, uint64_t n, uint64_t end, const std::s
   return Status::Ok();
 }
 
-Result<Shape> SampleShape(const FieldSpec& f, const int64_t* dims, const std::string& where) {
+Result<Shape> SampleShape(const FieldSpec& f, const int64_t* dims, const SampleLocation& where) {
   Shape shape = f.shape;
   if (dims != nullptr) shape.assign(dims, dims + f.shape.size());
   if (!ShapeMatches(f.shape, shape))
-    return Corruption(where + ": shape " + ShapeToString(shape) + " does not fit the field's " +
+    return Corruption(where.str() + ": shape " + ShapeToString(shape) + " does not fit the field's " +
                       ShapeToString(f.shape));
   return shape;
 }
 
 // A chunked sample: as many chunks as its grid has, each sized as its clipped box.
 Status CheckChunks(const FieldSpec& f, const fb::Column& c, uint64_t i, const Shape& shape, uint64_t blob_end,
-                   uint64_t max_bytes, const std::string& where) {
+                   uint64_t max_bytes, const SampleLocation& where) {
   auto grid = MakeChunkGrid(shape, f.chunk_shape);
-  if (!grid.ok()) return Corruption(where + ": " + grid.status().message());
+  if (!grid.ok()) return Corruption(where.str() + ": " + grid.status().message());
   const uint64_t begin = c.chunk_starts()->Get(static_cast<flatbuffers::uoffset_t>(i));
   const uint64_t end = c.chunk_starts()->Get(static_cast<flatbuffers::uoffset_t>(i + 1));
   if (end - begin != grid->count)
-    return Corruption(where + ": " + std::to_string(end - begin) + " chunks, the grid of " + ShapeToString(shape) +
-                      " by " + ShapeToString(f.chunk_shape) + " has " + std::to_string(grid->count));
+    return Corruption(where.str() + ": " + std::to_string(end - begin) + " chunks, the grid of " +
+                      ShapeToString(shape) + " by " + ShapeToString(f.chunk_shape) + " has " +
+                      std::to_string(grid->count));
   Shape origin, extent;
   for (uint64_t k = 0; k < grid->count; ++k) {
     const fb::BlobRef& ref = *c.chunks()->Get(static_cast<flatbuffers::uoffset_t>(begin + k));
-    const std::string at = where + " chunk " + std::to_string(k);
+    const SampleLocation at{where.path, where.sample, where.field, k};
     ChunkBox(*grid, k, &origin, &extent);
     RETURN_IF_ERROR(CheckPlacement(f, ref, blob_end, at));
     RETURN_IF_ERROR(CheckRawSize(f, ref, extent, max_bytes, at));
   }
   auto total = ByteSize(shape, f.dtype);
   if (!total.ok() || *total > max_bytes)
-    return Corruption(where + ": shape " + ShapeToString(shape) + " exceeds the limit of " + std::to_string(max_bytes));
+    return Corruption(where.str() + ": shape " + ShapeToString(shape) + " exceeds the limit of " +
+                      std::to_string(max_bytes));
   return Status::Ok();
 }
 
@@ -223,7 +239,7 @@ Status CheckNdarray(const FieldSpec& f, const fb::Column& c, uint64_t first, uin
     view->blobs = n ? c.blobs()->Get(0) : nullptr;
   }
   for (uint64_t i = 0; i < n; ++i) {
-    const std::string at = path + " sample " + std::to_string(first + i) + " field '" + f.name + "'";
+    const SampleLocation at{path, first + i, f.name};
     ASSIGN_OR_RETURN(const Shape shape, SampleShape(f, view->dims ? view->dims + i * rank : nullptr, at));
     if (f.chunked()) {
       RETURN_IF_ERROR(CheckChunks(f, c, i, shape, blob_end, max_bytes, at));

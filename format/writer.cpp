@@ -291,9 +291,11 @@ class WriterImpl final : public DatasetWriter {
         Filtered(manifest_.fields[f], s.data(), s.size(), &filtered.back());
       }
     }
-    ASSIGN_OR_RETURN(std::vector<uint8_t> dict,
-                     detail::TrainDictionary(filtered.empty() ? samples : filtered, dict_bytes));
-    ASSIGN_OR_RETURN(dicts_[f], detail::Dictionary::Create(dict, LevelOf(options_, field)));
+    const std::vector<std::vector<uint8_t>>& compressed = filtered.empty() ? samples : filtered;
+    ASSIGN_OR_RETURN(std::vector<uint8_t> dict, detail::TrainDictionary(compressed, dict_bytes));
+    const int level = LevelOf(options_, field);
+    ASSIGN_OR_RETURN(const bool raw_literals, detail::RawLiteralsPay(compressed, dict, level));
+    ASSIGN_OR_RETURN(dicts_[f], detail::Dictionary::Create(dict, level, raw_literals));
     manifest_.fields[f].dictionary = std::move(dict);
     return Status::Ok();
   }

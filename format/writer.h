@@ -117,7 +117,9 @@ class DatasetWriter {
   virtual ~DatasetWriter() = default;
 
   // Trains a zstd dictionary for ndarray field `field` from `samples` (raw arrays, filtered
-  // here as the field's blobs are) and uses it for every blob of that field. Must precede NewEncoder() and Append().
+  // here as the field's blobs are) and uses it for every blob of that field, with raw
+  // literals where they cost few bytes on these samples (faster to decode; see
+  // format/codec_internal.h). Must precede NewEncoder() and Append().
   // A dictionary that fails to train is an error; callers may fall back to none.
   virtual Status TrainDictionary(const std::string& field, const std::vector<std::vector<uint8_t>>& samples,
                                  size_t dict_bytes = 64 << 10) = 0;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reading speed of Fashion-MNIST train: the ways PyTorch users read it against shardify's.
 
-    /usr/bin/python3 tools/bench_io.py [--build build] [--work DIR] [--json FILE] [--quick]
+    /usr/bin/python3 tools/bench_io.py [--build build] [--work DIR] [--json FILE] [--quick] [--rounds N] [--no-cold]
 
 One run on this machine, the same 60,000 28x28 u8 images and labels (Debian's
 dataset-fashion-mnist), shuffled every epoch, samples/s at batch 64 and 256 for:
@@ -19,14 +19,21 @@ dataset-fashion-mnist), shuffled every epoch, samples/s at batch 64 and 256 for:
   cpp_raw       the C++ Loader on the raw shards
   bare_zstd     ZSTD_decompressDCtx alone over the same stored image blobs, the same
                 threads (loader_bench --bare-zstd): the ceiling of the zstd Loader
+  ffcv          FFCV's Loader (when `import ffcv` works: Debian's python3-ffcv) over the
+                raw arrays (NDArrayField, IntField), os_cache=True, RANDOM order, --threads
+                workers; its compilation is left out (a first epoch, not timed)
 
 Every batch holds the images and the labels (int64). Threaded readers use --threads
 (default: all cores). Fast methods run whole epochs, at least --epochs and at least
---min-seconds (the two Loaders the same epochs, so their ratio compares like with like).
+--min-seconds (the two Loaders the same epochs, so their ratio compares like with like),
+in --rounds rounds that alternate the methods; a figure is the median round, with the
+CPU time of that run (all threads, and child processes) per sample.
+Cold (unless --no-cold, and first): the Python Loaders and FFCV read one epoch after
+posix_fadvise(DONTNEED) over the dataset's files, each in a new process (imports, and
+FFCV's warm-up over another small file, before timing), from the Loader's construction.
 Inputs are made once under --work and reused (PNGs with bin/idx2png, else PIL; shards
-with bin/shardify from the idx files, default options: zstd level 9 with a dictionary, or
---codec raw) and read once before timing, so the page cache is warm.
-Prints a Markdown table (and the targets' ratios) and, with --json, writes the figures.
+with bin/shardify from the idx files, default options, or --codec raw) and read before
+the warm runs. Prints Markdown tables (and the targets) and, with --json, the figures.
 --quick: the first 1,024 images, one epoch each, a second at most per PNG run: a check
 that every method runs, not a measurement.
 """
@@ -35,11 +42,15 @@ import json
 import math
 import os
 import platform
+import resource
 import shutil
 import struct
 import subprocess
 import sys
 import time
+
+from bench_io_readers import (bench_bare_zstd, bench_cpp_loader, bench_ffcv, bench_imagefolder, bench_index_select,
+                              bench_memmap, bench_py_loader, bench_tensordataset, cold_run, run, write_beton)
 
 FMNIST = "/usr/share/datasets/fashion-mnist"
 IMAGES = "train-images-idx3-ubyte"
@@ -58,7 +69,10 @@ ROWS = [
     ("cpp_zstd", "C++ Loader (`shardtool bench`), zstd shards, checksums on"),
     ("cpp_raw", "C++ Loader (`shardtool bench`), raw shards, checksums on"),
     ("bare_zstd", "bare `ZSTD_decompressDCtx` over the same image blobs (`loader_bench --bare-zstd`)"),
+    ("ffcv", "FFCV {ffcv} Loader, raw arrays (`os_cache`, `RANDOM` order, {threads} workers)"),
 ]
+# The readers compared warm and cold, with bytes on disk and CPU per sample.
+PEERS = ["index_select", "ffcv", "py_zstd", "py_raw"]
 # numerator, denominator, label, target (a fraction).
 RATIOS = [
     ("py_zstd", "cpp_zstd", "Python Loader / C++ Loader, zstd", 0.9),
@@ -67,6 +81,14 @@ RATIOS = [
     ("py_zstd", "bare_zstd", "Python Loader zstd / bare zstd", 0.8),
     ("cpp_raw", "index_select", "C++ Loader raw / `index_select`", 1.0),
     ("py_raw", "index_select", "Python Loader raw / `index_select`", 1.0),
+]
+# Against FFCV (PEERS): label, numerator, denominator, measure (warm, cold or bytes), goal,
+# and whether the goal is a most (bytes) rather than a least.
+TARGETS = [
+    ("default (zstd) / FFCV, warm", "py_zstd", "ffcv", "warm", 1.0, False),
+    ("default (zstd) / FFCV, cold", "py_zstd", "ffcv", "cold", 5.0, False),
+    ("default (zstd) / FFCV, bytes", "py_zstd", "ffcv", "bytes", 0.6, True),
+    ("raw / FFCV, warm", "py_raw", "ffcv", "warm", 4.0, False),
 ]
 
 
@@ -87,12 +109,17 @@ def parse_args(argv):
     p.add_argument("--png-seconds", type=float, default=20.0,
                    help="most seconds per ImageFolder run; it stops after the batch that passes them (default %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="seed of every shuffle (default %(default)s)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="rounds of the fast methods, alternated, and of the cold runs; the median is shown "
+                        "(default %(default)s; --quick: 1)")
+    p.add_argument("--no-cold", dest="cold", action="store_false", help="leave out the cold-cache epochs")
     a = p.parse_args(argv)
     try:
         a.batches = [int(b) for b in a.batches.split(",")]
     except ValueError:
         p.error("--batches: expected sizes like 64,256, not '%s'" % a.batches)
-    for name, value in (("--batches", min(a.batches)), ("--threads", a.threads), ("--epochs", a.epochs)):
+    for name, value in (("--batches", min(a.batches)), ("--threads", a.threads), ("--epochs", a.epochs),
+                        ("--rounds", a.rounds)):
         if value < 1:
             p.error("%s must be >= 1" % name)
     if a.min_seconds < 0 or a.png_seconds <= 0:
@@ -104,7 +131,13 @@ def parse_args(argv):
     if not os.path.isdir(os.path.join(a.build, "python", "shardify")):
         p.error("%s/python/shardify is not built (SHARDIFY_WITH_PYTHON)" % a.build)
     if a.quick:
-        a.epochs, a.min_seconds, a.png_seconds = 1, 0.0, min(a.png_seconds, 1.0)
+        a.epochs, a.min_seconds, a.png_seconds, a.rounds = 1, 0.0, min(a.png_seconds, 1.0), 1
+    try:
+        import importlib.metadata
+        import ffcv  # noqa: F401
+        a.ffcv = importlib.metadata.version("ffcv")
+    except Exception:  # not installed, or it cannot load (it needs python3-opencv)
+        a.ffcv = None
     return a
 
 
@@ -131,13 +164,6 @@ def made(path, make):
     make(tmp)
     os.rename(tmp, path)
     return path
-
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit("bench_io: %s failed (exit %d):\n%s%s" % (" ".join(cmd), r.returncode, r.stdout, r.stderr))
-    return r.stdout
 
 
 def make_inputs(a, images, labels):
@@ -182,16 +208,22 @@ def make_inputs(a, images, labels):
     paths["zstd"] = made(os.path.join(work, "zstd"), shards("zstd"))
     paths["raw"] = made(os.path.join(work, "raw"), shards("raw"))
     paths["npy"] = made(os.path.join(work, "images.npy"), npy)
+    if a.ffcv:
+        paths["ffcv"] = made(os.path.join(work, "ffcv.beton"), lambda tmp: write_beton(a, tmp, images, labels))
+        paths["ffcv_warmup"] = made(os.path.join(work, "ffcv-warmup.beton"),
+                                    lambda tmp: write_beton(a, tmp, images[:256], labels[:256]))
     return paths
+
+
+def files_of(path):
+    return [path] if os.path.isfile(path) else [os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs]
 
 
 def warm(paths):
     """Reads every input file once, so each method starts from the page cache."""
     total = 0
-    for key in ("png", "zstd", "raw", "npy"):
-        path = paths[key]
-        files = [path] if os.path.isfile(path) else [os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs]
-        for name in files:
+    for key in ("png", "zstd", "raw", "npy", "ffcv"):
+        for name in files_of(paths[key]) if key in paths else []:
             with open(name, "rb") as f:
                 while True:
                     chunk = f.read(1 << 20)
@@ -202,130 +234,24 @@ def warm(paths):
 
 
 def tree_bytes(path):
-    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+    return sum(os.path.getsize(name) for name in files_of(path))
 
 
-# ---------------------------------------------------------------------------------------
-# Methods: each returns {"samples", "seconds", "epochs" or "note"} for one batch size.
-
-
-def timed_epochs(a, epoch, n, epochs=None):
-    """Runs epoch(e) for e = 0, 1, ... until `epochs` (default: at least --epochs and
-    --min-seconds) and times them together."""
-    t0 = time.perf_counter()
-    e = 0
-    while (e < epochs) if epochs else (e < a.epochs or time.perf_counter() - t0 < a.min_seconds):
-        epoch(e)
-        e += 1
-    seconds = time.perf_counter() - t0
-    return {"samples": n * e, "seconds": seconds, "epochs": e}
-
-
-def gray_png(path):
-    from PIL import Image
-    with open(path, "rb") as f:
-        return Image.open(f).convert("L")
-
-
-def bench_imagefolder(a, paths, n, batch):
-    import torch
-    import torchvision
-    folder = torchvision.datasets.ImageFolder(paths["png"], loader=gray_png,
-                                              transform=torchvision.transforms.PILToTensor())
-    if len(folder) != n:
-        sys.exit("bench_io: %s holds %d images, not %d (remove it to remake it)" % (paths["png"], len(folder), n))
-    runs = []
-    for workers in sorted({0, a.threads}):
-        loader = torch.utils.data.DataLoader(folder, batch_size=batch, shuffle=True, num_workers=workers,
-                                             generator=torch.Generator().manual_seed(a.seed))
-        samples = 0
-        t0 = time.perf_counter()
-        for images, _ in loader:  # workers start inside the timing, as in every epoch
-            samples += len(images)
-            if time.perf_counter() - t0 >= a.png_seconds:
-                break
-        runs.append({"num_workers": workers, "samples": samples, "seconds": time.perf_counter() - t0})
-    best = max(runs, key=lambda r: r["samples"] / r["seconds"])
-    note = "best num_workers=%d, %s samples in %.1f s" % (best["num_workers"], format(best["samples"], ","),
-                                                         best["seconds"])
-    return dict(best, note=note, runs=runs)
-
-
-def bench_tensordataset(a, data, n, batch):
-    import torch
-    images, labels = data
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(images, labels), batch_size=batch,
-                                         shuffle=True, num_workers=0, generator=torch.Generator().manual_seed(a.seed))
-
-    def epoch(_):
-        for _ in loader:
-            pass
-    return timed_epochs(a, epoch, n)
-
-
-def bench_index_select(a, data, n, batch):
-    import torch
-    images, labels = data
-    generator = torch.Generator().manual_seed(a.seed)
-
-    def epoch(_):
-        order = torch.randperm(n, generator=generator)
-        for start in range(0, n, batch):
-            rows = order[start:start + batch]
-            images.index_select(0, rows)
-            labels.index_select(0, rows)
-    return timed_epochs(a, epoch, n)
-
-
-def bench_memmap(a, paths, labels, n, batch):
-    import numpy as np
-    import torch
-    mapped = np.load(paths["npy"], mmap_mode="r")
-    rng = np.random.default_rng(a.seed)
-
-    def epoch(_):
-        order = rng.permutation(n)
-        for start in range(0, n, batch):
-            rows = np.sort(order[start:start + batch])
-            torch.from_numpy(mapped[rows])
-            torch.from_numpy(labels[rows])
-    return timed_epochs(a, epoch, n)
-
-
-def bench_py_loader(a, path, n, batch, epochs):
-    """The Python Loader, `epochs` epochs, timed from its construction (as the C++ one)."""
-    import shardify
-    t0 = time.perf_counter()
-    loader = shardify.Loader(path, split="train", batch_size=batch, shuffle=True, seed=a.seed, threads=a.threads)
-    samples = 0
-    for _ in range(epochs):
-        for b in loader:
-            samples += len(b["index"])
-    seconds = time.perf_counter() - t0
-    loader.close()
-    if samples != n * epochs:
-        sys.exit("bench_io: the Python Loader gave %d samples in %d epochs, not %d" % (samples, epochs, n * epochs))
-    return {"samples": samples, "seconds": seconds, "epochs": epochs}
-
-
-def cpp_json(cmd):
-    return json.loads(run(cmd).strip().splitlines()[-1])
-
-
-def bench_cpp_loader(a, path, n, batch, epochs):
-    r = cpp_json([os.path.join(a.build, "bin", "shardtool"), "bench", path, "--split", "train", "--batch", str(batch),
-                  "--threads", str(a.threads), "--epochs", str(epochs), "--seed", str(a.seed), "--json"])
-    if r["samples"] != n * epochs:
-        sys.exit("bench_io: shardtool bench read %d samples, not %d" % (r["samples"], n * epochs))
-    return {"samples": r["samples"], "seconds": r["seconds"], "epochs": epochs}
-
-
-def bench_bare_zstd(a, path, n, epochs):
-    r = cpp_json([os.path.join(a.build, "bin", "loader_bench"), path, "--bare-zstd", "--split", "train",
-                  "--threads", str(a.threads), "--epochs", str(epochs), "--seed", str(a.seed), "--json"])
-    if r["samples"] != n * epochs:
-        sys.exit("bench_io: loader_bench --bare-zstd decoded %d samples, not %d" % (r["samples"], n * epochs))
-    return {"samples": r["samples"], "seconds": r["seconds"], "epochs": epochs}
+def drop_cache(path):
+    """Drops the page cache of path's files (posix_fadvise DONTNEED); returns the bytes
+    still resident by fincore (util-linux), or None where it is missing."""
+    for name in files_of(path):
+        fd = os.open(name, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # dirty pages are not dropped
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    if shutil.which("fincore") is None:
+        return None
+    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", *files_of(path)],
+                         capture_output=True, text=True).stdout
+    return sum(int(v) for v in out.split())
 
 
 def epochs_for(a, one_epoch):
@@ -335,27 +261,84 @@ def epochs_for(a, one_epoch):
     return max(a.epochs, math.ceil(a.min_seconds / max(one_epoch["seconds"], 1e-6) * 1.1))
 
 
-def measure(a, paths, data, n):
-    """{row key: {batch: result}}; the rows in table order."""
-    images, labels = data
-    out = {key: {} for key, _ in ROWS}
-    for batch in a.batches:
-        out["imagefolder"][batch] = bench_imagefolder(a, paths, n, batch)
-        out["tensordataset"][batch] = bench_tensordataset(a, data, n, batch)
-        out["index_select"][batch] = bench_index_select(a, data, n, batch)
-        out["memmap"][batch] = bench_memmap(a, paths, labels.numpy(), n, batch)
-        for codec in ("zstd", "raw"):
-            epochs = epochs_for(a, bench_cpp_loader(a, paths[codec], n, batch, 1))
-            out["cpp_" + codec][batch] = bench_cpp_loader(a, paths[codec], n, batch, epochs)
-            out["py_" + codec][batch] = bench_py_loader(a, paths[codec], n, batch, epochs)
-    # Batch size does not apply to the bare decode: one run serves every column.
-    bare = bench_bare_zstd(a, paths["zstd"], n, epochs_for(a, bench_bare_zstd(a, paths["zstd"], n, 1)))
-    for batch in a.batches:
-        out["bare_zstd"][batch] = dict(bare, note=plural(bare["epochs"], "epoch") + ", no batches (one run for every column)")
-    for rows in out.values():
-        for r in rows.values():
+def with_cpu(run):
+    """run()'s result with the CPU time it took (this process's threads, and its children)
+    per sample."""
+    def seconds():
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return time.process_time() + children.ru_utime + children.ru_stime
+    t0 = seconds()
+    r = run()
+    cpu = seconds() - t0
+    r["cpu_us_per_sample"] = cpu / r["samples"] * 1e6 if r["samples"] else 0.0
+    return r
+
+
+def medians(runs):
+    """{key: {batch: the run of median samples/s, with every round's figure}}."""
+    out = {}
+    for (key, batch), rs in runs.items():
+        for r in rs:
             r["samples_per_s"] = r["samples"] / r["seconds"] if r["seconds"] > 0 else 0.0
+        ranked = sorted(rs, key=lambda r: r["samples_per_s"])
+        out.setdefault(key, {})[batch] = dict(ranked[(len(ranked) - 1) // 2],
+                                              rounds=[r["samples_per_s"] for r in rs])
     return out
+
+
+def measure(a, paths, data, n):
+    """{row key: {batch: result}}: ImageFolder once, the fast methods --rounds times,
+    alternated, their medians."""
+    images, labels = data
+    png = {batch: with_cpu(lambda: bench_imagefolder(a, paths, n, batch)) for batch in a.batches}
+    epochs = {(codec, b): epochs_for(a, bench_cpp_loader(a, paths[codec], n, b, 1))
+              for codec in ("zstd", "raw") for b in a.batches}
+    bare_epochs = epochs_for(a, bench_bare_zstd(a, paths["zstd"], n, 1))
+    methods = {
+        "tensordataset": lambda b: bench_tensordataset(a, data, n, b),
+        "index_select": lambda b: bench_index_select(a, data, n, b),
+        "memmap": lambda b: bench_memmap(a, paths, labels.numpy(), n, b),
+    }
+    for codec in ("zstd", "raw"):  # the two Loaders read the same epochs
+        methods["cpp_" + codec] = lambda b, c=codec: bench_cpp_loader(a, paths[c], n, b, epochs[c, b])
+        methods["py_" + codec] = lambda b, c=codec: bench_py_loader(a, paths[c], n, b, epochs[c, b])
+    if a.ffcv:
+        methods["ffcv"] = lambda b: bench_ffcv(a, paths["ffcv"], n, b)
+    runs = {}
+    for _ in range(a.rounds):
+        for batch in a.batches:
+            for key, method in methods.items():
+                runs.setdefault((key, batch), []).append(with_cpu(lambda: method(batch)))
+        # Batch size does not apply to the bare decode: one run serves every column.
+        runs.setdefault(("bare_zstd", 0), []).append(with_cpu(lambda: bench_bare_zstd(a, paths["zstd"], n, bare_epochs)))
+    out = medians(runs)
+    bare = out.pop("bare_zstd")[0]
+    bare["note"] = plural(bare["epochs"], "epoch") + ", no batches (one run for every column)"
+    out["bare_zstd"] = {batch: bare for batch in a.batches}
+    out["imagefolder"] = medians({("imagefolder", b): [r] for b, r in png.items()})["imagefolder"]
+    return {key: out[key] for key, _ in rows(a)}
+
+
+def measure_cold(a, paths, n):
+    """{key: {batch: result}} of one epoch from a cold page cache, each run in a new
+    process (see cold_run), --rounds times, alternated, the medians."""
+    keys = [k for k in PEERS if k != "index_select" and (k != "ffcv" or a.ffcv)]
+    runs = {}
+    for _ in range(a.rounds):
+        for batch in a.batches:
+            for key in keys:
+                path = paths[key.replace("py_", "")]
+                resident = drop_cache(path)
+                spec = {"key": key, "path": path, "batch": batch, "threads": a.threads, "seed": a.seed,
+                        "build": a.build, "n": n, "warmup": paths.get("ffcv_warmup")}
+                r = json.loads(run([sys.executable, os.path.abspath(__file__), "--cold-run", json.dumps(spec)])
+                               .strip().splitlines()[-1])
+                r["resident_bytes_at_start"] = resident
+                if resident is not None and resident > tree_bytes(path) / 100:
+                    print("warning: %s: %.1f MiB stayed in the page cache (mapped elsewhere?): not a cold run"
+                          % (path, resident / 2**20))
+                runs.setdefault((key, batch), []).append(r)
+    return medians(runs)
 
 
 # ---------------------------------------------------------------------------------------
@@ -385,12 +368,17 @@ def timed_note(results):
     return "; ".join("batch %d: %s" % (b, note) for b, note in zip(results, notes))
 
 
+def rows(a):
+    """ROWS that run here (FFCV where it is installed), labels filled in."""
+    return [(key, label.format(threads=a.threads, ffcv=a.ffcv)) for key, label in ROWS if key != "ffcv" or a.ffcv]
+
+
 def table(a, out):
     lines = ["| reader | " + " | ".join("batch %d" % b for b in a.batches) + " | timed |",
              "| --- | " + " | ".join("---:" for _ in a.batches) + " | --- |"]
-    for key, label in ROWS:
+    for key, label in rows(a):
         figures = " | ".join("{:,.0f}".format(out[key][b]["samples_per_s"]) for b in a.batches)
-        lines.append("| %s | %s | %s |" % (label.format(threads=a.threads), figures, timed_note(out[key])))
+        lines.append("| %s | %s | %s |" % (label, figures, timed_note(out[key])))
     lines += ["", "| ratio | " + " | ".join("batch %d" % b for b in a.batches) + " | target |",
               "| --- | " + " | ".join("---:" for _ in a.batches) + " | ---: |"]
     for num, den, label, target in RATIOS:
@@ -404,7 +392,53 @@ def ratio(out, num, den, batch):
     return out[num][batch]["samples_per_s"] / d if d > 0 else 0.0
 
 
+def sizes_of(paths, data):
+    """Bytes each peer reads: on disk, or in RAM for index_select."""
+    images, labels = data
+    sizes = {"index_select": images.numel() * images.element_size() + labels.numel() * labels.element_size(),
+             "py_zstd": tree_bytes(paths["zstd"]), "py_raw": tree_bytes(paths["raw"])}
+    if "ffcv" in paths:
+        sizes["ffcv"] = tree_bytes(paths["ffcv"])
+    return sizes
+
+
+def target_values(out, cold, sizes, measure, num, den, batches):
+    """{batch: num / den} for a TARGETS row, or None where a side was not measured."""
+    if measure == "bytes":
+        return {b: sizes[num] / sizes[den] for b in batches} if den in sizes else None
+    runs = out if measure == "warm" else cold
+    if num not in runs or den not in runs:
+        return None
+    return {b: runs[num][b]["samples_per_s"] / runs[den][b]["samples_per_s"] for b in batches}
+
+
+def peers_table(a, out, cold, sizes):
+    b = a.batches
+    label = dict(rows(a))
+    lines = ["| reader | bytes | " + " | ".join("batch %d" % x for x in b) + " | " +
+             " | ".join("cold, batch %d" % x for x in b) + " | cold, first batch | CPU per sample |",
+             "| --- | ---: | " + " | ".join("---:" for _ in range(2 * len(b))) + " | ---: | ---: |"]
+    for key in [k for k in PEERS if k in out]:
+        warm = " | ".join("{:,.0f}".format(out[key][x]["samples_per_s"]) for x in b)
+        colds = " | ".join("{:,.0f}".format(cold[key][x]["samples_per_s"]) if key in cold else "-" for x in b)
+        first = " / ".join("%.0f ms" % (1e3 * cold[key][x]["first_batch_seconds"]) for x in b) if key in cold else "-"
+        cpu = " / ".join("%.2f us" % out[key][x]["cpu_us_per_sample"] for x in b)
+        where = " in RAM" if key == "index_select" else ""
+        lines.append("| %s | %.1f MiB%s | %s | %s | %s | %s |" % (label[key], sizes[key] / 2**20, where, warm, colds,
+                                                               first, cpu))
+    lines += ["", "| target | " + " | ".join("batch %d" % x for x in b) + " | goal |",
+              "| --- | " + " | ".join("---:" for _ in b) + " | ---: |"]
+    for text, num, den, measure, goal, at_most in TARGETS:
+        values = target_values(out, cold, sizes, measure, num, den, b)
+        if values is not None:
+            figures = " | ".join("%.2fx" % values[x] for x in b)
+            lines.append("| %s | %s | %s %.1fx |" % (text, figures, "<=" if at_most else ">=", goal))
+    return "\n".join(lines)
+
+
 def main(argv):
+    if argv[:1] == ["--cold-run"]:
+        return cold_run(argv[1])
     a = parse_args(argv)
     sys.path.insert(0, os.path.join(a.build, "python"))
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "examples"))
@@ -422,23 +456,40 @@ def main(argv):
     data = (torch.from_numpy(images), torch.from_numpy(labels.astype(np.int64)))
     info = machine()
     print("machine: %d cores, %s, load average %.1f %.1f %.1f" % (info["cores"], info["cpu"], *info["load_average"]))
-    print("data: Fashion-MNIST train, %s images [1, 28, 28] u8 and labels; shards zstd %.1f MiB, raw %.1f MiB; "
-          "%.1f MiB read to warm the page cache" % (format(n, ","), tree_bytes(paths["zstd"]) / 2**20,
-                                                    tree_bytes(paths["raw"]) / 2**20, warmed / 2**20))
-    print("torch %s, numpy %s, %d threads%s\n" % (torch.__version__, np.__version__, a.threads,
-                                                  " (--quick: checks, not figures)" if a.quick else ""))
+    sizes = sizes_of(paths, data)
+    print("data: Fashion-MNIST train, %s images [1, 28, 28] u8 and labels; shards zstd %.1f MiB, raw %.1f MiB%s; "
+          "%.1f MiB read to warm the page cache" % (format(n, ","), sizes["py_zstd"] / 2**20, sizes["py_raw"] / 2**20,
+                                                    ", FFCV %.1f MiB" % (sizes["ffcv"] / 2**20) if a.ffcv else "",
+                                                    warmed / 2**20))
+    print("torch %s, numpy %s, FFCV %s, %d threads, median of %s%s\n" % (
+        torch.__version__, np.__version__, a.ffcv or "not installed", a.threads, plural(a.rounds, "round"),
+        " (--quick: checks, not figures)" if a.quick else ""))
     sys.stdout.flush()
+    # Cold runs first: a file this process has mapped (as FFCV's Loader keeps its file)
+    # would stay in the page cache.
+    cold = measure_cold(a, paths, n) if a.cold else {}
+    warm(paths)
     out = measure(a, paths, data, n)
+    info["load_average_at_end"] = list(os.getloadavg())
     print("samples/s, shuffled, images and labels per batch:\n")
     print(table(a, out))
+    print("\nsmall samples against FFCV (warm and cold epochs, samples/s; the time to a cold epoch's first batch "
+          "and the CPU time per sample of the warm runs, each batch size):\n")
+    print(peers_table(a, out, cold, sizes))
+    print("\nload average at the end: %.1f %.1f %.1f" % tuple(info["load_average_at_end"]))
     if a.json:
         report = {"machine": info, "samples": n, "threads": a.threads, "quick": a.quick, "batches": a.batches,
-                  "torch": torch.__version__, "numpy": np.__version__,
-                  "rows": [{"key": key, "reader": label.format(threads=a.threads),
-                            "results": {str(b): out[key][b] for b in a.batches}} for key, label in ROWS],
+                  "torch": torch.__version__, "numpy": np.__version__, "ffcv": a.ffcv, "rounds": a.rounds,
+                  "bytes": sizes,
+                  "rows": [{"key": key, "reader": label, "results": {str(b): out[key][b] for b in a.batches}}
+                           for key, label in rows(a)],
+                  "cold": {key: {str(b): r for b, r in results.items()} for key, results in cold.items()},
                   "ratios": [{"ratio": label, "target": target,
                               "results": {str(b): ratio(out, num, den, b) for b in a.batches}}
-                             for num, den, label, target in RATIOS]}
+                             for num, den, label, target in RATIOS],
+                  "targets": [{"target": text, "goal": goal, "at_most": at_most,
+                               "results": target_values(out, cold, sizes, measure, num, den, a.batches)}
+                              for text, num, den, measure, goal, at_most in TARGETS]}
         with open(a.json, "w") as f:
             json.dump(report, f, indent=1)
     return 0

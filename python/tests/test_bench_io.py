@@ -23,11 +23,12 @@ def test_quick_run_gives_a_figure_for_every_reader_and_batch(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     report = json.loads(out.read_text())
     assert report["samples"] == QUICK_SAMPLES
-    assert [row["key"] for row in report["rows"]] == ROWS
+    assert [row["key"] for row in report["rows"]] == ROWS + (["ffcv"] if report["ffcv"] else [])
     for row in report["rows"]:
         assert sorted(row["results"], key=int) == ["64", "256"], row["key"]
         for batch, result in row["results"].items():
             assert result["samples_per_s"] > 0, (row["key"], batch)
+            assert result["cpu_us_per_sample"] > 0, (row["key"], batch)
             if row["key"] == "imagefolder":  # bounded by time: at most one epoch
                 assert 0 < result["samples"] <= QUICK_SAMPLES
                 assert sorted(run["num_workers"] for run in result["runs"]) == [0, report["threads"]]
@@ -40,3 +41,9 @@ def test_quick_run_gives_a_figure_for_every_reader_and_batch(tmp_path):
     for ratio in report["ratios"]:
         assert all(value > 0 for value in ratio["results"].values()), ratio["ratio"]
         assert any(l.startswith("| " + ratio["ratio"] + " |") for l in r.stdout.splitlines())
+    # one cold epoch per batch size of each Loader (and FFCV), each in a process of its own
+    for key in ["py_zstd", "py_raw"] + (["ffcv"] if report["ffcv"] else []):
+        assert sorted(report["cold"][key], key=int) == ["64", "256"], key
+        for result in report["cold"][key].values():
+            assert result["samples"] == QUICK_SAMPLES and result["samples_per_s"] > 0, key
+    assert set(report["bytes"]) >= {"index_select", "py_zstd", "py_raw"}

@@ -4,6 +4,7 @@
 #include <set>
 #include <string>
 
+#include "fixtures.h"
 #include "format/codec_internal.h"
 #include "format/layout.h"
 
@@ -117,4 +118,41 @@ TEST_CASE("codec table: decoding refuses unknown codecs, missing dictionaries an
   CHECK(raw_size.message().find("expected 4096") != std::string::npos);
   auto unknown_writer = detail::EncodeBlob(static_cast<Codec>(7), ctx, src.data(), src.size(), nullptr, 3, 0.95, &out);
   CHECK(unknown_writer.status().code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("codec table: a dictionary with raw literals makes frames that keep them raw, and decode the same") {
+  std::vector<Bytes> pictures, noise;
+  for (uint64_t i = 0; i < 200; ++i) {
+    pictures.push_back(testing::ImageLike(i));
+    Bytes n = testing::Pattern(784, i, /*smooth=*/false);
+    for (auto& b : n) b &= 0x0f;  // 4 bits of noise a byte: Huffman coding halves them
+    noise.push_back(n);
+  }
+  auto bytes = detail::TrainDictionary(pictures, 4096);
+  REQUIRE(bytes.ok());
+  CHECK(*detail::RawLiteralsPay(pictures, *bytes, 9));
+  CHECK_FALSE(*detail::RawLiteralsPay(noise, *bytes, 9));
+  CHECK_FALSE(*detail::RawLiteralsPay({}, *bytes, 9));
+  const auto huffman = detail::Dictionary::Create(*bytes, 9, false), raw = detail::Dictionary::Create(*bytes, 9, true);
+  REQUIRE((huffman.ok() && raw.ok()));
+  detail::CodecContext ctx;
+  for (const bool picture : {true, false}) {  // min_ratio 2: every frame is kept
+    const Bytes& src = picture ? pictures[7] : noise[7];
+    Bytes coded, plain;
+    REQUIRE(*detail::EncodeBlob(Codec::kZstd, ctx, src.data(), src.size(), huffman->get(), 9, 2.0, &coded) ==
+            Codec::kZstdDict);
+    REQUIRE(*detail::EncodeBlob(Codec::kZstd, ctx, src.data(), src.size(), raw->get(), 9, 2.0, &plain) ==
+            Codec::kZstdDict);
+    CHECK(testing::ZstdLiteralsType(coded) >= 2);  // Huffman-coded, with its own table or the dictionary's
+    // Raw literals: in a compressed block (the picture), or the noise's block stored as it is.
+    CHECK(testing::ZstdLiteralsType(plain) == (picture ? 0 : -1));
+    // Either decodes with the same dictionary, whichever way the reader loaded it.
+    for (const Bytes* frame : {&coded, &plain}) {
+      Bytes out(src.size(), 0xEE);
+      REQUIRE(detail::DecodeBlob(Codec::kZstdDict, frame->data(), frame->size(), src.size(), out.data(), &ctx,
+                                 huffman->get())
+                  .ok());
+      CHECK(out == src);
+    }
+  }
 }

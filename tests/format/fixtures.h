@@ -24,6 +24,38 @@ inline std::vector<uint8_t> Pattern(size_t n, uint64_t seed, bool smooth = true)
   return out;
 }
 
+// A 28x28 u8 picture like a photographed object: zeros around an ellipse of varied
+// values (0..127), so a zstd frame of it holds many literals that Huffman coding shrinks
+// only a little. Another seed moves and sizes the ellipse.
+inline std::vector<uint8_t> ImageLike(uint64_t seed) {
+  std::vector<uint8_t> out(784, 0);
+  const std::vector<uint8_t> noise = Pattern(out.size(), seed, /*smooth=*/false);
+  const double cy = 13 + static_cast<double>(seed % 3), cx = 13 + static_cast<double>(seed % 5) / 2;
+  const double ry = 9 + static_cast<double>(seed % 4), rx = 6 + static_cast<double>(seed % 3);
+  for (int y = 0; y < 28; ++y)
+    for (int x = 0; x < 28; ++x) {
+      const double dy = (y - cy) / ry, dx = (x - cx) / rx;
+      if (dy * dy + dx * dx < 1) out[static_cast<size_t>(y * 28 + x)] = noise[static_cast<size_t>(y * 28 + x)] & 0x7f;
+    }
+  return out;
+}
+
+// Literals_Block_Type of the first block of a zstd frame (RFC 8878, 3.1.1.3.1): 0 raw,
+// 1 RLE, 2 Huffman-coded, 3 Huffman with the previous table; -1 when the first block is
+// not a compressed one.
+inline int ZstdLiteralsType(const std::vector<uint8_t>& frame) {
+  if (frame.size() < 6) return -1;
+  const uint8_t header = frame[4];
+  const bool single_segment = (header >> 5) & 1;
+  static constexpr size_t kDictIdBytes[] = {0, 1, 2, 4};
+  const size_t content_size_bytes[] = {single_segment ? 1u : 0u, 2, 4, 8};
+  const size_t at = 5 + (single_segment ? 0 : 1) + kDictIdBytes[header & 3] + content_size_bytes[header >> 6];
+  if (at + 4 > frame.size()) return -1;
+  const uint32_t block = frame[at] | frame[at + 1] << 8 | frame[at + 2] << 16;
+  if (((block >> 1) & 3) != 2) return -1;
+  return frame[at + 3] & 3;
+}
+
 inline std::vector<FieldSpec> ImageLabelFields(Shape shape = {1, 8, 8}) {
   FieldSpec image{"image", FieldKind::kNdarray, DType::kU8, std::move(shape), {}, {{"role", "image"}}};
   FieldSpec label{"label", FieldKind::kInt, DType::kU8, {}, {}, {}};

@@ -183,6 +183,33 @@ TEST_CASE("format: a trained dictionary is used and round trips") {
   }
 }
 
+TEST_CASE("format: a dictionary for small pictures stores their literals raw, and they read the same") {
+  TempDir tmp;
+  WriterOptions o = Quick();
+  o.level = 9;
+  auto w = DatasetWriter::Create(tmp.path(), ImageLabelFields({1, 28, 28}), o);
+  REQUIRE(w.ok());
+  std::vector<std::vector<uint8_t>> train;
+  for (int i = 0; i < 200; ++i) train.push_back(ImageLike(i));
+  REQUIRE((*w)->TrainDictionary("image", train, 4096).ok());
+  for (int i = 0; i < 20; ++i) {
+    SampleInput s = ImageLabelSample(i, "train", {1, 28, 28});
+    s.values[0] = FieldValue::Array(ImageLike(1000 + i), {1, 28, 28});
+    REQUIRE((*w)->Append(std::move(s)).ok());
+  }
+  REQUIRE((*w)->Finish().ok());
+  auto ds = Dataset::Open(tmp.path());
+  REQUIRE(ds.ok());
+  Decoder d;
+  for (int i = 0; i < 20; ++i) {
+    auto v = (*ds)->Sample(i);
+    const BlobInfo b = *v->blob(0);
+    REQUIRE(b.codec == Codec::kZstdDict);
+    CHECK(ZstdLiteralsType(std::vector<uint8_t>(b.data, b.data + b.stored_size)) == 0);
+    CHECK(DecodeAll(*v, 0, d) == ImageLike(1000 + i));
+  }
+}
+
 TEST_CASE("format: incompressible blobs are stored raw") {
   TempDir tmp;
   auto w = DatasetWriter::Create(tmp.path(), {{"x", FieldKind::kNdarray, DType::kU8, {4096}, {}, {}}}, Quick());

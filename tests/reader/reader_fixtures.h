@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "format/writer.h"
+#include "tests/format/fixtures.h"
 
 namespace shardify::testing {
 
@@ -39,7 +40,19 @@ struct FixtureOptions {
   int classes = 4;             // label = index % classes (skewed: see `skew`)
   bool skew = false;           // label 0 for 3 samples in 4
   Codec codec = Codec::kZstd;  // how the writer stores blobs
+  // Images like photographs (ImageLike; side 28) with a trained dictionary at level 9, as
+  // shardify stores small images: zstd frames whose literals are raw.
+  bool pictures = false;
 };
+
+// Image bytes of sample `index` as the fixture writes them.
+inline std::vector<uint8_t> FixtureImage(const FixtureOptions& o, uint64_t index) {
+  const size_t n = static_cast<size_t>(o.side * o.side);
+  if (!o.pictures) return SampleBytes(index, n, o.random);
+  std::vector<uint8_t> out = ImageLike(index);
+  std::memcpy(out.data(), &index, 8);
+  return out;
+}
 
 inline FieldSpec Field(std::string name, FieldKind kind, DType dtype = DType::kU8, Shape shape = {}) {
   FieldSpec f;
@@ -68,8 +81,7 @@ inline int64_t FixtureLabel(const FixtureOptions& o, uint64_t i) {
 inline SampleInput FixtureSample(const FixtureOptions& o, uint64_t i) {
   SampleInput s;
   s.split = i + o.val_samples < o.samples ? "train" : "val";
-  const size_t n = static_cast<size_t>(o.side * o.side);
-  s.values.push_back(FieldValue::Array(SampleBytes(i, n, o.random), {1, o.side, o.side}));
+  s.values.push_back(FieldValue::Array(FixtureImage(o, i), {1, o.side, o.side}));
   s.values.push_back(FieldValue::Int(FixtureLabel(o, i)));
   s.values.push_back(FieldValue::Float(static_cast<double>(i) * 0.5));
   s.values.push_back(FieldValue::String("img/" + std::to_string(i) + ".png"));
@@ -89,11 +101,16 @@ inline Status WriteFixture(const std::string& dir, const FixtureOptions& o) {
   WriterOptions w;
   w.target_shard_bytes = o.shard_bytes;
   w.fsync = false;
-  w.level = 1;
+  w.level = o.pictures ? 9 : 1;
   w.codec = o.codec;
   w.compute_stats = false;
   for (int c = 0; c < o.classes; ++c) w.classes.push_back("c" + std::to_string(c));
   ASSIGN_OR_RETURN(auto writer, DatasetWriter::Create(dir, FixtureFields(o), w));
+  if (o.pictures) {
+    std::vector<std::vector<uint8_t>> train;
+    for (uint64_t i = 0; i < 200; ++i) train.push_back(ImageLike(1000 + i));
+    RETURN_IF_ERROR(writer->TrainDictionary("image", train, 4096));
+  }
   for (uint64_t i = 0; i < o.samples; ++i) RETURN_IF_ERROR(writer->Append(FixtureSample(o, i)));
   return writer->Finish();
 }

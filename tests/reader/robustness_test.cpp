@@ -74,10 +74,15 @@ TEST_CASE("reader: a manifest claiming more samples than its shards hold fails L
 }
 
 TEST_CASE("reader: a corrupt sample mid-epoch fails Next() naming it, then the loader stays closed") {
+  // Also pictures as shardify stores them: a flipped byte among raw literals would decode
+  // without a zstd error, so only the checksum catches it.
+  const bool pictures = GENERATE(false, true);
+  INFO((pictures ? "pictures with a dictionary" : "plain fixture"));
   TempDir tmp;
   FixtureOptions fx;
   fx.samples = 120;
-  fx.side = 16;
+  fx.side = pictures ? 28 : 16;
+  fx.pictures = pictures;
   REQUIRE(testing::WriteFixture(tmp / "ds", fx).ok());
   const std::string shard = CorruptSample(tmp / "ds", 57);
   for (size_t threads : {1u, 4u}) {
@@ -99,6 +104,7 @@ TEST_CASE("reader: a corrupt sample mid-epoch fails Next() naming it, then the l
     CHECK(bad.status().message().find("sample 57") != std::string::npos);
     CHECK(bad.status().message().find(shard) != std::string::npos);
     CHECK(bad.status().message().find("epoch 0 step 5") != std::string::npos);
+    CHECK(bad.status().message().find("checksum mismatch") != std::string::npos);
     auto again = (*loader)->Next();
     CHECK(again.status().code() == StatusCode::kCorruption);
   }
