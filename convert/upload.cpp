@@ -1,12 +1,17 @@
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "base/file.h"
+#include "base/strings.h"
 #include "convert/parts.h"
 #include "convert/parts_internal.h"
 #include "convert/upload_internal.h"
@@ -19,28 +24,80 @@
 namespace shardify::convert::detail {
 namespace {
 
-constexpr uint64_t kMaxManifestBytes = 1ull << 30;
+// The most objects a listing of one part's folder, or of all the parts, may name: the
+// shards of a dataset put in parts (1,000,000: 256 TiB in shards of the default size) and
+// the other files of each part (part.sfm, skipped.tsv, the plans and the fingerprint, with
+// room to spare). A store that lists more is refused before it fills memory.
+constexpr uint64_t kMaxListedShards = 1000000;
+constexpr uint64_t kMaxPartFiles = 8;
+constexpr uint64_t kMaxPartListing = kMaxListedShards + kMaxPartFiles;
+constexpr uint64_t kMaxPartsListing = kMaxListedShards + uint64_t{kMaxParts} * kMaxPartFiles;
 
-// Removes `dir` and everything in it (a staging folder: files and folders of files).
+constexpr char kLockSuffix[] = ".lock";
+constexpr char kProbePrefix[] = ".shardify-probe-";  // + pid: the object CheckWritable puts
+
+// Removes `dir` and everything in it (a staging folder: files and folders of files). A
+// symbolic link is removed, never followed.
 void RemoveTree(const std::string& dir) {
+  if (IsSymlink(dir) || !IsDirectory(dir)) {
+    RemoveFile(dir).IgnoreError();
+    return;
+  }
   Result<std::vector<std::string>> names = ListDir(dir);
   if (names.ok()) {
-    for (const std::string& name : *names) {
-      const std::string path = JoinPath(dir, name);
-      if (IsDirectory(path)) {
-        RemoveTree(path);
-      } else {
-        RemoveFile(path).IgnoreError();
-      }
-    }
+    for (const std::string& name : *names) RemoveTree(JoinPath(dir, name));
   }
   RemoveEmptyDir(dir).IgnoreError();
 }
 
-// A new staging folder for the dataset at `store`: <cache dir>/uploads/<name>-<pid>.
-std::string StageFor(const storage::ObjectStore& store) {
-  return JoinPath(JoinPath(storage::DefaultCacheDir(), "uploads"),
-                  storage::ReadableName(store.location().text) + "-" + std::to_string(::getpid()));
+// Whether the process whose id ends staging folder `name` (<name>-<pid>) is alive.
+bool OwnerAlive(const std::string& name) {
+  const size_t dash = name.rfind('-');
+  const std::string digits = dash == std::string::npos ? "" : name.substr(dash + 1);
+  if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) return false;
+  const pid_t pid = static_cast<pid_t>(std::stol(digits));
+  return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM);
+}
+
+// Removes the staging folders in `uploads` that no process holds, with their lock files:
+// a folder's lock (<folder>.lock) is held while its process uses it and dies with the
+// process (kill -9 included), so a free lock means its run ended. A folder without a lock
+// file (of an earlier version) goes once the process its name ends with is gone. Hidden
+// entries are no stage's.
+void RemoveStaleStages(const std::string& uploads) {
+  Result<std::vector<std::string>> names = ListDir(uploads);
+  if (!names.ok()) return;
+  for (const std::string& name : *names) {
+    if (name.empty() || name[0] == '.') continue;
+    const bool lock_file = EndsWith(name, kLockSuffix);
+    const std::string folder =
+        JoinPath(uploads, lock_file ? name.substr(0, name.size() - std::strlen(kLockSuffix)) : name);
+    if (lock_file ? PathExists(folder) : IsSymlink(folder) || !IsDirectory(folder))
+      continue;  // a lock: with its folder
+    if (!PathExists(folder + kLockSuffix) && OwnerAlive(name)) continue;
+    const Result<std::unique_ptr<FileLock>> lock = FileLock::Acquire(folder + kLockSuffix);
+    if (lock.ok()) RemoveTree(folder);  // else held: a live process's
+  }                                     // each lock taken was released at the end of its turn, and its file removed
+}
+
+// This process's staging folder for one location, held (its lock file taken) while the
+// object lives.
+struct Stage {
+  std::string path;
+  std::unique_ptr<FileLock> lock;
+};
+
+// The stage for `store`: <cache dir>/uploads/<name>-<pid>, empty. The stale stages of
+// other runs go first (RemoveStaleStages).
+Result<Stage> TakeStage(const storage::ObjectStore& store) {
+  const std::string uploads = JoinPath(storage::DefaultCacheDir(), "uploads");
+  RETURN_IF_ERROR(MakeDirs(uploads));
+  Stage stage;
+  stage.path = JoinPath(uploads, storage::ReadableName(store.location().text) + "-" + std::to_string(::getpid()));
+  ASSIGN_OR_RETURN(stage.lock, FileLock::Acquire(stage.path + kLockSuffix));
+  RemoveTree(stage.path);  // a folder of an earlier process with this pid
+  RemoveStaleStages(uploads);
+  return stage;
 }
 
 // `st` with the staging folder's paths in its message named as the objects they stand for.
@@ -54,10 +111,25 @@ Status AsRemote(const Status& st, const std::string& stage, const storage::Objec
   return Status(st.code(), text);
 }
 
-// Object `name` into `path` (its folders made), when the store has it; whether it had it.
-Result<bool> GetIfThere(const storage::ObjectStore& store, const std::string& name, const std::string& path) {
+// Puts an empty object under the location and deletes it, so that a missing bucket, or
+// credentials that may not write or delete there, fail before any work is done.
+Status CheckWritable(const storage::ObjectStore& store, const std::string& stage) {
+  const std::string name = kProbePrefix + std::to_string(::getpid());
+  const std::string empty = JoinPath(stage, name);
+  RETURN_IF_ERROR(MakeDirs(stage));
+  RETURN_IF_ERROR(WriteFileAtomic(empty, "", 0, false));
+  Status st = store.Put(name, empty);
+  if (st.ok()) st = store.Delete(name);
+  RemoveFile(empty).IgnoreError();
+  return st.WithContext("writing to " + store.location().text + " (checked first, by putting and deleting object '" +
+                        name + "')");
+}
+
+// Manifest `name` (manifest.sfm, part.sfm: at most kMaxManifestBytes) into `path` (its
+// folders made), when the store has it; whether it had it.
+Result<bool> GetManifestIfThere(const storage::ObjectStore& store, const std::string& name, const std::string& path) {
   RETURN_IF_ERROR(MakeDirs(path.substr(0, path.rfind('/'))));
-  const Status got = store.Get(name, path);  // a missing object leaves no file
+  const Status got = store.Get(name, path, storage::SizeBound::AtMost(kMaxManifestBytes));  // none: no file
   if (got.code() == StatusCode::kNotFound) return false;
   RETURN_IF_ERROR(got);
   return true;
@@ -65,7 +137,7 @@ Result<bool> GetIfThere(const storage::ObjectStore& store, const std::string& na
 
 // The manifest at `store` (the dataset there before this conversion), if there is one.
 Result<std::optional<Manifest>> PreviousManifest(const storage::ObjectStore& store, const std::string& scratch) {
-  ASSIGN_OR_RETURN(const bool there, GetIfThere(store, kManifestFileName, scratch));
+  ASSIGN_OR_RETURN(const bool there, GetManifestIfThere(store, kManifestFileName, scratch));
   if (!there) return std::optional<Manifest>();
   Result<std::vector<uint8_t>> bytes = ReadWholeFile(scratch, kMaxManifestBytes);
   RemoveFile(scratch).IgnoreError();
@@ -131,12 +203,14 @@ Result<ConvertSummary> ConvertPart(const ConvertOptions& options, const storage:
   part.count = options.parts;
   const std::string folder = PartDir(stage, part);
   const std::string under = folder.substr(stage.size() + 1);  // parts/KKKKK-of-NNNNN
-  ASSIGN_OR_RETURN(const bool merged, GetIfThere(store, kManifestFileName, JoinPath(stage, kManifestFileName)));
+  ASSIGN_OR_RETURN(const bool merged, GetManifestIfThere(store, kManifestFileName, JoinPath(stage, kManifestFileName)));
   if (!merged && !options.overwrite) {
     RETURN_IF_ERROR(
-        GetIfThere(store, under + "/" + kPartManifestFileName, JoinPath(folder, kPartManifestFileName)).status());
+        GetManifestIfThere(store, under + "/" + kPartManifestFileName, JoinPath(folder, kPartManifestFileName))
+            .status());
   }
-  ASSIGN_OR_RETURN(const std::vector<std::string> before, store.List(under + "/"));
+  ASSIGN_OR_RETURN(const std::vector<storage::ListedObject> before, store.List(under + "/", kMaxPartListing));
+  if (!options.dry_run) RETURN_IF_ERROR(CheckWritable(store, stage));
   ConvertOptions local = options;
   local.dest = stage;
   // Shards go up during the conversion only into a part folder that holds nothing yet.
@@ -146,7 +220,8 @@ Result<ConvertSummary> ConvertPart(const ConvertOptions& options, const storage:
   // A part converted again (--overwrite) leaves no object of its earlier copy behind.
   ASSIGN_OR_RETURN(const std::vector<std::string> now, ListDir(folder));
   std::vector<std::string> stale;
-  for (const std::string& name : before) {
+  for (const storage::ListedObject& object : before) {
+    const std::string& name = object.name;
     if (std::find(now.begin(), now.end(), name.substr(under.size() + 1)) == now.end()) stale.push_back(name);
   }
   RETURN_IF_ERROR(DeleteAll(store, stale));
@@ -157,10 +232,11 @@ Result<ConvertSummary> ConvertPart(const ConvertOptions& options, const storage:
 // dataset there before named and this one does not are deleted after.
 Result<ConvertSummary> ConvertWhole(const ConvertOptions& options, const storage::ObjectStore& store,
                                     const std::string& stage, ProgressSink* progress, bool* converted) {
-  ASSIGN_OR_RETURN(const std::optional<Manifest> previous, PreviousManifest(store, stage + ".previous.sfm"));
+  ASSIGN_OR_RETURN(const std::optional<Manifest> previous, PreviousManifest(store, JoinPath(stage, ".previous.sfm")));
   if (previous && !options.overwrite && !options.dry_run) {
     return AlreadyExists(options.dest + ": a dataset is there already (--overwrite replaces it)");
   }
+  if (!options.dry_run) RETURN_IF_ERROR(CheckWritable(store, stage));
   ConvertOptions local = options;
   local.dest = stage;
   local.overwrite = true;  // the stage is this process's own
@@ -177,6 +253,24 @@ Result<ConvertSummary> ConvertWhole(const ConvertOptions& options, const storage
     RETURN_IF_ERROR(DeleteAll(store, stale));
   }
   return sum;
+}
+
+// The objects of the parts at `store` (those of hidden folders under parts/ are no part's,
+// as on disk), fetched into `stage` with the manifest there if any, once the store has
+// shown that it takes writes.
+Status FetchParts(const storage::ObjectStore& store, const std::string& stage, std::vector<std::string>* parts) {
+  const std::string root = std::string(kPartsDirName) + "/";
+  ASSIGN_OR_RETURN(const std::vector<storage::ListedObject> listed, store.List(root, kMaxPartsListing));
+  RETURN_IF_ERROR(CheckWritable(store, stage));
+  RETURN_IF_ERROR(GetManifestIfThere(store, kManifestFileName, JoinPath(stage, kManifestFileName)).status());
+  for (const storage::ListedObject& object : listed) {
+    if (object.name.compare(0, root.size() + 1, root + ".") == 0) continue;
+    ASSIGN_OR_RETURN(const std::string path, JoinRelative(stage, object.name));
+    RETURN_IF_ERROR(MakeDirs(path.substr(0, path.rfind('/'))));
+    RETURN_IF_ERROR(store.Get(object.name, path, storage::SizeBound::Exactly(object.size, "the listing")));
+    parts->push_back(object.name);
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -229,44 +323,32 @@ Status EarlyUploads::Pass() {
 
 Result<ConvertSummary> ConvertToObjectStore(const ConvertOptions& options, ProgressSink* progress) {
   ASSIGN_OR_RETURN(const storage::ObjectStore store, storage::ObjectStore::Open(options.dest));
-  const std::string stage = StageFor(store);
-  RemoveTree(stage);       // a folder of an earlier process with this pid
+  ASSIGN_OR_RETURN(const Stage stage, TakeStage(store));
   bool converted = false;  // the stage holds a converted dataset or part: kept when its upload fails
-  Result<ConvertSummary> sum = options.parts > 0 ? ConvertPart(options, store, stage, progress, &converted)
-                                                 : ConvertWhole(options, store, stage, progress, &converted);
-  if (!sum.ok() && converted) return sum.status().WithContext("the converted dataset is kept in " + stage);
-  RemoveTree(stage);
-  if (!sum.ok()) return AsRemote(sum.status(), stage, store);
+  Result<ConvertSummary> sum = options.parts > 0 ? ConvertPart(options, store, stage.path, progress, &converted)
+                                                 : ConvertWhole(options, store, stage.path, progress, &converted);
+  if (!sum.ok() && converted) return sum.status().WithContext("the converted dataset is kept in " + stage.path);
+  RemoveTree(stage.path);
+  if (!sum.ok()) return AsRemote(sum.status(), stage.path, store);
   return sum;
 }
 
 Result<MergeSummary> MergeInObjectStore(const std::string& dest, bool fsync) {
   ASSIGN_OR_RETURN(const storage::ObjectStore store, storage::ObjectStore::Open(dest));
-  const std::string stage = StageFor(store);
-  RemoveTree(stage);
+  ASSIGN_OR_RETURN(const Stage stage, TakeStage(store));
   auto merge = [&]() -> Result<MergeSummary> {
-    const std::string root = std::string(kPartsDirName) + "/";
-    ASSIGN_OR_RETURN(const std::vector<std::string> listed, store.List(root));
-    std::vector<std::string> parts;  // a hidden folder under parts/ is no part's, as on disk
-    for (const std::string& name : listed) {
-      if (name.compare(0, root.size() + 1, root + ".") != 0) parts.push_back(name);
-    }
-    RETURN_IF_ERROR(GetIfThere(store, kManifestFileName, JoinPath(stage, kManifestFileName)).status());
-    for (const std::string& name : parts) {
-      ASSIGN_OR_RETURN(const std::string path, JoinRelative(stage, name));
-      RETURN_IF_ERROR(MakeDirs(path.substr(0, path.rfind('/'))));
-      RETURN_IF_ERROR(store.Get(name, path));
-    }
-    ASSIGN_OR_RETURN(MergeSummary sum, Merge(stage, fsync));
+    std::vector<std::string> parts;
+    RETURN_IF_ERROR(FetchParts(store, stage.path, &parts));
+    ASSIGN_OR_RETURN(MergeSummary sum, Merge(stage.path, fsync));
     if (!sum.already_merged) {
-      RETURN_IF_ERROR(store.Upload(stage, "", {kManifestFileName}).status());
+      RETURN_IF_ERROR(store.Upload(stage.path, "", {kManifestFileName}).status());
     }
     RETURN_IF_ERROR(DeleteAll(store, parts));  // the dataset is complete: its parts go
     return sum;
   };
   Result<MergeSummary> sum = merge();
-  RemoveTree(stage);
-  if (!sum.ok()) return AsRemote(sum.status(), stage, store);
+  RemoveTree(stage.path);
+  if (!sum.ok()) return AsRemote(sum.status(), stage.path, store);
   return sum;
 }
 

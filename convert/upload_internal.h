@@ -55,22 +55,28 @@ class EarlyUploads {
 };
 
 // Convert() for an s3:// `options.dest`. The staging folder is
-// <cache dir>/uploads/<name>-<pid> (SHARDIFY_CACHE_DIR, see storage/remote.h), removed
-// once the upload is done (kept, and named in the error, when an upload after the
-// conversion fails; a put that fails during it cancels the conversion, and the shards put
-// are deleted). Refused: an
+// <cache dir>/uploads/<name>-<pid> (SHARDIFY_CACHE_DIR, see storage/remote.h), held by its
+// lock file <folder>.lock while the run uses it, and removed once the upload is done
+// (kept, and named in the error, when an upload after the conversion fails; a put that
+// fails during it cancels the conversion, and the shards put are deleted). Each run first
+// removes the staging folders in uploads/ whose lock no process holds (runs killed or
+// failed before). Before converting, an empty object is put under the location and
+// deleted, so that a missing bucket or refused writes fail first. Refused: an
 // http(s):// dest (no uploads), and a location that already has a manifest unless
 // `overwrite`, which then deletes the shards of the dataset there that the new one does
 // not name, after its manifest is put. A part (o.parts > 0) is put under parts/ at the
 // location, its part.sfm last; a part the location holds already is judged as a local
 // one would be (converted again only with `overwrite`, objects of its earlier copy
 // deleted), and a dataset merged there from such parts makes a part run do nothing.
+// Every object fetched is bounded: manifests by kMaxManifestBytes, listings by what the
+// operation can need.
 Result<ConvertSummary> ConvertToObjectStore(const ConvertOptions& options, ProgressSink* progress);
 
 // Merge() for an s3:// `dest`: the objects under parts/ (and the manifest, if any) are
-// fetched into a staging folder, merged there by the rules of a local merge (which checks
-// every part and shard), and the dataset is put back, the manifest last; then the parts'
-// objects are deleted. The dataset passes through local disk once, down and up.
+// fetched into a staging folder (as above), each refused past the size its listing gives,
+// merged there by the rules of a local merge (which checks every part and shard), and the
+// dataset is put back, the manifest last; then the parts' objects are deleted. The
+// dataset passes through local disk once, down and up.
 Result<MergeSummary> MergeInObjectStore(const std::string& dest, bool fsync);
 
 }  // namespace shardify::convert::detail

@@ -338,10 +338,6 @@ Dataset::Dataset(std::string dir, Manifest manifest, ReadOptions options)
 
 Dataset::~Dataset() = default;
 
-namespace {
-constexpr uint64_t kMaxManifestBytes = 1ull << 30;
-}  // namespace
-
 Result<std::shared_ptr<const detail::MappedShard>> Dataset::Impl::OpenShard(
     const std::string& dir, const Manifest& m, size_t n, const ReadOptions& o,
     std::shared_ptr<const detail::CheckedIndex> known, bool whole, storage::WaitForRoom wait) const {

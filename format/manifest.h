@@ -115,6 +115,10 @@ enum class ManifestKind { kDataset, kPart };
 // num_samples, splits likewise, plain shard file names. Messages name the offending entry.
 Status ValidateManifest(const Manifest& m, ManifestKind kind = ManifestKind::kDataset);
 
+// The largest manifest file (manifest.sfm, part.sfm) a reader takes: one past it is
+// refused before it is read (or fetched) whole.
+inline constexpr uint64_t kMaxManifestBytes = 1ull << 30;
+
 // The whole manifest file: head magic, FlatBuffers body, trailer with length and XXH3.
 std::vector<uint8_t> EncodeManifestFile(const Manifest& m);
 // Inverse of EncodeManifestFile. `path` only names the file in error messages.

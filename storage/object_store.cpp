@@ -10,7 +10,10 @@ namespace shardify::storage {
 namespace {
 
 constexpr uint64_t kMaxListingBytes = 64ull << 20;  // one page of 1,000 keys is ~300 KB
-constexpr int kMaxListingPages = 100000;
+
+// The most pages a listing of at most `max_keys` keys may take: a store gives up to 1,000
+// keys a page; pages a tenth as full, and a few empty ones, are let pass.
+uint64_t MaxPages(uint64_t max_keys) { return max_keys / 100 + 10; }
 
 }  // namespace
 
@@ -35,9 +38,9 @@ Status ObjectStore::CheckName(const std::string& name) const {
   return InvalidArgument(location_.text + ": '" + EscapeNonUtf8(name, true) + "' is not an object name under it");
 }
 
-Status ObjectStore::Get(const std::string& name, const std::string& path, uint64_t expected_size) const {
+Status ObjectStore::Get(const std::string& name, const std::string& path, SizeBound size) const {
   RETURN_IF_ERROR(CheckName(name));
-  return FetchToFile(Url(name), path, expected_size, transfer_);
+  return FetchToFile(Url(name), path, size, transfer_);
 }
 
 Status ObjectStore::Put(const std::string& name, const std::string& path) const {
@@ -50,12 +53,13 @@ Status ObjectStore::Delete(const std::string& name) const {
   return DeleteObject(Url(name), transfer_);
 }
 
-Result<std::vector<std::string>> ObjectStore::List(const std::string& under) const {
+Result<std::vector<ListedObject>> ObjectStore::List(const std::string& under, uint64_t max_keys) const {
   const std::string prefix = location_.prefix.empty() ? under : location_.prefix + "/" + under;
   const std::string strip = location_.prefix.empty() ? "" : location_.prefix + "/";
-  std::vector<std::string> names;
+  const std::string shown = location_.text + "/" + under;
+  std::vector<ListedObject> objects;
   std::string token;
-  for (int page = 0; page < kMaxListingPages; ++page) {
+  for (uint64_t page = 0; page < MaxPages(max_keys); ++page) {
     // The query's parameters in name order: libcurl signs them as given.
     std::string url = bucket_url_ + "?";
     if (!token.empty()) url += "continuation-token=" + PercentEncode(token, false) + "&";
@@ -63,24 +67,32 @@ Result<std::vector<std::string>> ObjectStore::List(const std::string& under) con
     ASSIGN_OR_RETURN(const std::vector<uint8_t> body, FetchToMemory(url, kMaxListingBytes, transfer_));
     Result<S3Listing> listing = ParseS3Listing(std::string(body.begin(), body.end()));
     if (!listing.ok()) return listing.status().WithContext(ShownLocation(url));
-    for (const std::string& key : listing->keys) {
+    if (objects.size() + listing->objects.size() > max_keys) {
+      return ResourceExhausted(shown + ": the listing names more than " + std::to_string(max_keys) +
+                               " objects, the most this operation can need; it is refused");
+    }
+    for (ListedObject& object : listing->objects) {
       // A key that is not a plain name under the prefix would make a path or a URL outside
       // it (a '..' part, which clients and servers resolve): the whole listing is refused.
+      const std::string& key = object.name;
       if (key.compare(0, prefix.size(), prefix) != 0 || !IsRelativeName(key.substr(strip.size()))) {
-        return Corruption(location_.text + "/" + under + ": the listing names key '" + EscapeNonUtf8(key, true) +
+        return Corruption(shown + ": the listing names key '" + EscapeNonUtf8(key, true) +
                           "', which is not a plain name under '" + prefix +
                           "' (it has an empty, '.' or '..' part, a '/' at an end, a '\\' or a control character); "
                           "the listing is refused");
       }
-      names.push_back(key.substr(strip.size()));
+      objects.push_back({key.substr(strip.size()), object.size});
     }
     if (!listing->truncated) {
-      std::sort(names.begin(), names.end());
-      return names;
+      std::sort(objects.begin(), objects.end(),
+                [](const ListedObject& a, const ListedObject& b) { return a.name < b.name; });
+      return objects;
     }
     token = listing->next_token;
   }
-  return ResourceExhausted(Url(under) + ": the listing goes on past " + std::to_string(kMaxListingPages) + " pages");
+  return ResourceExhausted(shown + ": the listing goes on past " + std::to_string(MaxPages(max_keys)) + " pages (" +
+                           std::to_string(objects.size()) + " objects), more than " + std::to_string(max_keys) +
+                           " objects can take; it is refused");
 }
 
 Result<UploadSummary> ObjectStore::Upload(const std::string& dir, const std::string& under,

@@ -12,6 +12,7 @@
 
 #include "base/status.h"
 #include "storage/location.h"
+#include "storage/s3.h"
 #include "storage/transfer.h"
 
 namespace shardify::storage {
@@ -34,19 +35,23 @@ class ObjectStore {
   // The URL of object `name` (a name under the location, '/' between folders).
   std::string Url(const std::string& name) const { return ObjectUrl(location_, name); }
 
-  // Object `name` into a new local file `path`; `expected_size` as FetchToFile's. NotFound
-  // when the store has no such object. Get, Put and Delete refuse (InvalidArgument) a
-  // `name` that is not a relative name under the location (IsRelativeName, base/file.h).
-  Status Get(const std::string& name, const std::string& path, uint64_t expected_size = UINT64_MAX) const;
+  // Object `name` into a new local file `path`, its size within `size` (FetchToFile: a
+  // larger object is refused before more than `size` is written). NotFound when the store
+  // has no such object. Get, Put and Delete refuse (InvalidArgument) a `name` that is not a
+  // relative name under the location (IsRelativeName, base/file.h).
+  Status Get(const std::string& name, const std::string& path, SizeBound size) const;
   Status Put(const std::string& name, const std::string& path) const;
   Status Delete(const std::string& name) const;
-  // The names (relative to the location) of its objects whose names begin with `under`,
-  // sorted. The store is not trusted: a listing with a key that is not a plain relative
-  // name under the prefix asked for (IsRelativeName, after the XML's entities are
+  // The objects (names relative to the location, and sizes) whose names begin with `under`,
+  // sorted by name. The store is not trusted: a listing with a key that is not a plain
+  // relative name under the prefix asked for (IsRelativeName, after the XML's entities are
   // decoded: no empty, '.' or '..' part, no '/' at an end, no '\\' or control character)
   // is refused whole, as Corruption naming the key, rather than passed over: the caller
-  // fetches, writes or deletes nothing on a listing it cannot read in full.
-  Result<std::vector<std::string>> List(const std::string& under) const;
+  // fetches, writes or deletes nothing on a listing it cannot read in full. A listing that
+  // names more than `max_keys` objects, or takes more than max_keys / 100 + 10 pages (a
+  // store gives up to 1,000 keys a page), is refused as ResourceExhausted naming the
+  // prefix and the bound, once past it: the caller bounds it by what it can need.
+  Result<std::vector<ListedObject>> List(const std::string& under, uint64_t max_keys) const;
 
   // Puts the files of local folder `dir` (not its folders, nor those named in `skip`: put
   // already) as objects `under`/<file name>, those named in `last` after all the others

@@ -127,7 +127,7 @@ Result<std::shared_ptr<const CachedFile>> RemoteDataset::Local(const std::string
   return cache_->Get(
       CacheKey(name, version), size,
       [&](const std::string& tmp) -> Status {
-        RETURN_IF_ERROR(FetchToFile(url, tmp, size, options_.transfer));
+        RETURN_IF_ERROR(FetchToFile(url, tmp, SizeBound::Exactly(size, "its manifest"), options_.transfer));
         return check ? check(tmp).WithContext(ShownLocation(url)) : Status::Ok();
       },
       wait);

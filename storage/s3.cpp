@@ -106,6 +106,34 @@ Result<std::string> XmlText(const std::string& raw) {
   return out;
 }
 
+// The raw text of every <tag>...</tag> in `xml` (elements in it included), in order.
+Result<std::vector<std::string>> Blocks(const std::string& xml, const std::string& tag) {
+  const std::string open = "<" + tag + ">", close = "</" + tag + ">";
+  std::vector<std::string> out;
+  for (size_t at = xml.find(open); at != std::string::npos; at = xml.find(open, at)) {
+    const size_t begin = at + open.size();
+    const size_t end = xml.find(close, begin);
+    if (end == std::string::npos || xml.find(open, begin) < end) {
+      return Corruption("an S3 listing has a <" + tag + "> that does not close");
+    }
+    out.push_back(xml.substr(begin, end - begin));
+    at = end + close.size();
+  }
+  return out;
+}
+
+// `text` as a number of up to 19 decimal digits (no sign, no space).
+bool Decimal(const std::string& text, uint64_t* out) {
+  if (text.empty() || text.size() > 19) return false;
+  uint64_t v = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  *out = v;
+  return true;
+}
+
 // The text of every <tag>...</tag> in `xml`, in order.
 Result<std::vector<std::string>> Elements(const std::string& xml, const std::string& tag) {
   const std::string open = "<" + tag + ">", close = "</" + tag + ">";
@@ -203,7 +231,17 @@ Result<S3Listing> ParseS3Listing(const std::string& xml) {
     return Corruption("the answer to an S3 listing is not a ListBucketResult: '" + xml.substr(0, 120) + "'");
   }
   S3Listing page;
-  ASSIGN_OR_RETURN(page.keys, Elements(xml, "Key"));
+  ASSIGN_OR_RETURN(const std::vector<std::string> contents, Blocks(xml, "Contents"));
+  for (const std::string& block : contents) {
+    ASSIGN_OR_RETURN(const std::vector<std::string> key, Elements(block, "Key"));
+    ASSIGN_OR_RETURN(const std::vector<std::string> size, Elements(block, "Size"));
+    uint64_t bytes = 0;
+    if (key.size() != 1 || size.size() != 1 || !Decimal(size[0], &bytes)) {
+      return Corruption("an S3 listing has a <Contents> without one <Key> and one <Size> in bytes: '" +
+                        block.substr(0, 120) + "'");
+    }
+    page.objects.push_back({key[0], bytes});
+  }
   ASSIGN_OR_RETURN(const std::vector<std::string> truncated, Elements(xml, "IsTruncated"));
   ASSIGN_OR_RETURN(const std::vector<std::string> token, Elements(xml, "NextContinuationToken"));
   if (truncated.size() > 1 || token.size() > 1) return Corruption("an S3 listing says twice whether it goes on");

@@ -3,6 +3,7 @@
 // and files the AWS tools read.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -38,15 +39,24 @@ Result<S3Settings> S3SettingsFromEnvironment();
 // slash; the prefix PercentEncode'd (storage/location.h) with its slashes kept.
 std::string S3PrefixUrl(const S3Settings& s, const std::string& bucket, const std::string& prefix);
 
+// An object a listing names: its key (from ObjectStore::List, its name under the
+// location) and its size in bytes.
+struct ListedObject {
+  std::string name;
+  uint64_t size = 0;
+  bool operator==(const ListedObject& o) const { return name == o.name && size == o.size; }
+};
+
 // One page of a ListObjectsV2 answer.
 struct S3Listing {
-  std::vector<std::string> keys;  // <Contents><Key>, entities decoded, in the answer's order
-  bool truncated = false;         // <IsTruncated>true: ask again with next_token
-  std::string next_token;         // <NextContinuationToken>
+  std::vector<ListedObject> objects;  // each <Contents>'s <Key> (entities decoded) and <Size>, in order
+  bool truncated = false;             // <IsTruncated>true: ask again with next_token
+  std::string next_token;             // <NextContinuationToken>
 };
 
 // Reads a ListObjectsV2 answer (untrusted bytes: anything that is not such a listing is
-// Corruption). Only the elements above are read. The keys are as the store wrote them:
+// Corruption, a <Contents> without one <Key> and one <Size> of decimal digits included).
+// Only the elements above are read. The keys are as the store wrote them:
 // whether each is a name under the prefix asked for is the caller's to check
 // (ObjectStore::List does).
 Result<S3Listing> ParseS3Listing(const std::string& xml);

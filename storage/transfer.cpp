@@ -23,20 +23,31 @@ namespace {
 
 constexpr double kDay = 86400;  // the longest timeout taken, in seconds
 constexpr int kMostAttempts = 100;
+constexpr uint64_t kMostRate = 1ull << 30;  // bytes a second
 
-// Environment variable `name` as a number in [1, kMostAttempts] (`attempts`), or of seconds
-// in (0, kDay]; `fallback` when it is unset or empty.
-Result<double> EnvLimit(const char* name, double fallback, bool attempts) {
+// What an environment variable of a limit takes: a number in [low, high] (above low when
+// `above`), whole when `whole`; `says` tells what, for errors.
+struct LimitKind {
+  double low, high;
+  bool above, whole;
+  const char* says;
+};
+constexpr LimitKind kSeconds{0, kDay, true, false, "a number of seconds above 0 and at most 86400"};
+constexpr LimitKind kAttempts{1, kMostAttempts, false, true, "a whole number of attempts from 1 to 100"};
+constexpr LimitKind kRate{1, static_cast<double>(kMostRate), false, true,
+                          "a whole number of bytes a second from 1 to 1073741824"};
+
+// Environment variable `name` as a limit of `kind`; `fallback` when it is unset or empty.
+Result<double> EnvLimit(const char* name, double fallback, const LimitKind& kind) {
   const std::string text = EnvValue(name);
   if (text.empty()) return fallback;
   errno = 0;
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
-  const bool in_range = attempts ? v >= 1 && v <= kMostAttempts && v == std::floor(v) : v > 0 && v <= kDay;
+  const bool in_range = (kind.above ? v > kind.low : v >= kind.low) && v <= kind.high &&
+                        (!kind.whole || v == std::floor(v));  // false for NaN
   if (end != text.c_str() + text.size() || errno != 0 || !in_range) {
-    return InvalidArgument(std::string(name) + "='" + text + "' is not " +
-                           (attempts ? "a whole number of attempts from 1 to " + std::to_string(kMostAttempts)
-                                     : std::string("a number of seconds above 0 and at most 86400")));
+    return InvalidArgument(std::string(name) + "='" + text + "' is not " + kind.says);
   }
   return v;
 }
@@ -46,24 +57,29 @@ Result<double> EnvLimit(const char* name, double fallback, bool attempts) {
 Result<TransferOptions> ResolveTransferOptions(TransferOptions o) {
   auto seconds = [](double s) { return s >= 0 && s <= kDay; };  // false for NaN
   if (!seconds(o.connect_timeout_s) || !seconds(o.stall_timeout_s) || !seconds(o.cache_wait_s) || o.attempts < 0 ||
-      o.attempts > kMostAttempts) {
+      o.attempts > kMostAttempts || o.min_rate > kMostRate) {
     return InvalidArgument("transfer limits out of range (seconds from 0 to 86400, attempts from 0 to " +
-                           std::to_string(kMostAttempts) + "; 0 takes the default): connect_timeout_s " +
-                           std::to_string(o.connect_timeout_s) + ", stall_timeout_s " +
-                           std::to_string(o.stall_timeout_s) + ", cache_wait_s " + std::to_string(o.cache_wait_s) +
-                           ", attempts " + std::to_string(o.attempts));
+                           std::to_string(kMostAttempts) + ", a rate from 0 to 1073741824 bytes a second; " +
+                           "0 takes the default): connect_timeout_s " + std::to_string(o.connect_timeout_s) +
+                           ", stall_timeout_s " + std::to_string(o.stall_timeout_s) + ", cache_wait_s " +
+                           std::to_string(o.cache_wait_s) + ", attempts " + std::to_string(o.attempts) + ", min_rate " +
+                           std::to_string(o.min_rate));
   }
   if (o.connect_timeout_s == 0) {
-    ASSIGN_OR_RETURN(o.connect_timeout_s, EnvLimit("SHARDIFY_REMOTE_CONNECT_TIMEOUT", 10, false));
+    ASSIGN_OR_RETURN(o.connect_timeout_s, EnvLimit("SHARDIFY_REMOTE_CONNECT_TIMEOUT", 10, kSeconds));
   }
   if (o.stall_timeout_s == 0) {
-    ASSIGN_OR_RETURN(o.stall_timeout_s, EnvLimit("SHARDIFY_REMOTE_STALL_TIMEOUT", 30, false));
+    ASSIGN_OR_RETURN(o.stall_timeout_s, EnvLimit("SHARDIFY_REMOTE_STALL_TIMEOUT", 30, kSeconds));
+  }
+  if (o.min_rate == 0) {
+    ASSIGN_OR_RETURN(const double rate, EnvLimit("SHARDIFY_REMOTE_MIN_RATE", 1024, kRate));
+    o.min_rate = static_cast<uint64_t>(rate);
   }
   if (o.cache_wait_s == 0) {
-    ASSIGN_OR_RETURN(o.cache_wait_s, EnvLimit("SHARDIFY_CACHE_WAIT", 120, false));
+    ASSIGN_OR_RETURN(o.cache_wait_s, EnvLimit("SHARDIFY_CACHE_WAIT", 120, kSeconds));
   }
   if (o.attempts == 0) {
-    ASSIGN_OR_RETURN(const double attempts, EnvLimit("SHARDIFY_REMOTE_ATTEMPTS", 5, true));
+    ASSIGN_OR_RETURN(const double attempts, EnvLimit("SHARDIFY_REMOTE_ATTEMPTS", 5, kAttempts));
     o.attempts = static_cast<int>(attempts);
   }
   if (o.ca_bundle.empty()) {
@@ -90,16 +106,16 @@ void GlobalInit() {
 
 constexpr int kMostRedirects = 5;
 
-// Where a body goes: a file or a buffer, with a byte limit.
+// Where a body goes: a file or a buffer, within a SizeBound.
 struct Sink {
   std::FILE* file = nullptr;
   std::vector<uint8_t>* buffer = nullptr;
-  uint8_t* into = nullptr;  // `limit` bytes of the caller's
-  uint64_t limit = UINT64_MAX;
+  uint8_t* into = nullptr;  // bound.bytes bytes of the caller's
+  SizeBound bound;
   uint64_t received = 0;
+  uint64_t announced = 0;  // the Content-Length that was past the bound (0: none was)
   bool over_limit = false;
   bool write_failed = false;
-  bool exact = false;    // `limit` is the object's size as its manifest says: more is Corruption
   CURL* curl = nullptr;  // the transfer, asked for the answer's status
 };
 
@@ -109,7 +125,14 @@ size_t Write(char* data, size_t size, size_t count, void* user) {
   long status = 0;
   curl_easy_getinfo(s.curl, CURLINFO_RESPONSE_CODE, &status);
   if (status >= 300 && status < 400) return n;  // a redirect's page, not the object
-  if (s.received + n > s.limit) {
+  curl_off_t length = -1;
+  if (s.received == 0 && curl_easy_getinfo(s.curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) == CURLE_OK &&
+      length > 0 && static_cast<uint64_t>(length) > s.bound.bytes) {
+    s.announced = static_cast<uint64_t>(length);  // refused before a byte is written
+    s.over_limit = true;
+    return 0;
+  }
+  if (s.received + n > s.bound.bytes) {
     s.over_limit = true;
     return 0;  // libcurl stops with CURLE_WRITE_ERROR
   }
@@ -118,7 +141,7 @@ size_t Write(char* data, size_t size, size_t count, void* user) {
     return 0;
   }
   if (s.buffer != nullptr) s.buffer->insert(s.buffer->end(), data, data + n);
-  if (s.into != nullptr) std::memcpy(s.into + s.received, data, n);  // within limit: checked above
+  if (s.into != nullptr) std::memcpy(s.into + s.received, data, n);  // within the bound: checked above
   s.received += n;
   return n;
 }
@@ -146,8 +169,8 @@ void SetCommonOptions(CURL* curl, const TransferOptions& o) {
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(o.connect_timeout_s * 1000));
-  // No byte for stall_timeout_s: the speed stays under 1 byte/s for that long.
-  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  // Slower than min_rate bytes a second for stall_timeout_s (no byte at all included).
+  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, static_cast<long>(o.min_rate));
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, static_cast<long>(std::ceil(o.stall_timeout_s)));
   if (!o.ca_bundle.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, o.ca_bundle.c_str());
   curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -186,10 +209,40 @@ CURLcode PerformFollowing(CURL* curl, const std::string& url, bool read, std::st
   }
 }
 
+// What came back from one request.
+struct Answer {
+  CURLcode rc = CURLE_OK;
+  const char* error = "";  // libcurl's message, "" when none
+  long http = 0;
+  curl_off_t length = -1;  // the body's Content-Length; -1 when not given
+  curl_off_t sent = 0;     // bytes of the request's body sent
+  bool connected = false;  // so a timeout is the speed check's (no overall timeout is set)
+};
+
+// The error of a transfer abandoned by the speed check (min_rate for stall_timeout_s).
+Status TooSlow(const std::string& shown, const Answer& a, const Sink& sink, const TransferOptions& o, bool upload) {
+  const std::string of = a.length >= 0 && !upload ? " of " + std::to_string(a.length) : "";
+  const std::string moved =
+      upload ? std::to_string(a.sent) + " bytes sent" : std::to_string(sink.received) + of + " bytes received";
+  return IOError(shown + ": slower than " + std::to_string(o.min_rate) + " bytes a second for " +
+                 std::to_string(static_cast<long>(std::ceil(o.stall_timeout_s))) + " s (" + moved +
+                 "; SHARDIFY_REMOTE_MIN_RATE and SHARDIFY_REMOTE_STALL_TIMEOUT set these limits)");
+}
+
+// The error of a body past its bound.
+Status TooLarge(const std::string& shown, const Sink& sink) {
+  const std::string larger = shown + ": the object is larger than " + std::to_string(sink.bound.bytes) + " bytes";
+  const std::string says =
+      sink.announced == 0 ? "" : " (the answer's Content-Length is " + std::to_string(sink.announced) + ")";
+  if (sink.bound.exact) return Corruption(larger + ", the size " + sink.bound.from + " says" + says);
+  return IOError(larger + ", the most this read takes" + says);
+}
+
 // What an answer means: ok, an error naming `shown` (the URL as ShownLocation shows it),
 // and whether to try again.
-Outcome Judge(const std::string& shown, CURLcode rc, const char* error, long http, curl_off_t length, const Sink& sink,
-              const TransferOptions& o, bool upload, bool range) {
+Outcome Judge(const std::string& shown, const Answer& a, const Sink& sink, const TransferOptions& o, bool upload,
+              bool range) {
+  const long http = a.http;
   if (range && http == 200) {
     return {
         IOError(shown + ": the server does not serve byte ranges (it answered a range request with the whole object)"),
@@ -197,13 +250,14 @@ Outcome Judge(const std::string& shown, CURLcode rc, const char* error, long htt
   }
   // An error page longer than the body expected (a small range) is reported by its status.
   const bool error_page = sink.over_limit && http >= 300;
-  if (sink.over_limit && !error_page) {
-    const std::string larger = shown + ": the object is larger than " + std::to_string(sink.limit) + " bytes";
-    return {sink.exact ? Corruption(larger + ", the size its manifest says") : IOError(larger), false};
-  }
+  if (sink.over_limit && !error_page) return {TooLarge(shown, sink), false};
   if (sink.write_failed) return {IOError(shown + ": cannot write what was received to the local file"), false};
-  if (rc != CURLE_OK && !error_page) {
-    const std::string why = error[0] != '\0' ? error : curl_easy_strerror(rc);
+  if (a.rc == CURLE_OPERATION_TIMEDOUT && a.connected && !error_page) {
+    return {TooSlow(shown, a, sink, o, upload), true};
+  }
+  if (a.rc != CURLE_OK && !error_page) {
+    const std::string why = a.error[0] != '\0' ? a.error : curl_easy_strerror(a.rc);
+    const CURLcode rc = a.rc;
     const bool transient = rc == CURLE_OPERATION_TIMEDOUT || rc == CURLE_COULDNT_CONNECT || rc == CURLE_RECV_ERROR ||
                            rc == CURLE_SEND_ERROR || rc == CURLE_PARTIAL_FILE || rc == CURLE_GOT_NOTHING ||
                            rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_HTTP2 ||
@@ -220,9 +274,10 @@ Outcome Judge(const std::string& shown, CURLcode rc, const char* error, long htt
   const std::string answered = shown + ": the server answered HTTP " + std::to_string(http);
   if (http >= 500 || http == 429 || http == 408) return {IOError(answered), true};
   if (http < 200 || http >= 300) return {IOError(answered), false};
-  if (!upload && length >= 0 && static_cast<uint64_t>(length) != sink.received) {
-    return {IOError(shown + ": received " + std::to_string(sink.received) + " of " + std::to_string(length) + " bytes"),
-            true};
+  if (!upload && a.length >= 0 && static_cast<uint64_t>(a.length) != sink.received) {
+    return {
+        IOError(shown + ": received " + std::to_string(sink.received) + " of " + std::to_string(a.length) + " bytes"),
+        true};
   }
   return {Status::Ok(), false};
 }
@@ -266,15 +321,18 @@ Outcome Perform(const std::string& url, Sink& sink, const TransferOptions& o, Bo
   }
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
   std::string refusal;
-  const CURLcode rc = PerformFollowing(curl, url, body == nullptr && method == nullptr, &refusal);
-  long http = 0;
-  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &http);
-  curl_off_t length = -1;
-  curl_easy_getinfo(curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
+  Answer a;
+  a.rc = PerformFollowing(curl, url, body == nullptr && method == nullptr, &refusal);
+  a.error = error;
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &a.http);
+  curl_easy_getinfo(curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &a.length);
+  curl_easy_getinfo(curl, CURLINFO_SIZE_UPLOAD_T, &a.sent);
+  curl_off_t connect_us = 0;
+  a.connected = curl_easy_getinfo(curl, CURLINFO_CONNECT_TIME_T, &connect_us) == CURLE_OK && connect_us > 0;
   curl_slist_free_all(headers);
   curl_easy_cleanup(curl);
   if (!refusal.empty()) return {IOError(refusal), false};
-  return Judge(shown, rc, error, http, length, sink, o, body != nullptr, range != nullptr);
+  return Judge(shown, a, sink, o, body != nullptr, range != nullptr);
 }
 
 // Runs `attempt` with `options` resolved (ResolveTransferOptions) up to their attempts
@@ -301,23 +359,21 @@ Status WithRetries(const TransferOptions& options, F attempt) {
 
 bool TransfersAvailable() { return true; }
 
-Status FetchToFile(const std::string& url, const std::string& path, uint64_t expected_size,
-                   const TransferOptions& options) {
+Status FetchToFile(const std::string& url, const std::string& path, SizeBound size, const TransferOptions& options) {
   GlobalInit();
   const Status st = WithRetries(options, [&](const TransferOptions& o) -> Outcome {
     std::FILE* f = std::fopen(path.c_str(), "wb");
     if (f == nullptr) return {IOError(path + ": cannot create the file for " + ShownLocation(url)), false};
     Sink sink;
     sink.file = f;
-    sink.exact = expected_size != UINT64_MAX;
-    sink.limit = expected_size;
+    sink.bound = size;
     Outcome out = Perform(url, sink, o);
     if (std::fclose(f) != 0 && out.status.ok()) {
       out = {IOError(path + ": cannot write the file for " + ShownLocation(url)), false};
     }
-    if (out.status.ok() && sink.exact && sink.received != expected_size) {
-      out = {Corruption(ShownLocation(url) + ": the object is " + std::to_string(sink.received) +
-                        " bytes, its manifest says " + std::to_string(expected_size)),
+    if (out.status.ok() && size.exact && sink.received != size.bytes) {
+      out = {Corruption(ShownLocation(url) + ": the object is " + std::to_string(sink.received) + " bytes, " +
+                        size.from + " says " + std::to_string(size.bytes)),
              false};
     }
     return out;
@@ -333,7 +389,7 @@ Result<std::vector<uint8_t>> FetchToMemory(const std::string& url, uint64_t max_
     body.clear();
     Sink sink;
     sink.buffer = &body;
-    sink.limit = max_bytes;
+    sink.bound = SizeBound::AtMost(max_bytes);
     return Perform(url, sink, o);
   }));
   return body;
@@ -349,7 +405,7 @@ Status PutFile(const std::string& url, const std::string& path, const TransferOp
     std::vector<uint8_t> answer;
     Sink sink;
     sink.buffer = &answer;
-    sink.limit = 1 << 20;
+    sink.bound = SizeBound::AtMost(1 << 20);
     Outcome out = Perform(url, sink, o, &body);
     std::fclose(f);
     if (out.status.code() == StatusCode::kNotFound) {  // no bucket to put into
@@ -365,7 +421,7 @@ Status DeleteObject(const std::string& url, const TransferOptions& options) {
     std::vector<uint8_t> answer;
     Sink sink;
     sink.buffer = &answer;
-    sink.limit = 1 << 20;
+    sink.bound = SizeBound::AtMost(1 << 20);
     Outcome out = Perform(url, sink, o, nullptr, "DELETE");
     if (out.status.code() == StatusCode::kNotFound) out.status = Status::Ok();  // gone already
     return out;
@@ -379,7 +435,7 @@ Status FetchRange(const std::string& url, uint64_t offset, uint64_t size, void* 
   return WithRetries(options, [&](const TransferOptions& o) -> Outcome {
     Sink sink;
     sink.into = static_cast<uint8_t*>(dst);
-    sink.limit = size;
+    sink.bound = SizeBound::AtMost(size);
     Outcome out = Perform(url, sink, o, nullptr, nullptr, range.c_str());
     if (out.status.ok() && sink.received != size) {
       out = {IOError(ShownLocation(url) + ": bytes " + range + " came as " + std::to_string(sink.received) + " bytes"),
@@ -393,7 +449,7 @@ Status FetchRange(const std::string& url, uint64_t offset, uint64_t size, void* 
 
 bool TransfersAvailable() { return false; }
 
-Status FetchToFile(const std::string& url, const std::string&, uint64_t, const TransferOptions&) {
+Status FetchToFile(const std::string& url, const std::string&, SizeBound, const TransferOptions&) {
   return Unsupported(ShownLocation(url) + ": this build has no libcurl, so no remote datasets");
 }
 

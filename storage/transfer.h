@@ -24,9 +24,11 @@ struct AwsSigning {
 // (ResolveTransferOptions), else the default in brackets.
 struct TransferOptions {
   double connect_timeout_s = 0;  // to open a connection: $SHARDIFY_REMOTE_CONNECT_TIMEOUT [10 s]
-  // A transfer that moves no byte for this long (whole seconds, rounded up) is abandoned (a
-  // stalled server or network), and retried as a failed one: $SHARDIFY_REMOTE_STALL_TIMEOUT [30 s]
+  // A transfer that moves fewer than min_rate bytes a second for this long (whole seconds,
+  // rounded up) is abandoned (a stalled or trickling server or network), and retried as a
+  // failed one: $SHARDIFY_REMOTE_STALL_TIMEOUT [30 s]
   double stall_timeout_s = 0;
+  uint64_t min_rate = 0;  // bytes a second, see stall_timeout_s: $SHARDIFY_REMOTE_MIN_RATE [1024]
   // How long a read waits for readers to release room in a full cache: $SHARDIFY_CACHE_WAIT [120 s]
   double cache_wait_s = 0;
   int attempts = 0;              // tries per object: $SHARDIFY_REMOTE_ATTEMPTS [5]
@@ -41,21 +43,33 @@ struct TransferOptions {
 // `options` with each limit left at 0 set from its environment variable, else its default,
 // and the CA bundle likewise. The one place those variables are read; every transfer below
 // calls it. InvalidArgument naming the variable when its value is out of range (seconds:
-// above 0, at most a day; attempts: a whole number from 1 to 100) or names no file, or
-// listing the limits when one set in code is (negative, NaN, or past those bounds).
+// above 0, at most a day; attempts: a whole number from 1 to 100; a rate: a whole number
+// of bytes from 1 to 1 GiB) or names no file, or listing the limits when one set in code
+// is (negative, NaN, or past those bounds).
 Result<TransferOptions> ResolveTransferOptions(TransferOptions options);
 
 // True when this build has libcurl (remote datasets need it).
 bool TransfersAvailable();
 
-// GETs `url` into a new file `path` (created, or truncated). Retries connection failures,
-// stalls, truncated bodies and HTTP 5xx/429; an HTTP 404 is NotFound, other 4xx a
-// IOError, at once. `expected_size` (when not UINT64_MAX) must be the
-// body's size. On any error `path` is removed. Errors name the URL.
-Status FetchToFile(const std::string& url, const std::string& path, uint64_t expected_size,
-                   const TransferOptions& options);
+// The size a GET's body may have: exactly `bytes` (the size its manifest or the listing
+// that named it gives: a body of another size is Corruption), or at most `bytes` (a cap: a
+// larger body is an IOError). Either way a body past the bound, or whose Content-Length
+// is past it, is refused before any byte past the bound is written.
+struct SizeBound {
+  uint64_t bytes = UINT64_MAX;
+  bool exact = false;
+  const char* from = "";  // exact: what gives the size, for errors ("its manifest")
+  static SizeBound Exactly(uint64_t bytes, const char* from) { return {bytes, true, from}; }
+  static SizeBound AtMost(uint64_t bytes) { return {bytes, false, ""}; }
+};
 
-// GETs `url` into memory; a body over `max_bytes` is an error.
+// GETs `url` into a new file `path` (created, or truncated), its body within `size`.
+// Retries connection failures, stalls, truncated bodies and HTTP 5xx/429; an HTTP 404 is
+// NotFound, other 4xx a IOError, at once. On any error `path` is removed. Errors name the
+// URL.
+Status FetchToFile(const std::string& url, const std::string& path, SizeBound size, const TransferOptions& options);
+
+// GETs `url` into memory; a body over `max_bytes` is an error (as SizeBound::AtMost).
 Result<std::vector<uint8_t>> FetchToMemory(const std::string& url, uint64_t max_bytes, const TransferOptions& options);
 
 // PUTs the file `path` as object `url` (a single PUT: S3 takes up to 5 GiB so), with the

@@ -18,7 +18,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Result<storage::S3Listing> page = storage::ParseS3Listing(xml);
   if (!page.ok()) return 0;
   if (page->truncated && page->next_token.empty()) std::abort();
-  for (const std::string& key : page->keys) {
+  for (const storage::ListedObject& object : page->objects) {
+    const std::string& key = object.name;
     const Result<std::string> path = JoinRelative("/stage", key);
     if (path.ok() != IsRelativeName(key)) std::abort();
     if (!path.ok()) continue;

@@ -166,30 +166,35 @@ TEST_CASE("storage: an upload puts every file as a signed object, the manifest l
   // A name that would leave the prefix is refused before any request.
   CHECK(store->Delete("parts/../../other").code() == StatusCode::kInvalidArgument);
   CHECK(store->Put("/etc/x", dir + "/skipped.tsv").code() == StatusCode::kInvalidArgument);
-  CHECK(store->Get("..", tmp / "got").code() == StatusCode::kInvalidArgument);
+  CHECK(store->Get("..", tmp / "got", SizeBound::AtMost(1)).code() == StatusCode::kInvalidArgument);
   CHECK(server.requests() == 4);
 }
 
-TEST_CASE("storage: an S3 listing is read strictly: keys, entities and continuation") {
+TEST_CASE("storage: an S3 listing is read strictly: keys, sizes, entities and continuation") {
   const std::string head =
       "<?xml version=\"1.0\"?><ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">";
   auto page = ParseS3Listing(head + "<Name>b</Name><Prefix>p/</Prefix><IsTruncated>true</IsTruncated>" +
                              "<Contents><Key>p/a&amp;b</Key><Size>3</Size></Contents>" +
-                             "<Contents><Key>p/c&#39;d&#x21;</Key></Contents>" +
+                             "<Contents><ETag>&quot;x&quot;</ETag><Size>12345678901</Size>" +
+                             "<Key>p/c&#39;d&#x21;</Key></Contents>" +
                              "<NextContinuationToken>t+/=</NextContinuationToken></ListBucketResult>");
   REQUIRE(page.ok());
-  CHECK(page->keys == std::vector<std::string>{"p/a&b", "p/c'd!"});
+  CHECK(page->objects == std::vector<ListedObject>{{"p/a&b", 3}, {"p/c'd!", 12345678901}});
   CHECK(page->truncated);
   CHECK(page->next_token == "t+/=");
   auto last = ParseS3Listing(head + "<IsTruncated>false</IsTruncated></ListBucketResult>");
   REQUIRE(last.ok());
-  CHECK(last->keys.empty());
+  CHECK(last->objects.empty());
   CHECK_FALSE(last->truncated);
   for (const std::string& bad :
        {std::string("<Error><Code>AccessDenied</Code></Error>"), head + "<Contents><Key>p/a</Contents>",
         head + "<Contents><Key>p/&bogus;</Key></Contents>", head + "<Contents><Key>p/&#0;</Key></Contents>",
         head + "<Contents><Key>p/&#x1F600;</Key></Contents>", head + "<Contents><Key>p/&amp</Key></Contents>",
-        head + "<IsTruncated>true</IsTruncated></ListBucketResult>",
+        head + "<IsTruncated>true</IsTruncated></ListBucketResult>", head + "<Contents><Key>p/a</Key></Contents>",
+        head + "<Contents><Key>p/a</Key><Size>-1</Size></Contents>",
+        head + "<Contents><Key>p/a</Key><Size>1e3</Size></Contents>",
+        head + "<Contents><Key>p/a</Key><Key>p/b</Key><Size>1</Size></Contents>",
+        head + "<Contents><Key>p/a</Key><Size>1</Size>",
         head + "<IsTruncated>true</IsTruncated><IsTruncated>false</IsTruncated>"}) {
     INFO(bad);
     CHECK(ParseS3Listing(bad).status().code() == StatusCode::kCorruption);

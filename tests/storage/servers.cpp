@@ -139,6 +139,35 @@ void MisbehavingServer::Accept(int c) {
   ::close(c);
 }
 
+void MisbehavingServer::Trickle(int c) {
+  const std::string head = "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n";
+  if (::send(c, head.data(), head.size(), MSG_NOSIGNAL) < 0) return;
+  for (int sent = 0; sent < 1000 && !stop_; ++sent) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    if (::send(c, "x", 1, MSG_NOSIGNAL) != 1) return;  // the client went away
+  }
+}
+
+std::string MisbehavingServer::Listing(const std::string& request, int page) {
+  // The prefix= of the request line, percent-decoded.
+  const size_t line = request.find("\r\n"), at = request.find("prefix=");
+  std::string prefix;
+  for (size_t i = at + 7; at != std::string::npos && i < line && request[i] != '&' && request[i] != ' '; ++i) {
+    if (request[i] == '%' && i + 2 < line) {
+      prefix += static_cast<char>(std::stoi(request.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      prefix += request[i];
+    }
+  }
+  std::string xml = "<ListBucketResult><IsTruncated>true</IsTruncated>";
+  for (int k = 0; how_ == Misbehaviour::kEndlessListing && k < 1000; ++k) {
+    xml += "<Contents><Key>" + prefix + "k" + std::to_string(page * 1000 + k) + "</Key><Size>1</Size></Contents>";
+  }
+  xml += "<NextContinuationToken>t" + std::to_string(page) + "</NextContinuationToken></ListBucketResult>";
+  return "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(xml.size()) + "\r\nConnection: close\r\n\r\n" + xml;
+}
+
 void MisbehavingServer::Serve() {
   std::vector<int> open;
   while (!stop_) {
@@ -152,16 +181,24 @@ void MisbehavingServer::Serve() {
     }
     char request[4096];
     pollfd r{c, POLLIN, 0};
-    if (::poll(&r, 1, 2000) > 0) ::recv(c, request, sizeof request, 0);
-    ++requests_;
+    ssize_t got = 0;
+    if (::poll(&r, 1, 2000) > 0) got = ::recv(c, request, sizeof request, 0);
+    const int page = requests_++;
     if (how_ == Misbehaviour::kStall) {
       open.push_back(c);  // answered never; closed when the server stops
       continue;
     }
-    const std::string answer =
-        how_ == Misbehaviour::kTruncate
-            ? "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n0123456789"
-            : "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    if (how_ == Misbehaviour::kTrickle) {
+      Trickle(c);
+      ::close(c);
+      continue;
+    }
+    std::string answer = how_ == Misbehaviour::kTruncate
+                             ? "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n0123456789"
+                             : "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    if (how_ == Misbehaviour::kEndlessListing || how_ == Misbehaviour::kEmptyListing) {
+      answer = Listing(std::string(request, static_cast<size_t>(std::max<ssize_t>(got, 0))), page);
+    }
     ::send(c, answer.data(), answer.size(), MSG_NOSIGNAL);
     ::close(c);
   }

@@ -36,6 +36,11 @@ enum class Misbehaviour {
   kTruncate,    // answers 200 with Content-Length 1000, sends 10 bytes, closes
   kError503,    // answers 503 every time
   kAcceptPuts,  // reads each whole request, answers 200, and keeps its head
+  kTrickle,     // answers 200 with Content-Length 1000, then sends a byte every 0.25 s
+  // Answers each request with a ListObjectsV2 page that goes on: 1,000 new keys under
+  // the prefix asked for (kEndlessListing), or none (kEmptyListing).
+  kEndlessListing,
+  kEmptyListing,
 };
 
 // A one-thread HTTP server on a free port of 127.0.0.1 that misbehaves; counts requests.
@@ -50,7 +55,9 @@ class MisbehavingServer {
 
  private:
   void Serve();
-  void Accept(int connection);  // kAcceptPuts
+  void Accept(int connection);                                // kAcceptPuts
+  void Trickle(int connection);                               // kTrickle
+  std::string Listing(const std::string& request, int page);  // kEndlessListing, kEmptyListing
   Misbehaviour how_;
   int listener_ = -1;
   int port_ = 0;

@@ -1,5 +1,6 @@
 // Transfer limits: the defaults from SHARDIFY_REMOTE_* variables, read in one place, and
-// bad values refused with the variable's name.
+// bad values refused with the variable's name; a server that trickles is abandoned at the
+// minimum rate, and a body past its bound is refused before it is received.
 #include "storage/transfer.h"
 
 #include <catch2/catch.hpp>
@@ -31,7 +32,7 @@ using testing::TempDir;
 struct LimitVariables : testing::ScopedEnvironment {
   explicit LimitVariables(const std::map<std::string, std::string>& set)
       : ScopedEnvironment({"SHARDIFY_REMOTE_CONNECT_TIMEOUT", "SHARDIFY_REMOTE_STALL_TIMEOUT",
-                           "SHARDIFY_REMOTE_ATTEMPTS", "SHARDIFY_CACHE_WAIT"},
+                           "SHARDIFY_REMOTE_MIN_RATE", "SHARDIFY_REMOTE_ATTEMPTS", "SHARDIFY_CACHE_WAIT"},
                           set) {}
 };
 
@@ -42,17 +43,20 @@ TEST_CASE("storage: transfer limits left at 0 come from SHARDIFY_REMOTE_*, else 
     REQUIRE(o.ok());
     CHECK(o->connect_timeout_s == 10);
     CHECK(o->stall_timeout_s == 30);
+    CHECK(o->min_rate == 1024);
     CHECK(o->attempts == 5);
     CHECK(o->cache_wait_s == 120);
   }
   const LimitVariables set({{"SHARDIFY_REMOTE_CONNECT_TIMEOUT", "2.5"},
                             {"SHARDIFY_REMOTE_STALL_TIMEOUT", "4"},
+                            {"SHARDIFY_REMOTE_MIN_RATE", "65536"},
                             {"SHARDIFY_REMOTE_ATTEMPTS", "2"},
                             {"SHARDIFY_CACHE_WAIT", "0.5"}});
   Result<TransferOptions> o = ResolveTransferOptions(TransferOptions());
   REQUIRE(o.ok());
   CHECK(o->connect_timeout_s == 2.5);
   CHECK(o->stall_timeout_s == 4);
+  CHECK(o->min_rate == 65536);
   CHECK(o->attempts == 2);
   CHECK(o->cache_wait_s == 0.5);
   TransferOptions own;  // a value set in code wins
@@ -72,6 +76,8 @@ TEST_CASE("storage: a bad SHARDIFY_REMOTE_* value is an error naming the variabl
       {"SHARDIFY_REMOTE_STALL_TIMEOUT", "nan"},   {"SHARDIFY_REMOTE_CONNECT_TIMEOUT", "1e9"},
       {"SHARDIFY_REMOTE_CONNECT_TIMEOUT", "inf"}, {"SHARDIFY_REMOTE_ATTEMPTS", "0"},
       {"SHARDIFY_REMOTE_ATTEMPTS", "2.5"},        {"SHARDIFY_REMOTE_ATTEMPTS", "1000"},
+      {"SHARDIFY_REMOTE_MIN_RATE", "0"},          {"SHARDIFY_REMOTE_MIN_RATE", "1.5"},
+      {"SHARDIFY_REMOTE_MIN_RATE", "2e9"},
   };
   for (const auto& [name, value] : bad) {
     INFO(name + "=" + value);
@@ -90,6 +96,9 @@ TEST_CASE("storage: a bad SHARDIFY_REMOTE_* value is an error naming the variabl
   TransferOptions negative;
   negative.attempts = -1;
   CHECK_THAT(ResolveTransferOptions(negative).status().message(), Catch::Contains("attempts -1"));
+  TransferOptions fast;
+  fast.min_rate = 1ull << 31;
+  CHECK_THAT(ResolveTransferOptions(fast).status().message(), Catch::Contains("min_rate 2147483648"));
 }
 
 TEST_CASE("storage: a transfer with the default options takes its limits from the environment", "[subprocess]") {
@@ -110,6 +119,41 @@ TEST_CASE("storage: a transfer with the default options takes its limits from th
   CHECK(stall.requests() == 2);  // refused before any request
 }
 
+TEST_CASE("storage: a server that trickles is abandoned at the minimum rate, naming the object and the rate") {
+  const LimitVariables set({{"SHARDIFY_REMOTE_STALL_TIMEOUT", "1"}, {"SHARDIFY_REMOTE_ATTEMPTS", "1"}});
+  MisbehavingServer trickle(Misbehaviour::kTrickle);  // 4 bytes a second
+  TempDir tmp;
+  const auto start = std::chrono::steady_clock::now();
+  const Status got = testing::WithinSeconds(60, "fetching from a trickling server", [&] {
+    return FetchToFile(trickle.url() + "/shard", tmp / "shard", SizeBound::Exactly(1000, "its manifest"),
+                       TransferOptions());
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(got.code() == StatusCode::kIOError);
+  CHECK_THAT(got.message(), Catch::StartsWith(trickle.url() + "/shard: slower than 1024 bytes a second for 1 s (") &&
+                                Catch::Contains(" of 1000 bytes received; SHARDIFY_REMOTE_MIN_RATE") &&
+                                Catch::EndsWith("(after 1 attempt)"));
+  CHECK(seconds < 10);
+  CHECK_FALSE(PathExists(tmp / "shard"));
+}
+
+TEST_CASE("storage: a body whose Content-Length is past its bound is refused before it comes") {
+  MisbehavingServer server(Misbehaviour::kTruncate);  // says 1000 bytes, sends 10
+  TransferOptions o;
+  o.attempts = 3;
+  const Result<std::vector<uint8_t>> body = FetchToMemory(server.url() + "/listing", 100, o);
+  CHECK(body.status().code() == StatusCode::kIOError);
+  CHECK(body.status().message() == server.url() +
+                                       "/listing: the object is larger than 100 bytes, the most this read takes "
+                                       "(the answer's Content-Length is 1000)");
+  CHECK(server.requests() == 1);  // not tried again
+  TempDir tmp;
+  const Status file = FetchToFile(server.url() + "/part.sfs", tmp / "part", SizeBound::Exactly(99, "the listing"), o);
+  CHECK(file.code() == StatusCode::kCorruption);
+  CHECK_THAT(file.message(), Catch::Contains("larger than 99 bytes, the size the listing says"));
+  CHECK_FALSE(PathExists(tmp / "part"));
+}
+
 TEST_CASE("storage: a redirect is followed within its scheme, host and port only", "[subprocess]") {
   TempDir tmp;
   REQUIRE(MakeDirs(tmp / "www/ds").ok());
@@ -126,7 +170,7 @@ TEST_CASE("storage: a redirect is followed within its scheme, host and port only
   const Result<std::vector<uint8_t>> moved = FetchToMemory(server.url() + "/moved/object", 100, o);
   REQUIRE(moved.ok());
   CHECK(std::string(moved->begin(), moved->end()) == "the object");
-  REQUIRE(FetchToFile(server.url() + "/moved/object", tmp / "copy", 10, o).ok());
+  REQUIRE(FetchToFile(server.url() + "/moved/object", tmp / "copy", SizeBound::Exactly(10, "its manifest"), o).ok());
   CHECK(*FileSize(tmp / "copy") == 10);
 
   const Result<std::vector<uint8_t>> away = FetchToMemory(server.url() + "/away/object", 100, o);
@@ -134,7 +178,8 @@ TEST_CASE("storage: a redirect is followed within its scheme, host and port only
   CHECK(away.status().code() == StatusCode::kIOError);
   CHECK_THAT(away.status().message(), Catch::StartsWith(server.url() + "/away/object: redirected to " + other.url() +
                                                         "/object?... (another scheme, host or port"));
-  CHECK(FetchToFile(server.url() + "/away/object", tmp / "other", UINT64_MAX, o).code() == StatusCode::kIOError);
+  CHECK(FetchToFile(server.url() + "/away/object", tmp / "other", SizeBound::AtMost(100), o).code() ==
+        StatusCode::kIOError);
   CHECK_FALSE(PathExists(tmp / "other"));
   CHECK(other.requests() == 0);
 }
