@@ -444,11 +444,23 @@ class WriterImpl final : public DatasetWriter {
     return Status::Ok();
   }
 
+  // Names in provenance (kRawLiteralsKey) the fields whose dictionary frames store their
+  // literals raw, as TrainDictionary decided, so that shardtool info shows the choice.
+  void AddRawLiteralsKey() {
+    std::string fields;
+    for (size_t f = 0; f < dicts_.size(); ++f) {
+      if (dicts_[f] == nullptr || !dicts_[f]->raw_literals()) continue;
+      fields += (fields.empty() ? "" : ",") + manifest_.fields[f].name;
+    }
+    if (!fields.empty()) manifest_.provenance.options.push_back({kRawLiteralsKey, fields});
+  }
+
   Status FinishImpl() {
     if (shard_) RETURN_IF_ERROR(CloseShard());
     manifest_.format_version = version_;
     manifest_.classes = options_.classes;
     manifest_.provenance = options_.provenance;
+    AddRawLiteralsKey();
     if (part()) AddPartKeys(options_.part, &manifest_.provenance);
     for (size_t f = 0; f < manifest_.fields.size(); ++f) {
       const Moments& m = moments_[f];

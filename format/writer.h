@@ -87,6 +87,9 @@ struct WriterOptions {
 // mostly pay time), at least kDictionaryMinSamples of them, learnt from at most
 // kDictionaryMaxSamples.
 inline constexpr uint64_t kSmallSampleBytes = 64 << 10;
+// The provenance option the writer adds when TrainDictionary gave fields raw literals:
+// their names, comma-separated (e.g. raw_literals=image).
+inline constexpr char kRawLiteralsKey[] = "raw_literals";
 inline constexpr size_t kDictionaryMinSamples = 1000;
 inline constexpr size_t kDictionaryMaxSamples = 2000;
 
@@ -119,7 +122,8 @@ class DatasetWriter {
   // Trains a zstd dictionary for ndarray field `field` from `samples` (raw arrays, filtered
   // here as the field's blobs are) and uses it for every blob of that field, with raw
   // literals where they cost few bytes on these samples (faster to decode; see
-  // format/codec_internal.h). Must precede NewEncoder() and Append().
+  // format/codec_internal.h); the fields that get them are named in the provenance's
+  // kRawLiteralsKey option. Must precede NewEncoder() and Append().
   // A dictionary that fails to train is an error; callers may fall back to none.
   virtual Status TrainDictionary(const std::string& field, const std::vector<std::vector<uint8_t>>& samples,
                                  size_t dict_bytes = 64 << 10) = 0;

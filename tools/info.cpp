@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <vector>
 
+#include "base/strings.h"
 #include "format/dataset.h"
+#include "format/writer.h"
 #include "tools/tool_internal.h"
 
 namespace shardify::tools {
@@ -12,7 +14,13 @@ namespace {
 
 using nlohmann::json;
 
-json FieldJson(const FieldSpec& f) {
+// Whether the writer gave field `f`'s dictionary frames raw literals (kRawLiteralsKey).
+bool RawLiterals(const Manifest& m, const FieldSpec& f) {
+  const std::vector<std::string> fields = SplitComma(MetaValue(m.provenance.options, kRawLiteralsKey));
+  return std::find(fields.begin(), fields.end(), f.name) != fields.end();
+}
+
+json FieldJson(const Manifest& m, const FieldSpec& f) {
   json j = {{"name", f.name}, {"kind", FieldKindName(f.kind)}};
   switch (f.kind) {
     case FieldKind::kNdarray:
@@ -31,6 +39,10 @@ json FieldJson(const FieldSpec& f) {
   j["shape"] = f.kind == FieldKind::kNdarray ? json(f.shape) : json::array();
   if (f.chunked()) j["chunk_shape"] = f.chunk_shape;
   if (f.filter != Filter::kNone) j["filter"] = FilterName(f.filter);
+  if (!f.dictionary.empty()) {
+    j["dictionary_bytes"] = f.dictionary.size();
+    j["literals"] = RawLiterals(m, f) ? "raw" : "huffman";
+  }
   json meta = json::object();
   for (const KeyValue& kv : f.meta) meta[kv.key] = kv.value;
   j["meta"] = meta;
@@ -97,7 +109,7 @@ Status InfoJson(const Dataset& ds, std::ostream& out) {
   for (const SplitInfo& s : m.splits) splits[s.name] = s.num_samples;
   o.Put("splits", splits);
   json fields = json::array();
-  for (const FieldSpec& f : m.fields) fields.push_back(FieldJson(f));
+  for (const FieldSpec& f : m.fields) fields.push_back(FieldJson(m, f));
   o.Put("fields", fields);
   o.Put("classes", m.classes);
   json shards = json::array();
@@ -138,6 +150,10 @@ void WriteFieldsText(const Manifest& m, std::ostream& out) {
     out << line;
     if (f.chunked()) out << " chunks=" << ShapeToString(f.chunk_shape);
     if (f.filter != Filter::kNone) out << " filter=" << FilterName(f.filter);
+    if (!f.dictionary.empty()) {
+      out << " dictionary=" << detail::HumanBytes(f.dictionary.size())
+          << " literals=" << (RawLiterals(m, f) ? "raw" : "huffman");
+    }
     for (const KeyValue& kv : f.meta) {
       out << " " << kv.key << "=" << (kv.value.size() > 60 ? kv.value.substr(0, 57) + "..." : kv.value);
     }

@@ -4,6 +4,7 @@
 #include "base/file.h"
 #include "fixtures.h"
 #include "format/dataset.h"
+#include "format/fields.h"
 #include "format/writer.h"
 #include "tests/common/temp_dir.h"
 
@@ -208,6 +209,8 @@ TEST_CASE("format: a dictionary for small pictures stores their literals raw, an
     CHECK(ZstdLiteralsType(std::vector<uint8_t>(b.data, b.data + b.stored_size)) == 0);
     CHECK(DecodeAll(*v, 0, d) == ImageLike(1000 + i));
   }
+  // The choice is recorded, for shardify info and provenance readers.
+  CHECK(MetaValue((*ds)->manifest().provenance.options, kRawLiteralsKey) == "image");
 }
 
 TEST_CASE("format: incompressible blobs are stored raw") {

@@ -197,13 +197,14 @@ Mnist ReadFashionMnist(size_t n) {
   return m;
 }
 
-void WriteFashionMnist(const std::string& dir, const Mnist& data) {
+void WriteFashionMnist(const std::string& dir, const Mnist& data, bool dictionary) {
   auto w = Create(
       dir,
       {Spec("image", FieldKind::kNdarray, DType::kU8, {1, 28, 28}, {{"role", "image"}}),
        Spec("label", FieldKind::kInt)},
       64 << 10,
       {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"});
+  if (dictionary) Check(w->TrainDictionary("image", data.images, 4096), "TrainDictionary");
   for (size_t i = 0; i < data.images.size(); ++i) {
     SampleInput s;
     s.split = "test";

@@ -50,14 +50,16 @@ NiftiSource ReadNiftiSource(const std::string& path);
 void WriteVolume(const std::string& dir, const NiftiSource& src, const Shape& chunk = {});
 
 // The first `n` test images and labels of Debian's Fashion-MNIST (idx files), as written
-// to `dir` by WriteFashionMnist: image u8 [1, 28, 28], label, ten class names.
+// to `dir` by WriteFashionMnist: image u8 [1, 28, 28], label, ten class names; with
+// `dictionary`, the images get a zstd dictionary trained on them, as `shardify` gives
+// small images.
 struct Mnist {
   std::vector<std::vector<uint8_t>> images;
   std::vector<int64_t> labels;
 };
 extern const char kFashionMnistDir[];
 Mnist ReadFashionMnist(size_t n);
-void WriteFashionMnist(const std::string& dir, const Mnist& data);
+void WriteFashionMnist(const std::string& dir, const Mnist& data, bool dictionary = false);
 
 std::vector<uint8_t> ReadFile(const std::string& path);
 void WriteFile(const std::string& path, const std::vector<uint8_t>& bytes);

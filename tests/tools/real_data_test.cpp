@@ -57,6 +57,28 @@ TEST_CASE("tools: info, stats and verify agree with Fashion-MNIST read directly"
   CHECK(verify->blobs == r.data.images.size());
 }
 
+TEST_CASE("tools: info shows a dictionary and whether its frames keep their literals raw", "[tools]") {
+  TempDir tmp;
+  const std::string dir = tmp / "fmnist";
+  test::WriteFashionMnist(dir, test::ReadFashionMnist(300), /*dictionary=*/true);
+  std::ostringstream text, js;
+  REQUIRE(RunInfo(dir, InfoOptions{}, text).ok());
+  InfoOptions io;
+  io.json = true;
+  REQUIRE(RunInfo(dir, io, js).ok());
+  const json field = json::parse(js.str())["fields"][0];
+  CHECK(field["dictionary_bytes"].get<uint64_t>() > 0);
+  // Real pictures: raw literals cost few bytes on them (the writer's rule), so they are chosen.
+  CHECK(field["literals"] == "raw");
+  CHECK(json::parse(js.str())["provenance"]["options"]["raw_literals"] == "image");
+  CHECK_THAT(text.str(), Catch::Contains(" literals=raw") && Catch::Contains(" raw_literals=image"));
+  // Without a dictionary nothing is said of literals.
+  RealData plain;
+  std::ostringstream none;
+  REQUIRE(RunInfo(plain.dir, InfoOptions{}, none).ok());
+  CHECK_THAT(none.str(), !Catch::Contains("literals"));
+}
+
 TEST_CASE("tools: grid and export on Fashion-MNIST", "[tools]") {
   RealData r;
   std::ostringstream out;
