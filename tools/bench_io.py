@@ -38,6 +38,7 @@ the warm runs. Prints Markdown tables (and the targets) and, with --json, the fi
 that every method runs, not a measurement.
 """
 import argparse
+import importlib
 import json
 import math
 import os
@@ -134,7 +135,7 @@ def parse_args(argv):
         a.epochs, a.min_seconds, a.png_seconds, a.rounds = 1, 0.0, min(a.png_seconds, 1.0), 1
     try:
         import importlib.metadata
-        import ffcv  # noqa: F401
+        importlib.import_module("ffcv")
         a.ffcv = importlib.metadata.version("ffcv")
     except Exception:  # not installed, or it cannot load (it needs python3-opencv)
         a.ffcv = None
@@ -445,7 +446,7 @@ def main(argv):
     import numpy as np
     from common import read_idx
     import torch
-    import shardify  # noqa: F401 (imported before any timing, as torch)
+    importlib.import_module("shardify")  # imported before any timing, as torch
     torch.set_num_threads(a.threads)
     limit = QUICK_SAMPLES if a.quick else None
     images = np.array(read_idx(os.path.join(FMNIST, IMAGES + ".gz"))[:limit, None])  # [N, 1, 28, 28], writable

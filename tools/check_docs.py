@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Every relative link of the Markdown docs (README.md, docs/, docs/reference/,
-format/FORMAT.md) names a file that exists and, with #anchor, a heading of it. Prints each
-broken link; exits 1."""
+"""Every relative link of the Markdown docs (README.md and the other top-level pages,
+docs/, docs/reference/, format/FORMAT.md) names a file that exists and, with #anchor, a
+heading of it. Prints each broken link; exits 1."""
 import glob
 import os
 import re
@@ -27,7 +27,8 @@ def anchors(path):
 def main():
     os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     broken = []
-    for page in ["README.md", "format/FORMAT.md"] + sorted(glob.glob("docs/*.md") + glob.glob("docs/reference/*.md")):
+    pages = sorted(glob.glob("*.md")) + ["format/FORMAT.md"]
+    for page in pages + sorted(glob.glob("docs/*.md") + glob.glob("docs/reference/*.md")):
         text = open(page, encoding="utf-8").read()
         for m in re.finditer(r"\]\(([^)\s]+)\)", text):
             href = m.group(1)

@@ -2,8 +2,10 @@
 # Checks what a review would otherwise catch by eye, in seconds: every C++ and CUDA source
 # is formatted as .clang-format says (clang-format-14; `tools/lint.sh --fix` rewrites them),
 # no Catch2 test name holds a ';', which CTest would cut short so that the test never
-# runs, no *_internal.h is included from another folder, and every relative link of the
-# Markdown docs resolves (tools/check_docs.py). Exits 1 naming each offender.
+# runs, no *_internal.h is included from another folder, every Python file passes pyflakes
+# (unused imports and names, undefined names, f-strings without fields; Debian's
+# python3-pyflakes), and every relative link of the Markdown docs resolves
+# (tools/check_docs.py). Exits 1 naming each offender.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -14,9 +16,12 @@ if [ -z "$format" ]; then
 fi
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   mapfile -t sources < <(git ls-files '*.cpp' '*.h' '*.cu' ':!tests/data')
+  mapfile -t scripts < <(git ls-files --cached --others --exclude-standard '*.py')
 else
   mapfile -t sources < <(find . -path ./build -prune -o -path './build-*' -prune -o -path ./tests/data -prune -o \
     \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' \) -print | sed 's|^\./||' | sort)
+  mapfile -t scripts < <(find . -path ./build -prune -o -path './build-*' -prune -o -path './.*' -prune -o \
+    -path ./out -prune -o -path ./demo-out -prune -o -name '*.py' -print | sed 's|^\./||' | sort)
 fi
 if [ "${1:-}" = "--fix" ]; then
   "$format" -i "${sources[@]}"
@@ -52,7 +57,20 @@ if [ ${#crossing[@]} -gt 0 ]; then
   printf '  %s\n' "${crossing[@]}" >&2
   status=1
 fi
+# Every Python file (the package, its tests and examples, tools/, tests/) passes pyflakes.
+flakes=""
+for py in /usr/bin/python3 python3; do
+  if "$py" -c 'import pyflakes' >/dev/null 2>&1; then flakes=$py; break; fi
+done
+if [ -z "$flakes" ]; then
+  echo "lint: pyflakes not found (tools/install-deps.sh installs python3-pyflakes)" >&2
+  status=1
+elif ! "$flakes" -m pyflakes "${scripts[@]}" >&2; then
+  echo "lint: pyflakes found the above in the Python files" >&2
+  status=1
+fi
 # Every relative link of README.md and docs/ names an existing file and heading.
 python3 tools/check_docs.py || status=1
-[ $status -eq 0 ] && echo "lint: ${#sources[@]} sources formatted, test names fine, internal headers stay home, doc links resolve"
+[ $status -eq 0 ] && echo "lint: ${#sources[@]} sources formatted, test names fine, internal headers stay home," \
+  "${#scripts[@]} Python files clean, doc links resolve"
 exit $status

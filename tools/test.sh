@@ -48,7 +48,7 @@ cd "$root"
 jobs=${JOBS:-$(nproc)}
 bash tools/install-deps.sh
 
-echo "== Lint (clang-format, test names)"
+echo "== Lint (clang-format, test names, pyflakes, doc links)"
 bash tools/lint.sh
 
 echo "== Release build and tests"

@@ -88,8 +88,8 @@ def main():
         print(f"{name}: {seconds / len(epochs):.2f} s/epoch, test accuracy {acc:.3f}", flush=True)
 
     print(f"\nMLP 784-128-64-10, batch {args.batch}, Adam 1e-3, {args.epochs} epochs, device {device}")
-    print(f"| reader | epoch time | samples/s | data-wait share | test accuracy |")
-    print(f"| --- | ---: | ---: | ---: | ---: |")
+    print("| reader | epoch time | samples/s | data-wait share | test accuracy |")
+    print("| --- | ---: | ---: | ---: | ---: |")
     for name, epoch, rate, wait, acc in rows:
         print(f"| {name} | {epoch:.2f} s | {rate:,.0f} | {100 * wait:.1f}% | {acc:.3f} |")
 

@@ -1,7 +1,8 @@
 """Named augmentation pipelines (T.preset) and a picture of augmented samples (T.save_grid)."""
 
+from ._nnunet_transform import NnUnet
+from ._transform_base import Compose, _torch
 from ._transforms_basic import RandFlip, RandRotate, RandZoom, ScaleIntensity
-from .transforms import Compose, NnUnet, _torch
 
 
 def _nnunet(spatial_dims=3, **kw):

@@ -5,7 +5,7 @@ import math
 
 from . import _nnunet_apply as A
 from ._draw import Rng
-from .transforms import Transform, _torch
+from ._transform_base import Transform, _torch
 
 _MODES = ("bilinear", "bicubic")
 _PADDINGS = ("zeros", "border", "reflection")
