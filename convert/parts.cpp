@@ -165,14 +165,14 @@ Result<std::string> StartPart(const ConvertOptions& o, const SourcePlan& plan, c
   if (o.overwrite || !PathExists(JoinPath(dir, kPartManifestFileName))) return dir;
   Result<Manifest> existing = ReadPartManifest(dir);
   if (!existing.ok())
-    return existing.status().WithContext("pass --overwrite to convert part " + PartName(part) + " again");
+    return existing.status().WithContext("to convert part " + PartName(part) + " again, pass " + kOverwriteHint);
   want.format_version = existing->format_version;
   std::string d = ConversionDifference(*existing, want, false);
   Result<PartInfo> was = PartOf(*existing, dir);
   if (d.empty() && (!was.ok() || !(*was == part))) d = "another slice of the input";
   if (!d.empty()) {
     return AlreadyExists(dir + ": holds part " + PartName(part) + " of another conversion (" + d +
-                         "); pass --overwrite to convert it again");
+                         "); to convert it again, pass " + kOverwriteHint);
   }
   sum->part_state = ConvertSummary::PartState::kComplete;
   Describe(*existing, sum);

@@ -7,6 +7,22 @@
 #include "convert/source_internal.h"
 
 namespace shardify::convert {
+namespace {
+
+// "12.34 s, 5600 files/s": the rate with three significant digits below 100 (volumes:
+// "0.375 files/s"), none when there is no rate to give.
+std::string TimeAndRate(uint64_t samples, double seconds) {
+  char t[96];
+  const double rate = seconds > 0 ? static_cast<double>(samples) / seconds : 0.0;
+  if (rate <= 0) {
+    std::snprintf(t, sizeof t, "%.2f s", seconds);
+  } else {
+    std::snprintf(t, sizeof t, rate >= 100 ? "%.2f s, %.0f files/s" : "%.2f s, %.3g files/s", seconds, rate);
+  }
+  return t;
+}
+
+}  // namespace
 
 Result<std::vector<std::pair<std::string, double>>> ParseSplitSpec(const std::string& spec) {
   std::vector<std::pair<std::string, double>> out;
@@ -90,10 +106,7 @@ std::string FormatSummary(const ConvertSummary& s) {
                                    : "");
     o << line;
   }
-  char t[128];
-  std::snprintf(t, sizeof t, "  %.2f s, %.0f files/s\n", s.seconds,
-                s.seconds > 0 ? static_cast<double>(s.samples) / s.seconds : 0.0);
-  if (converted) o << t;
+  if (converted) o << "  " << TimeAndRate(s.samples, s.seconds) << "\n";
   if (!s.uploaded_to.empty()) {
     o << "  uploaded " << s.uploaded_objects << " objects to " << s.uploaded_to << ", the manifest last\n";
   }

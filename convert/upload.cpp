@@ -234,7 +234,7 @@ Result<ConvertSummary> ConvertWhole(const ConvertOptions& options, const storage
                                     const std::string& stage, ProgressSink* progress, bool* converted) {
   ASSIGN_OR_RETURN(const std::optional<Manifest> previous, PreviousManifest(store, JoinPath(stage, ".previous.sfm")));
   if (previous && !options.overwrite && !options.dry_run) {
-    return AlreadyExists(options.dest + ": a dataset is there already (--overwrite replaces it)");
+    return AlreadyExists(options.dest + ": a dataset is there already; to replace it, pass " + kOverwriteHint);
   }
   if (!options.dry_run) RETURN_IF_ERROR(CheckWritable(store, stage));
   ConvertOptions local = options;

@@ -76,8 +76,8 @@ Status Destination::Prepare(bool overwrite) {
   ASSIGN_OR_RETURN(const std::vector<std::string> names, ListDir(dir_));
   const bool has_manifest = std::find(names.begin(), names.end(), kManifestFileName) != names.end();
   if (has_manifest && !overwrite) {
-    return AlreadyExists(dir_ + ": already holds a dataset (" + kManifestFileName +
-                         "); choose overwrite to replace it");
+    return AlreadyExists(dir_ + ": already holds a dataset (" + kManifestFileName + "); to replace it, pass " +
+                         kOverwriteHint);
   }
   // Without a manifest, a companion (skipped.tsv) is what an interrupted run left only
   // beside a shard or temporary file of that run; alone, it is a file of the user's.

@@ -26,6 +26,8 @@ inline constexpr std::array<uint8_t, 8> kShardMagic = {0x89, 'S', 'F', 'S', 0x0D
 inline constexpr std::array<uint8_t, 8> kManifestMagic = {0x89, 'S', 'F', 'M', 0x0D, 0x0A, 0x1A, 0x0A};
 
 inline constexpr char kManifestFileName[] = "manifest.sfm";
+// How a user asks for a dataset to be replaced, for the messages that refuse to without it.
+inline constexpr char kOverwriteHint[] = "--overwrite on the command line, overwrite=True in Python";
 // A dataset converted in parts (FORMAT.md section 6): part K of N is written to
 // parts/KKKKK-of-NNNNN/ inside the dataset directory, its manifest named part.sfm.
 inline constexpr char kPartManifestFileName[] = "part.sfm";

@@ -48,7 +48,8 @@ using Command = std::pair<CLI::App*, std::function<Status()>>;
 
 CLI::App* Add(CLI::App& app, const char* name, const char* what, Args& a) {
   CLI::App* c = app.add_subcommand(name, what);
-  c->add_option("DATASET", a.dir, "dataset directory (holds manifest.sfm), or its http(s):// URL")->required();
+  c->add_option("DATASET", a.dir, "dataset directory (holds manifest.sfm), or its s3:// or http(s):// location")
+      ->required();
   c->add_flag("--json", a.json, "machine-readable JSON on stdout");
   c->add_option("--io", a.io,
                 "how shards are read: mmap (a memory mapping) or pread (no page faults: NFS, FUSE);\n"

@@ -48,7 +48,8 @@ def test_bad_options_raise(fmnist_png, tmp_path):
 
 def test_existing_destination_needs_overwrite(fmnist_png, tmp_path):
     shardify.convert(fmnist_png, tmp_path / "ds", progress=False)
-    with pytest.raises(FileExistsError):
+    with pytest.raises(FileExistsError, match=r"already holds a dataset \(manifest.sfm\); to replace it, pass "
+                       r"--overwrite on the command line, overwrite=True in Python"):
         shardify.convert(fmnist_png, tmp_path / "ds", progress=False)
     shardify.convert(fmnist_png, tmp_path / "ds", overwrite=True, progress=False)
     dry = shardify.convert(fmnist_png, tmp_path / "dry", dry_run=True, progress=False)

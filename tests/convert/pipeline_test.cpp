@@ -155,6 +155,21 @@ TEST_CASE("convert: integer options refuse negative values instead of wrapping t
   CHECK(ParseCommandLine({"src", "-o", "dst", "--seed", "18446744073709551615"})->options.seed == UINT64_MAX);
 }
 
+TEST_CASE("convert: the summary gives the rate with the digits it has, and none when there is none") {
+  ConvertSummary s;
+  s.layout = "folder";
+  auto timing = [&](uint64_t samples, double seconds) {
+    s.samples = samples;
+    s.seconds = seconds;
+    const std::string text = FormatSummary(s);
+    const size_t line = text.rfind("\n  ", text.size() - 2);
+    return text.substr(line + 3, text.size() - line - 4);
+  };
+  CHECK(timing(3, 8) == "8.00 s, 0.375 files/s");  // volumes: not "0 files/s"
+  CHECK(timing(70000, 3.5) == "3.50 s, 20000 files/s");
+  CHECK(timing(0, 0.25) == "0.25 s");
+}
+
 TEST_CASE("convert: the shardify CLI prints a summary, explains --help and refuses bad usage", "[subprocess]") {
   TempDir dir;
   std::string src = ManyPngs(dir, 6);

@@ -33,6 +33,9 @@ TEST_CASE("format: an existing dataset is refused unless overwrite") {
   REQUIRE(WriteSmallDataset(dir, 10).ok());
   Status again = WriteSmallDataset(dir, 5);
   CHECK(again.code() == StatusCode::kAlreadyExists);
+  CHECK(again.message() == dir +
+                               ": already holds a dataset (manifest.sfm); to replace it, pass --overwrite on the "
+                               "command line, overwrite=True in Python");
   CHECK(Dataset::Open(dir).value()->num_samples() == 10);
   WriterOptions o;
   o.overwrite = true;

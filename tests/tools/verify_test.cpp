@@ -60,6 +60,16 @@ TEST_CASE("tools: verify of a clean dataset checks every blob and finds nothing"
   const auto j = nlohmann::json::parse(out.str());
   CHECK(j["ok"] == true);
   CHECK(j["problems"].empty());
+  // The text says what was checked: every blob, or with --quick the structure only.
+  std::ostringstream full, quick;
+  REQUIRE(RunVerify(d.dir, VerifyOptions{}, full).ok());
+  CHECK_THAT(full.str(), Catch::Contains(std::to_string(d.manifest.num_samples) + " blobs checked, 0 problem(s)"));
+  VerifyOptions q;
+  q.quick = true;
+  REQUIRE(RunVerify(d.dir, q, quick).ok());
+  CHECK_THAT(quick.str(), Catch::Contains("structure checked (file sizes, shard ends, footers, indices; no blob "
+                                          "decoded or checksummed") &&
+                              !Catch::Contains("blobs checked"));
 }
 
 TEST_CASE("tools: verify names the shard and sample of a flipped blob byte and keeps going", "[tools]") {
