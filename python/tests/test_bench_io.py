@@ -1,4 +1,4 @@
-"""tools/bench_io.py --quick: every reader of the I/O benchmark runs on the same images and
+"""bench/bench_io.py --quick: every reader of the I/O benchmark runs on the same images and
 reports a figure, and the Markdown table has every row. (Speed itself is not asserted.)"""
 
 import json
@@ -8,7 +8,7 @@ import sys
 
 import shardify
 
-SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "bench_io.py")
+SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "bench_io.py")
 # build/python/shardify/__init__.py -> build
 BUILD = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(shardify.__file__))))
 ROWS = ["imagefolder", "tensordataset", "index_select", "memmap", "py_zstd", "py_raw", "cpp_zstd", "cpp_raw",

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reading speed of Fashion-MNIST train: the ways PyTorch users read it against shardify's.
 
-    /usr/bin/python3 tools/bench_io.py [--build build] [--work DIR] [--json FILE] [--quick] [--rounds N] [--no-cold]
+    /usr/bin/python3 bench/bench_io.py [--build build] [--work DIR] [--json FILE] [--quick] [--rounds N] [--no-cold]
 
 One run on this machine, the same 60,000 28x28 u8 images and labels (Debian's
 dataset-fashion-mnist), shuffled every epoch, samples/s at batch 64 and 256 for:

@@ -17,7 +17,7 @@ and the cache's size after each epoch. Then it reads 400 samples in a random ord
 time (shardify.Dataset(url)[i], as a map-style dataset is read) with the 25% cache, the
 shards fetched whole (SHARDIFY_REMOTE_FETCH=whole) and read by ranges (the default there).
 
-    PYTHONPATH=build/python /usr/bin/python3 tools/bench_remote.py [--mbps 100] [--latency-ms 20] [--store s3]
+    PYTHONPATH=build/python /usr/bin/python3 bench/bench_remote.py [--mbps 100] [--latency-ms 20] [--store s3]
 """
 
 import argparse
@@ -36,9 +36,11 @@ import numpy as np
 
 import shardify
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "examples"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python", "examples"))
+sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 from common import FMNIST, read_idx  # noqa: E402
-from s3_server import curl, s3_server  # noqa: E402  (this folder)
+from s3_server import curl, s3_server  # noqa: E402  (tools/s3_server.py)
 
 
 def write_dataset(path):

@@ -15,7 +15,7 @@ import numpy as np
 
 import shardify
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "examples"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "examples"))
 from common import FMNIST, read_idx  # noqa: E402
 
 

@@ -11,7 +11,7 @@ Each figure is the best of three runs.
       batchgenerators reads nnU-Net's preprocessed data), and against `shardtrain --aug
       nnunet`'s augmentation alone (build/bin/augment_bench).
 
-    PYTHONPATH=build/python /usr/bin/python3 tools/bench_transforms.py [--work DIR] [--quick]
+    PYTHONPATH=build/python /usr/bin/python3 bench/bench_transforms.py [--work DIR] [--quick]
 """
 
 import argparse
@@ -138,7 +138,7 @@ def bench_3d(work, quick):
         rows.append((f"per-sample nnU-Net augmentation, DataLoader num_workers={workers}", rate))
         best = rate if best is None else max(best, rate)
     # shardtrain's augmentation (trainer/augment.cpp, what --aug nnunet runs) alone, as
-    # tests/bench/augment_bench times it: batches of two 64^3 patches with their margin.
+    # bench/augment_bench.cpp times it: batches of two 64^3 patches with their margin.
     bench = os.path.join(ROOT, "build", "bin", "augment_bench")
     if os.path.exists(bench):
         out = subprocess.run([bench, "--quick", "--patch", "64", "--batch", "2", "--steps", "1", "--dir",

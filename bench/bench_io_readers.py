@@ -1,4 +1,4 @@
-"""The readers that tools/bench_io.py times, one function each: every one returns
+"""The readers that bench/bench_io.py times, one function each: every one returns
 {"samples", "seconds", "epochs" or "note"} for one batch size; and one cold epoch in a
 process of its own (bench_io.py --cold-run)."""
 import importlib

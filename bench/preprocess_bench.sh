@@ -2,7 +2,7 @@
 # Conversion time per case with each preprocessing step on and off, and the stored size:
 # converts SRC (default: ITK's example brain MRI with its segmentation, as an image/mask
 # pair) with one thread, fastest of 5 runs per option set.
-#   tests/bench/preprocess_bench.sh [SRC]      (BIN=build/bin by default)
+#   bench/preprocess_bench.sh [SRC]      (BIN=build/bin by default)
 set -euo pipefail
 BIN=${BIN:-build/bin}
 DATA=/usr/share/doc/insighttoolkit5-examples/examples/Data

@@ -3,7 +3,7 @@ with the zstd command line on the very bytes shardify would compress: chunk shap
 levels, a zstd dictionary trained per field over its chunks, a delta filter along x (on
 the raw MRI and on a resampled, normalized one) and delta columns for mask.fg_locations.
 
-    PYTHONPATH=build/python /usr/bin/python3 tests/bench/compression_options.py [BIN]
+    PYTHONPATH=build/python /usr/bin/python3 bench/compression_options.py [BIN]
 
 Converts ITK's example brain MRI and its segmentation (insighttoolkit5-examples) with
 BIN/shardify (default build/bin) into a temporary directory. Prints figures; asserts
