@@ -134,19 +134,14 @@ bool Decimal(const std::string& text, uint64_t* out) {
   return true;
 }
 
-// The text of every <tag>...</tag> in `xml`, in order.
+// The text of every <tag>...</tag> in `xml`, in order: Blocks that hold no element.
 Result<std::vector<std::string>> Elements(const std::string& xml, const std::string& tag) {
-  const std::string open = "<" + tag + ">", close = "</" + tag + ">";
-  std::vector<std::string> out;
-  for (size_t at = xml.find(open); at != std::string::npos; at = xml.find(open, at)) {
-    const size_t begin = at + open.size();
-    const size_t end = xml.find(close, begin);
-    if (end == std::string::npos || xml.find('<', begin) != end) {
+  ASSIGN_OR_RETURN(std::vector<std::string> out, Blocks(xml, tag));
+  for (std::string& block : out) {
+    if (block.find('<') != std::string::npos) {
       return Corruption("an S3 listing has a <" + tag + "> that does not close");
     }
-    ASSIGN_OR_RETURN(std::string text, XmlText(xml.substr(begin, end - begin)));
-    out.push_back(std::move(text));
-    at = end + close.size();
+    ASSIGN_OR_RETURN(block, XmlText(block));
   }
   return out;
 }
