@@ -13,7 +13,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <future>
 #include <limits>
+#include <memory>
 #include <thread>
 
 #include "trainer/distributed_internal.h"
@@ -75,6 +77,26 @@ std::string RankList(const std::vector<int>& ranks) {
   std::string s;
   for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
   return s;
+}
+
+// Runs `f` on a thread of its own: true when it returned within `seconds`; one that has not
+// is left to finish (or wait) on its own, holding what `f` holds. A store call can wait
+// without end: LibTorch 1.13's TCPStore server reads each message to its end, so a rank
+// stopped, or cut off, in the middle of one leaves the server waiting and every other
+// call on it unanswered. The calls made on the way out of a run go through here.
+bool Bounded(double seconds, std::function<void()> f) {
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> finished = done->get_future();
+  std::thread t([f = std::move(f), done] {
+    f();
+    done->set_value();
+  });
+  if (finished.wait_for(Ms(static_cast<int64_t>(seconds * 1000.0))) == std::future_status::ready) {
+    t.join();
+    return true;
+  }
+  t.detach();
+  return false;
 }
 
 #if TORCH_VERSION_MAJOR >= 2
@@ -150,54 +172,41 @@ Result<c10::intrusive_ptr<BackendBase>> MakeBackend(const DistributedOptions& o,
 #endif
 }
 
-}  // namespace
-
-struct RankGroup::Impl {
+// What the store calls share: a call left waiting on the store (Bounded) holds this, so it
+// outlives the group when it must.
+struct StoreSide {
   DistributedOptions o;
-  torch::Device backend_device{torch::kCPU};  // where the backend wants its tensors
-  std::string backend_name;
-  StorePtr store;          // this thread's connection
-  StorePtr monitor_store;  // the monitor thread's own
-  c10::intrusive_ptr<BackendBase> backend;
+  StorePtr store;                        // the group's connection
+  StorePtr monitor_store;                // the heartbeat thread's own
   std::atomic<uint64_t> collectives{0};  // started by this rank (published as its progress)
-
-  struct Pending {
-    WorkPtr work;
-    torch::Tensor target, staged;
-    std::string what;
-  };
-  std::mutex mu;  // pending, async_error
-  std::vector<Pending> pending;
-  std::string async_error, async_what;
-
-  std::thread monitor;
-  std::mutex monitor_mu;
-  std::condition_variable monitor_cv;
+  std::mutex mu;                         // stop
+  std::condition_variable cv;
   bool stop = false;
-  bool done = false;  // Finish or Leave ran
-  bool left = false;  // Leave ran
+  std::atomic<bool> unanswered{false};  // a call went unanswered: the rest are not waited for
 
   // Heartbeat period, and how long a silent rank must stay silent to be named.
   double interval() const { return std::clamp(o.timeout_s / 30.0, 0.05, 1.0); }
   double window() const { return 3 * interval(); }
+  // How long a store that answers at all takes to answer a call.
+  double answer_s() const { return std::clamp(o.timeout_s, 1.0, 10.0); }
   std::string where() const { return o.master_addr + ":" + std::to_string(o.master_port); }
 
   void Beat();
-  void StopMonitor();
-  Status Announce();
-  Status AwaitKey(const std::string& key, int from, double timeout_s);
   std::string Culprit();
-  Status Failed(const std::string& what, const std::string& error);
-  // Runs `collective` on each tensor in turn (staged on the backend's device and back),
-  // waiting for each; an error names the rank at fault.
-  Status Each(std::vector<torch::Tensor>& tensors, const std::string& what,
-              const std::function<WorkPtr(std::vector<at::Tensor>&)>& collective);
+  // A store that does not answer: its server left waiting on a half-sent message (see
+  // Bounded), or, hosted by rank 0 here, gone with rank 0.
+  std::string Unanswered() const {
+    if (o.agent_store) return "the launcher's store at " + where() + " does not answer";
+    const std::string cut = "a rank stopped, or lost its connection, in the middle of a message to it";
+    if (o.rank == 0) return "the store this rank hosts at " + where() + " does not answer: " + cut;
+    return "the store rank 0 hosts at " + where() + " does not answer: rank 0 is gone, or " + cut;
+  }
 };
 
-// The monitor thread: this rank's heartbeat and progress, for the others to read when a
+// The heartbeat thread: this rank's heartbeat and progress, for the others to read when a
 // collective fails. It stops quietly when the store goes away (rank 0 leaving at the end).
-void RankGroup::Impl::Beat() {
-  std::unique_lock<std::mutex> lock(monitor_mu);
+void StoreSide::Beat() {
+  std::unique_lock<std::mutex> lock(mu);
   while (!stop) {
     lock.unlock();
     try {
@@ -207,73 +216,13 @@ void RankGroup::Impl::Beat() {
       return;
     }
     lock.lock();
-    monitor_cv.wait_for(lock, Millis(interval()), [this] { return stop; });
+    cv.wait_for(lock, Millis(interval()), [this] { return stop; });
   }
-}
-
-void RankGroup::Impl::StopMonitor() {
-  {
-    std::lock_guard<std::mutex> lock(monitor_mu);
-    stop = true;
-  }
-  monitor_cv.notify_all();
-  if (monitor.joinable()) monitor.join();
-}
-
-// Every rank claims its rank and announces itself; then each waits for all the others.
-Status RankGroup::Impl::Announce() {
-  const int r = o.rank, n = o.world_size;
-  if (store->add(Key("claim", r), 1) > 1) {
-    return InvalidArgument("rank " + std::to_string(r) + " is claimed by two processes (RANK set the same twice?)");
-  }
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  store->set(Key("rank", r), Bytes(std::to_string(n) + " " + host + " pid " + std::to_string(getpid())));
-  const auto deadline = Clock::now() + Millis(o.timeout_s);
-  std::vector<int> missing;
-  while (true) {
-    missing.clear();
-    for (int q = 0; q < n; ++q) {
-      if (!store->check({Key("rank", q)})) missing.push_back(q);
-    }
-    if (missing.empty()) break;
-    if (Clock::now() > deadline) {
-      return IOError("rank(s) " + RankList(missing) + " of " + std::to_string(n) + " did not join within " +
-                     std::to_string(int(o.timeout_s)) + " s (store at " + where() + ")");
-    }
-    std::this_thread::sleep_for(Ms(20));
-  }
-  for (int q = 0; q < n; ++q) {
-    const std::string v = Text(store->get(Key("rank", q)));
-    if (v.substr(0, v.find(' ')) != std::to_string(n)) {
-      return InvalidArgument("rank " + std::to_string(q) + " (" + v.substr(v.find(' ') + 1) +
-                             ") was started with WORLD_SIZE " + v.substr(0, v.find(' ')) + ", this rank with " +
-                             std::to_string(n));
-    }
-  }
-  return Status::Ok();
-}
-
-// Waits until `key`, which rank `from` sets, is in the store; an error once `from` has
-// said why it left, or after `timeout_s`.
-Status RankGroup::Impl::AwaitKey(const std::string& key, int from, double timeout_s) {
-  const auto deadline = Clock::now() + Millis(timeout_s);
-  while (!store->check({key})) {
-    if (store->check({Key("failed", from)})) {
-      return IOError("rank " + std::to_string(from) + " stopped: " + Text(store->get(Key("failed", from))));
-    }
-    if (Clock::now() > deadline) {
-      return IOError("rank " + std::to_string(from) + " did not compare its options within " +
-                     std::to_string(int(timeout_s)) + " s: " + Culprit());
-    }
-    std::this_thread::sleep_for(Ms(20));
-  }
-  return Status::Ok();
 }
 
 // Which rank is at fault, read from the store: one that said why it left, one whose
 // heartbeat stopped, or one that never started the collective that failed.
-std::string RankGroup::Impl::Culprit() {
+std::string StoreSide::Culprit() {
   const int n = o.world_size;
   try {
     auto reported = [&]() -> std::string {
@@ -319,9 +268,121 @@ std::string RankGroup::Impl::Culprit() {
     }
     return "every rank is alive and reached this collective";
   } catch (const std::exception&) {
-    return o.agent_store ? "the launcher's store at " + where() + " does not answer"
-                         : "rank 0 is gone: the store it hosts at " + where() + " does not answer";
+    return Unanswered();
   }
+}
+
+}  // namespace
+
+struct RankGroup::Impl {
+  std::shared_ptr<StoreSide> side = std::make_shared<StoreSide>();
+  const DistributedOptions& o = side->o;
+  torch::Device backend_device{torch::kCPU};  // where the backend wants its tensors
+  std::string backend_name;
+  c10::intrusive_ptr<BackendBase> backend;
+
+  struct Pending {
+    WorkPtr work;
+    torch::Tensor target, staged;
+    std::string what;
+  };
+  std::mutex mu;  // pending, async_error
+  std::vector<Pending> pending;
+  std::string async_error, async_what;
+
+  std::thread monitor;
+  bool done = false;  // Finish or Leave ran
+  bool left = false;  // Leave ran
+
+  // `f`, a store call, within `seconds` (see Bounded); none once one went unanswered.
+  bool StoreCall(double seconds, std::function<void()> f);
+  void StopMonitor();
+  Status Announce();
+  Status AwaitKey(const std::string& key, int from, double timeout_s);
+  // StoreSide::Culprit within a bound: a store that does not answer is the culprit then.
+  std::string Culprit();
+  Status Failed(const std::string& what, const std::string& error);
+  // Runs `collective` on each tensor in turn (staged on the backend's device and back),
+  // waiting for each; an error names the rank at fault.
+  Status Each(std::vector<torch::Tensor>& tensors, const std::string& what,
+              const std::function<WorkPtr(std::vector<at::Tensor>&)>& collective);
+};
+
+bool RankGroup::Impl::StoreCall(double seconds, std::function<void()> f) {
+  if (Bounded(side->unanswered ? 0.0 : seconds, std::move(f))) return true;
+  side->unanswered = true;
+  return false;
+}
+
+void RankGroup::Impl::StopMonitor() {
+  if (!monitor.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(side->mu);
+    side->stop = true;
+  }
+  side->cv.notify_all();
+  auto beating = std::make_shared<std::thread>(std::move(monitor));
+  StoreCall(side->answer_s(), [beating] { beating->join(); });
+}
+
+// Every rank claims its rank and announces itself; then each waits for all the others.
+Status RankGroup::Impl::Announce() {
+  const int r = o.rank, n = o.world_size;
+  StorePtr& store = side->store;
+  if (store->add(Key("claim", r), 1) > 1) {
+    return InvalidArgument("rank " + std::to_string(r) + " is claimed by two processes (RANK set the same twice?)");
+  }
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  store->set(Key("rank", r), Bytes(std::to_string(n) + " " + host + " pid " + std::to_string(getpid())));
+  const auto deadline = Clock::now() + Millis(o.timeout_s);
+  std::vector<int> missing;
+  while (true) {
+    missing.clear();
+    for (int q = 0; q < n; ++q) {
+      if (!store->check({Key("rank", q)})) missing.push_back(q);
+    }
+    if (missing.empty()) break;
+    if (Clock::now() > deadline) {
+      return IOError("rank(s) " + RankList(missing) + " of " + std::to_string(n) + " did not join within " +
+                     std::to_string(int(o.timeout_s)) + " s (store at " + side->where() + ")");
+    }
+    std::this_thread::sleep_for(Ms(20));
+  }
+  for (int q = 0; q < n; ++q) {
+    const std::string v = Text(store->get(Key("rank", q)));
+    if (v.substr(0, v.find(' ')) != std::to_string(n)) {
+      return InvalidArgument("rank " + std::to_string(q) + " (" + v.substr(v.find(' ') + 1) +
+                             ") was started with WORLD_SIZE " + v.substr(0, v.find(' ')) + ", this rank with " +
+                             std::to_string(n));
+    }
+  }
+  return Status::Ok();
+}
+
+// Waits until `key`, which rank `from` sets, is in the store; an error once `from` has
+// said why it left, or after `timeout_s`.
+Status RankGroup::Impl::AwaitKey(const std::string& key, int from, double timeout_s) {
+  const auto deadline = Clock::now() + Millis(timeout_s);
+  StorePtr& store = side->store;
+  while (!store->check({key})) {
+    if (store->check({Key("failed", from)})) {
+      return IOError("rank " + std::to_string(from) + " stopped: " + Text(store->get(Key("failed", from))));
+    }
+    if (Clock::now() > deadline) {
+      return IOError("rank " + std::to_string(from) + " did not compare its options within " +
+                     std::to_string(int(timeout_s)) + " s: " + Culprit());
+    }
+    std::this_thread::sleep_for(Ms(20));
+  }
+  return Status::Ok();
+}
+
+std::string RankGroup::Impl::Culprit() {
+  std::shared_ptr<StoreSide> s = side;
+  auto text = std::make_shared<std::string>();
+  if (StoreCall(s->window() + s->answer_s(), [s, text] { *text = s->Culprit(); })) return *text;
+  return s->Unanswered();
 }
 
 Status RankGroup::Impl::Failed(const std::string& what, const std::string& error) {
@@ -334,7 +395,7 @@ Status RankGroup::Impl::Each(std::vector<torch::Tensor>& tensors, const std::str
   try {
     for (torch::Tensor& t : tensors) {
       std::vector<at::Tensor> one = {t.to(backend_device).contiguous()};
-      ++collectives;
+      ++side->collectives;
       collective(one)->wait();
       if (!one[0].is_same(t)) t.copy_(one[0]);
     }
@@ -352,31 +413,36 @@ RankGroup::~RankGroup() {
   impl_->backend.reset();  // the others' collectives fail now
   if (impl_->left && impl_->o.rank == 0 && !impl_->o.agent_store) {
     // This process hosts the store: keep it a moment, for the others to read why it left.
-    std::this_thread::sleep_for(Millis(std::clamp(2 * impl_->window(), 1.0, 5.0)));
+    std::this_thread::sleep_for(Millis(std::clamp(2 * impl_->side->window(), 1.0, 5.0)));
   }
+  // The store last, within a bound: a server left waiting on a half-sent message does not
+  // stop. A call still waiting on it holds it too; it goes with the last holder.
+  std::shared_ptr<StoreSide> side = std::move(impl_->side);
+  const double bound = side->unanswered ? 0.0 : side->answer_s();
+  Bounded(bound, [s = std::move(side)]() mutable { s.reset(); });
 }
 
 Result<std::unique_ptr<RankGroup>> RankGroup::Join(const DistributedOptions& o, const torch::Device& device) {
   auto impl = std::make_unique<Impl>();
-  impl->o = o;
+  StoreSide& side = *impl->side;
+  side.o = o;
   const bool server = o.rank == 0 && !o.agent_store;
   try {
-    impl->store = OpenStore(o, server);
+    side.store = OpenStore(o, server);
   } catch (const std::exception& e) {
-    return IOError(std::string(server ? "cannot host" : "cannot reach") + " the rendezvous store at " + impl->where() +
+    return IOError(std::string(server ? "cannot host" : "cannot reach") + " the rendezvous store at " + side.where() +
                    " (MASTER_ADDR:MASTER_PORT) as rank " + std::to_string(o.rank) + ": " + FirstLine(e.what()));
   }
   try {
     RETURN_IF_ERROR(impl->Announce());
-    impl->monitor_store = OpenStore(o, false);
-    ASSIGN_OR_RETURN(impl->backend, MakeBackend(o, device, impl->store, &impl->backend_name));
+    side.monitor_store = OpenStore(o, false);
+    ASSIGN_OR_RETURN(impl->backend, MakeBackend(o, device, side.store, &impl->backend_name));
   } catch (const std::exception& e) {
     return IOError("joining the process group as rank " + std::to_string(o.rank) + " of " +
-                   std::to_string(o.world_size) + " (store at " + impl->where() + "): " + FirstLine(e.what()));
+                   std::to_string(o.world_size) + " (store at " + side.where() + "): " + FirstLine(e.what()));
   }
   impl->backend_device = impl->backend_name == "nccl" ? device : torch::Device(torch::kCPU);
-  Impl* p = impl.get();
-  impl->monitor = std::thread([p] { p->Beat(); });
+  impl->monitor = std::thread([s = impl->side] { s->Beat(); });
   return std::unique_ptr<RankGroup>(new RankGroup(std::move(impl)));
 }
 
@@ -415,7 +481,7 @@ void RankGroup::StartSum(const torch::Tensor& flat, const std::string& what) {
     p.staged = flat.to(impl_->backend_device);
     p.what = what;
     std::vector<at::Tensor> one = {p.staged};
-    ++impl_->collectives;
+    ++impl_->side->collectives;
     p.work = impl_->backend->allreduce(one);
     impl_->pending.push_back(std::move(p));
   } catch (const std::exception& e) {
@@ -474,18 +540,18 @@ Status RankGroup::Agree(const AgreedValues& values) {
   Impl& m = *impl_;
   const int n = m.o.world_size;
   try {
-    m.store->set(Key("agree", m.o.rank), Bytes(EncodeValues(values)));
+    m.side->store->set(Key("agree", m.o.rank), Bytes(EncodeValues(values)));
     std::string verdict = "=";
     if (m.o.rank == 0) {
       for (int q = 1; q < n && verdict == "="; ++q) {
         RETURN_IF_ERROR(m.AwaitKey(Key("agree", q), q, m.o.timeout_s));
-        const std::string differs = Disagreement(values, DecodeValues(Text(m.store->get(Key("agree", q)))), q);
+        const std::string differs = Disagreement(values, DecodeValues(Text(m.side->store->get(Key("agree", q)))), q);
         if (!differs.empty()) verdict = "!" + differs;
       }
-      m.store->set(Key("verdict", 0), Bytes(verdict));
+      m.side->store->set(Key("verdict", 0), Bytes(verdict));
     } else {
       RETURN_IF_ERROR(m.AwaitKey(Key("verdict", 0), 0, 2 * m.o.timeout_s));  // rank 0 waits for every rank first
-      verdict = Text(m.store->get(Key("verdict", 0)));
+      verdict = Text(m.side->store->get(Key("verdict", 0)));
     }
     return verdict == "=" ? Status::Ok() : InvalidArgument(verdict.substr(1));
   } catch (const std::exception& e) {
@@ -496,11 +562,14 @@ Status RankGroup::Agree(const AgreedValues& values) {
 void RankGroup::Leave(const Status& why) {
   if (impl_->done) return;
   impl_->done = impl_->left = true;
-  try {
-    impl_->store->set(Key("failed", impl_->o.rank), Bytes(FirstLine(why.ToString())));
-  } catch (const std::exception&) {
-    // The store is gone too; the others find out from their heartbeat check.
-  }
+  std::shared_ptr<StoreSide> s = impl_->side;
+  impl_->StoreCall(s->answer_s(), [s, text = FirstLine(why.ToString())] {
+    try {
+      s->store->set(Key("failed", s->o.rank), Bytes(text));
+    } catch (const std::exception&) {
+      // The store is gone too; the others find out from their heartbeat check.
+    }
+  });
 }
 
 Status RankGroup::Finish() {
