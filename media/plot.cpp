@@ -84,18 +84,16 @@ void XAxis(Canvas& c, const Frame& f, const std::string& label) {
   c.Text(f.left + (f.w - Canvas::TextWidth(label.size())) / 2, f.top + f.h + 7 + kGlyphHeight + kPad, label, kInk);
 }
 
-void Legend(Canvas& c, const Frame& f, const std::vector<PlotSeries>& series) {
-  size_t chars = 0;
-  for (const PlotSeries& s : series) chars = std::max(chars, s.name.size());
-  const int line = kGlyphHeight + 5, w = Canvas::TextWidth(chars) + 30;
-  const int h = static_cast<int>(series.size()) * line + 6;
-  const int x = f.left + f.w - w - 8, y = f.top + 8;
-  c.FillRect(x, y, w, h, kWhite);
-  c.StrokeRect(x, y, w, h, kInk);
-  for (size_t i = 0; i < series.size(); ++i) {
-    const int ly = y + 4 + static_cast<int>(i) * line;
-    c.FillRect(x + 5, ly + kGlyphHeight / 2 - 1, 16, 3, series[i].color);
-    c.Text(x + 25, ly, series[i].name, kInk);
+// One row below the x axis' label, centred: outside the plot, it covers no line.
+void Legend(Canvas& c, int y, const std::vector<PlotSeries>& series) {
+  constexpr int kSwatch = 16, kGap = 4, kBetween = 14;
+  int w = 0;
+  for (const PlotSeries& s : series) w += kSwatch + kGap + Canvas::TextWidth(s.name.size()) + kBetween;
+  int x = std::max(kPad, (static_cast<int>(c.width()) - (w - kBetween)) / 2);
+  for (const PlotSeries& s : series) {
+    c.FillRect(x, y + kGlyphHeight / 2 - 1, kSwatch, 3, s.color);
+    c.Text(x + kSwatch + kGap, y, s.name, kInk);
+    x += kSwatch + kGap + Canvas::TextWidth(s.name.size()) + kBetween;
   }
 }
 
@@ -154,13 +152,14 @@ RgbImage RenderLinePlot(const std::vector<PlotSeries>& series, const PlotAxes& a
   f.left = margin;
   f.top = 2 * kPad + kGlyphHeight + kPad;
   f.w = static_cast<int>(width) - f.left - (right ? margin : 2 * kPad);
-  f.h = static_cast<int>(height) - f.top - (2 * kGlyphHeight + 3 * kPad + 6);
+  const int below = 2 * kGlyphHeight + 3 * kPad + 6;  // ticks and the x axis' label
+  f.h = static_cast<int>(height) - f.top - below - (kGlyphHeight + kPad);
   c.Text((static_cast<int>(width) - Canvas::TextWidth(axes.title.size())) / 2, kPad, axes.title, kInk);
   YAxis(c, f, false, axes.left_label);
   if (right) YAxis(c, f, true, axes.right_label);
   XAxis(c, f, axes.x_label);
   for (const PlotSeries& s : series) Series(c, f, s);
-  Legend(c, f, series);
+  Legend(c, f.top + f.h + below, series);
   return c.Take();
 }
 

@@ -1,5 +1,6 @@
-// Line plots of per-epoch series: axes with tick labels, a grid, a legend and a title,
-// drawn with the Canvas font, so the image explains itself without a caption.
+// Line plots of per-epoch series: axes with tick labels, a grid, a title and a legend (below
+// the plot, where it covers no line), drawn with the Canvas font, so the image explains
+// itself without a caption.
 #pragma once
 
 #include <cstdint>

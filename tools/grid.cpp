@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <unordered_set>
 
 #include "format/dataset.h"
@@ -11,14 +12,19 @@
 
 namespace shardify::tools {
 
-GridLayout ComputeGridLayout(size_t count, uint32_t tile, uint32_t columns) {
+GridLayout ComputeGridLayout(size_t count, uint32_t tile, uint32_t columns, bool legend) {
   GridLayout g;
   if (count == 0) return g;
   g.columns = columns ? columns : static_cast<uint32_t>(std::ceil(std::sqrt(static_cast<double>(count))));
   g.columns = std::min<uint32_t>(g.columns, static_cast<uint32_t>(count));
   g.rows = static_cast<uint32_t>((count + g.columns - 1) / g.columns);
   g.width = g.columns * (tile + kGridPad) + kGridPad;
-  g.height = g.rows * (tile + kGridCaption + kGridPad) + kGridPad;
+  g.tiles_top = kGridLine;
+  g.height = g.tiles_top + g.rows * (tile + kGridCaption + kGridPad) + kGridPad;
+  if (legend) {
+    g.legend_top = g.height;
+    g.height += kGridLine;
+  }
   return g;
 }
 
@@ -58,6 +64,8 @@ namespace {
 const uint8_t kPalette[][3] = {{230, 25, 75},  {60, 180, 75},  {255, 225, 25}, {0, 130, 200},
                                {245, 130, 48}, {145, 30, 180}, {70, 240, 240}, {240, 50, 230}};
 
+constexpr media::Rgb kText{235, 235, 235};
+
 // The mask label at (x, y) of a mask plane: the value of a one-channel label map, or
 // 1 + the first non-zero channel of a one-channel-per-class mask; 0 = background.
 int MaskLabel(const detail::Plane& m, uint32_t x, uint32_t y) {
@@ -72,8 +80,10 @@ int MaskLabel(const detail::Plane& m, uint32_t x, uint32_t y) {
   return 0;
 }
 
+// Draws `p` scaled into the tile at (x0, y0), `mask` over it; adds the mask labels drawn
+// to `labels`.
 void DrawTile(media::Canvas& cv, uint32_t x0, uint32_t y0, uint32_t tile, const detail::Plane& p, DType dtype,
-              const detail::Plane* mask) {
+              const detail::Plane* mask, std::set<int>* labels) {
   const std::vector<uint8_t> rgb = detail::ToRgb8(p, dtype);
   const double s = std::min(double(tile) / p.width, double(tile) / p.height);
   const uint32_t dw = std::max<uint32_t>(1, std::min<uint32_t>(tile, std::lround(p.width * s)));
@@ -86,6 +96,7 @@ void DrawTile(media::Canvas& cv, uint32_t x0, uint32_t y0, uint32_t tile, const 
       const uint32_t sx = uint64_t(x) * p.width / dw;
       const uint8_t* src = &rgb[(size_t(sy) * p.width + sx) * 3];
       const int label = use_mask ? MaskLabel(*mask, sx, sy) : 0;
+      if (label > 0) labels->insert(label);
       uint8_t px[3];
       for (int k = 0; k < 3; ++k) {
         px[k] = label > 0 ? static_cast<uint8_t>((src[k] + kPalette[(label - 1) % 8][k]) / 2) : src[k];
@@ -101,27 +112,53 @@ Result<detail::Plane> PlaneOf(const Dataset& ds, const SampleView& s, size_t f, 
   return detail::ExtractPlane(raw.data(), raw.size(), ds.manifest().fields[f].dtype, shape);
 }
 
+// The mask field drawn over field `field`, or -1.
+int MaskFieldFor(const Manifest& m, size_t field) {
+  const int mf = m.FindField(kMaskField);
+  const bool drawn = mf >= 0 && static_cast<size_t>(mf) != field && m.fields[mf].kind == FieldKind::kNdarray;
+  return drawn ? mf : -1;
+}
+
 Status DrawSample(const Dataset& ds, uint64_t index, size_t field, uint32_t x0, uint32_t y0, uint32_t tile, Decoder& d,
-                  media::Canvas& cv, std::string* caption) {
+                  media::Canvas& cv, std::string* caption, std::set<int>* labels) {
   const Manifest& m = ds.manifest();
   ASSIGN_OR_RETURN(SampleView s, ds.Sample(index));
   ASSIGN_OR_RETURN(detail::Plane p, PlaneOf(ds, s, field, d));
-  const int mf = m.FindField(kMaskField);
+  const int mf = MaskFieldFor(m, field);
   detail::Plane mask;
-  const bool has_mask = mf >= 0 && static_cast<size_t>(mf) != field && m.fields[mf].kind == FieldKind::kNdarray;
-  if (has_mask) {
-    ASSIGN_OR_RETURN(mask, PlaneOf(ds, s, mf, d));
+  if (mf >= 0) {
+    ASSIGN_OR_RETURN(mask, PlaneOf(ds, s, static_cast<size_t>(mf), d));
   }
-  DrawTile(cv, x0, y0, tile, p, m.fields[field].dtype, has_mask ? &mask : nullptr);
+  DrawTile(cv, x0, y0, tile, p, m.fields[field].dtype, mf >= 0 ? &mask : nullptr, labels);
   const int lf = detail::FindLabelField(m);
   *caption = "#" + std::to_string(index);
   if (lf >= 0) {
     ASSIGN_OR_RETURN(int64_t label, s.int_value(lf));
     if (label >= 0) *caption = detail::ClassName(m, label);
   }
-  cv.Text(static_cast<int>(x0) + 1, static_cast<int>(y0 + tile) + 2, *caption, {235, 235, 235},
-          tile / media::kGlyphAdvance);
+  cv.Text(static_cast<int>(x0) + 1, static_cast<int>(y0 + tile) + 2, *caption, kText, tile / media::kGlyphAdvance);
   return Status::Ok();
+}
+
+// "mask:" and a swatch and number for each label drawn, as many as the line holds.
+void DrawLegend(media::Canvas& cv, uint32_t top, const std::set<int>& labels) {
+  const int y = static_cast<int>(top + kGridPad);
+  int x = static_cast<int>(kGridPad);
+  const std::string head = labels.empty() ? "mask: no label in these samples" : "mask:";
+  cv.Text(x, y, head, kText);
+  x += media::Canvas::TextWidth(head.size() + 1);
+  for (int label : labels) {
+    const std::string text = std::to_string(label);
+    const int w = media::kGlyphHeight + 2 + media::Canvas::TextWidth(text.size() + 1);
+    if (x + w > static_cast<int>(cv.width())) {
+      cv.Text(x, y, "...", kText);
+      break;
+    }
+    const uint8_t* c = kPalette[(label - 1) % 8];
+    cv.FillRect(x, y, media::kGlyphHeight, media::kGlyphHeight, {c[0], c[1], c[2]});
+    cv.Text(x + media::kGlyphHeight + 2, y, text, kText);
+    x += w;
+  }
 }
 
 }  // namespace
@@ -135,7 +172,8 @@ Status RunGrid(const std::string& dir, const std::string& path, const GridOption
   ASSIGN_OR_RETURN(detail::Range range, detail::SplitRange(m, options.split));
   const std::vector<uint64_t> picks = DrawSamples(range.first, range.end, options.count, options.seed);
   if (picks.empty()) return NotFound("no samples to draw in " + ds->dir());
-  const GridLayout g = ComputeGridLayout(picks.size(), options.tile, options.columns);
+  const bool legend = MaskFieldFor(m, field) >= 0;
+  const GridLayout g = ComputeGridLayout(picks.size(), options.tile, options.columns, legend);
   if (uint64_t(g.width) * g.height > (uint64_t(1) << 28)) {
     return InvalidArgument("a sheet of " + std::to_string(g.width) + "x" + std::to_string(g.height) +
                            " pixels is too large; lower --count or --tile");
@@ -143,12 +181,23 @@ Status RunGrid(const std::string& dir, const std::string& path, const GridOption
   media::Canvas cv(g.width, g.height, {24, 24, 24});
   Decoder d;
   std::vector<std::string> captions(picks.size());
+  std::set<int> labels;
   for (size_t k = 0; k < picks.size(); ++k) {
     const uint32_t x0 = kGridPad + (k % g.columns) * (options.tile + kGridPad);
-    const uint32_t y0 = kGridPad + (k / g.columns) * (options.tile + kGridCaption + kGridPad);
-    Status st = DrawSample(*ds, picks[k], field, x0, y0, options.tile, d, cv, &captions[k]);
+    const uint32_t y0 = g.tiles_top + (k / g.columns) * (options.tile + kGridCaption + kGridPad);
+    Status st = DrawSample(*ds, picks[k], field, x0, y0, options.tile, d, cv, &captions[k], &labels);
     if (!st.ok()) return st.WithContext("grid: sample " + std::to_string(picks[k]));
   }
+  const uint64_t available = range.end - range.first;
+  std::string name = ds->dir();
+  while (name.size() > 1 && name.back() == '/') name.pop_back();
+  const std::string title = name.substr(name.find_last_of('/') + 1) + ", " +
+                            (options.split.empty() ? "all splits" : "split " + options.split) + ", field " +
+                            m.fields[field].name + ": " + std::to_string(picks.size()) + " of " +
+                            std::to_string(available) + " samples, seed " + std::to_string(options.seed);
+  cv.Text(static_cast<int>(kGridPad), static_cast<int>(kGridPad), title, kText,
+          (g.width - 2 * kGridPad) / media::kGlyphAdvance);
+  if (legend) DrawLegend(cv, g.legend_top, labels);
   RETURN_IF_ERROR(cv.WritePng(path));
   if (options.json) {
     out << detail::Dump({{"file", path},
@@ -157,7 +206,9 @@ Status RunGrid(const std::string& dir, const std::string& path, const GridOption
                          {"columns", g.columns},
                          {"rows", g.rows},
                          {"samples", picks},
-                         {"captions", captions}})
+                         {"captions", captions},
+                         {"title", title},
+                         {"mask_labels", std::vector<int>(labels.begin(), labels.end())}})
         << "\n";
   } else {
     out << "wrote " << path << " (" << g.width << "x" << g.height << ", " << picks.size() << " samples of field "

@@ -52,13 +52,36 @@ _COLOURS = ((230, 25, 75), (60, 180, 75), (255, 225, 25), (0, 130, 200), (245, 1
             (70, 240, 240), (240, 50, 230))
 
 
-def save_grid(batch, path, image="image", mask="mask", columns=8, max_samples=32, alpha=0.45):
+def _captions(batch, n, skip):
+    """Per sample: "key value" for each key holding one number per sample (a label, a case
+    id), or its index in the batch when there is none."""
+    torch = _torch()
+    keys = []
+    for key, value in batch.items():
+        if key in skip or not torch.is_tensor(value) or value.dim() == 0 or value.shape[0] < n:
+            continue
+        if value[:n].reshape(n, -1).shape[1] == 1:
+            keys.append(key)
+    out = []
+    for i in range(n):
+        parts = []
+        for key in keys:
+            v = batch[key][i].reshape(-1)[0].item()
+            parts.append("%s %s" % (key, ("%.3g" % v) if isinstance(v, float) else v))
+        out.append(", ".join(parts) if parts else "#%d" % i)
+    return out
+
+
+def save_grid(batch, path, image="image", mask="mask", columns=8, max_samples=32, alpha=0.45, min_tile=96):
     """Writes a PNG of the first `max_samples` samples of a batch (a dict of tensors, e.g.
     augmented by a transform or from a Loader with ``transform=``): the first channel of
     each image scaled to its own range, the mask's labels (> 0) overlaid in colour, volumes
-    by their middle slice along the first spatial axis. Needs Pillow (python3-pil)."""
+    by their middle slice along the first spatial axis. Small images are enlarged (by a
+    whole factor, pixels kept square and sharp) to at least `min_tile` pixels on their longer
+    side; each tile is captioned with the sample's per-sample values ("label 3") or its
+    index. Needs Pillow (python3-pil)."""
     try:
-        from PIL import Image
+        from PIL import Image, ImageDraw, ImageFont
     except ImportError as e:
         raise ImportError("save_grid needs Pillow (Debian: python3-pil)") from e
     torch = _torch()
@@ -66,6 +89,7 @@ def save_grid(batch, path, image="image", mask="mask", columns=8, max_samples=32
     n = min(x.shape[0], max_samples)
     if n == 0:
         raise ValueError("save_grid: the batch is empty")
+    captions = _captions(batch, n, (image, mask))
     x = x[:n, 0]
     m = batch.get(mask)
     if m is not None:
@@ -84,13 +108,27 @@ def save_grid(batch, path, image="image", mask="mask", columns=8, max_samples=32
         labelled = m > 0
         colour = colours[(m.clamp_min(1) - 1) % len(_COLOURS)]
         rgb = torch.where(labelled.unsqueeze(-1), rgb * (1 - alpha) + colour * alpha, rgb)
+    rgb = rgb.round().to(torch.uint8)
+    zoom = max(1, -(-int(min_tile) // max(rgb.shape[1], rgb.shape[2])))
+    if zoom > 1:
+        rgb = rgb.repeat_interleave(zoom, 1).repeat_interleave(zoom, 2)
     columns = max(1, min(columns, n))
     rows = (n + columns - 1) // columns
     h, w = rgb.shape[1], rgb.shape[2]
-    canvas = torch.zeros(rows * (h + 2), columns * (w + 2), 3, dtype=torch.uint8)
+    font = ImageFont.load_default()
+    caption_h = 12
+    canvas = torch.zeros(rows * (h + caption_h + 2), columns * (w + 2), 3, dtype=torch.uint8)
     for i in range(n):
         r, c = divmod(i, columns)
-        canvas[r * (h + 2) + 1:r * (h + 2) + 1 + h, c * (w + 2) + 1:c * (w + 2) + 1 + w] = rgb[i].round().to(
-            torch.uint8)
-    Image.fromarray(canvas.numpy(), "RGB").save(path)
+        top, left = r * (h + caption_h + 2) + 1, c * (w + 2) + 1
+        canvas[top:top + h, left:left + w] = rgb[i]
+    sheet = Image.fromarray(canvas.numpy(), "RGB")
+    draw = ImageDraw.Draw(sheet)
+    for i in range(n):
+        r, c = divmod(i, columns)
+        text = captions[i]
+        while text and draw.textlength(text, font=font) > w:
+            text = text[:-1]
+        draw.text((c * (w + 2) + 1, r * (h + caption_h + 2) + 1 + h), text, fill=(235, 235, 235), font=font)
+    sheet.save(path)
     return path

@@ -257,14 +257,28 @@ def test_save_grid_draws_images_with_their_masks(tmp_path):
     image[:, :, :, 6:] = 1.0  # left half black, right half white
     mask = torch.zeros(3, 10, 12, dtype=torch.long)
     mask[:, 2:5, 1:4] = 1
-    path = T.save_grid({"image": image, "mask": mask}, tmp_path / "grid.png", columns=2)
+    label = torch.tensor([7, 8, 9])
+    path = T.save_grid({"image": image, "mask": mask, "label": label}, tmp_path / "grid.png", columns=2)
     pixels = np.asarray(Image.open(path))
-    assert pixels.shape == (2 * 12, 2 * 14, 3)
-    tile = pixels[1:11, 1:13]  # the first sample, inside its 1-pixel frame
-    assert (tile[0, 0] == 0).all() and (tile[0, 11] == 255).all()
-    red = tile[3, 2]
+    # Enlarged 8 times (12 px to at least 96), each tile with a 12-pixel caption line below.
+    h, w = 80, 96
+    assert pixels.shape == (2 * (h + 12 + 2), 2 * (w + 2), 3)
+    tile = pixels[1:1 + h, 1:1 + w]  # the first sample, inside its 1-pixel frame
+    assert (tile[0, 0] == 0).all() and (tile[0, w - 1] == 255).all()
+    assert (tile[:, 47] == 0).all() and (tile[:, 48] == 255).all()  # sharp: whole pixels, no blur
+    red = tile[2 * 8 + 4, 1 * 8 + 4]
     assert red[0] > red[1] + 50  # label 1 drawn in colour over black
-    assert (pixels[13:, 15:] == 0).all()  # no fourth sample
+    caption = pixels[1 + h:1 + h + 12, 1:1 + w]
+    assert (caption == 235).all(axis=2).sum() > 20  # "label 7" written below the tile
+    assert (pixels[h + 14:, w + 3:] == 0).all()  # no fourth sample
+
+
+def test_save_grid_captions_name_each_samples_values():
+    from shardify._presets import _captions
+    batch = {"image": torch.zeros(2, 1, 4, 4), "label": torch.tensor([[3], [4]]), "case": torch.tensor([0.5, 2.0]),
+             "mask": torch.zeros(2, 1, 4, 4), "names": ["a", "b"]}
+    assert _captions(batch, 2, ("image", "mask")) == ["label 3, case 0.5", "label 4, case 2"]
+    assert _captions({"image": torch.zeros(2, 1, 4, 4)}, 2, ("image", "mask")) == ["#0", "#1"]
 
 
 def test_loader_transform_is_deterministic_on_resume(fmnist):

@@ -58,6 +58,11 @@ TEST_CASE("media: a plot draws its title, both axes' labels, the legend and ever
   CHECK(Count(img, {40, 40, 40}, 0, 16) > 40);  // the title, above the plot
   CHECK(Count(img, blue) > 60);
   CHECK(Count(img, green) > 60);
+  // The legend, one row below the x axis' label: each series' swatch there, none covering
+  // the plot (the accuracy ends at its top right, where a legend inside would sit).
+  CHECK(Count(img, blue, 226, 240) >= 16 * 3);
+  CHECK(Count(img, green, 226, 240) >= 16 * 3);
+  CHECK(InkIn(img, 150, 250, 226, 240) > 20);
   // The axes' labels, written vertically along the plot's middle rows at either edge.
   CHECK(InkIn(img, 0, 16, 40, 180) > 20);
   CHECK(InkIn(img, 384, 400, 40, 180) > 20);

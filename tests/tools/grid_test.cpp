@@ -97,8 +97,19 @@ TEST_CASE("tools: grid writes a PNG of the layout's size with class captions", "
   CHECK(g.columns == 3);
   CHECK(g.rows == 2);
   CHECK(g.width == 3 * (32 + kGridPad) + kGridPad);
+  CHECK(g.height == kGridLine + 2 * (32 + kGridCaption + kGridPad) + kGridPad);  // a title, no legend
   CheckPngSize(tmp / "g.png", g.width, g.height);
   const auto j = nlohmann::json::parse(out.str());
+  CHECK(j["title"] == "ds, split train, field image: 5 of " + std::to_string(test::kTrain) + " samples, seed 0");
+  CHECK(j["mask_labels"].empty());
+  // The title's text in the top line, left of the sheet's middle (it is cut to the width).
+  uint32_t w = 0, h = 0;
+  const std::vector<uint8_t> rgb = DecodeOwnPng(tmp / "g.png", &w, &h);
+  size_t title_ink = 0;
+  for (uint32_t y = 0; y < kGridLine; ++y) {
+    for (uint32_t x = 0; x < w; ++x) title_ink += rgb[(size_t(y) * w + x) * 3] == 235;
+  }
+  CHECK(title_ink > 30);
   REQUIRE(j["samples"].size() == 5);
   for (size_t k = 0; k < 5; ++k) {
     const uint64_t i = j["samples"][k];
@@ -114,10 +125,30 @@ TEST_CASE("tools: grid draws masked RGB images and the middle slice of volumes",
   std::ostringstream out;
   GridOptions o;
   o.count = 100;
+  o.json = true;
   REQUIRE(RunGrid(tmp / "rgb", tmp / "rgb.png", o, out).ok());
-  const GridLayout g = ComputeGridLayout(test::kRgbSamples, o.tile, 0);
+  const GridLayout g = ComputeGridLayout(test::kRgbSamples, o.tile, 0, /*legend=*/true);
+  CHECK(g.legend_top == g.height - kGridLine);
   CheckPngSize(tmp / "rgb.png", g.width, g.height);
+  // The legend names each label drawn (the fixture's masks hold 0, 1 and 2), in its colour.
+  const auto j = nlohmann::json::parse(out.str());
+  CHECK(j["mask_labels"] == nlohmann::json::array({1, 2}));
+  out.str("");
   uint32_t w = 0, h = 0;
+  {
+    const std::vector<uint8_t> sheet = DecodeOwnPng(tmp / "rgb.png", &w, &h);
+    std::set<uint32_t> legend_colours;
+    for (uint32_t y = g.legend_top; y < h; ++y) {
+      for (uint32_t x = 0; x < w; ++x) {
+        const uint8_t* p = &sheet[(size_t(y) * w + x) * 3];
+        legend_colours.insert(uint32_t(p[0]) << 16 | p[1] << 8 | p[2]);
+      }
+    }
+    CHECK(legend_colours.count(230u << 16 | 25u << 8 | 75u));         // label 1
+    CHECK(legend_colours.count(60u << 16 | 180u << 8 | 75u));         // label 2
+    CHECK_FALSE(legend_colours.count(255u << 16 | 225u << 8 | 25u));  // label 3, not drawn
+  }
+  o.json = false;
   // RGB images with their masks in colour: most of each tile is drawn, in many colours.
   const PixelCounts rgb = CountPixels(DecodeOwnPng(tmp / "rgb.png", &w, &h));
   CHECK(rgb.drawn > rgb.total / 3);
