@@ -35,7 +35,7 @@ void AddCacheOptions(CLI::App& app);
 // The one rule for Ctrl-C and SIGTERM: the first sets the returned flag, which the program
 // polls to stop cleanly (finish its step, write what it has, exit 130); another one a
 // second or more later ends the process at once with 130. A repeat within that second is
-// the same request: a launcher (torchrun, tools/launch.py) passes on a terminal's Ctrl-C
+// the same request: a launcher (torchrun, scripts/launch.py) passes on a terminal's Ctrl-C
 // to processes the terminal has signalled already. Installs the handlers (once).
 const std::atomic<bool>* InstallStopSignals();
 

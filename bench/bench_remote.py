@@ -1,5 +1,5 @@
 """Reading a dataset over HTTP or S3 against reading it from local disk: Debian's lighttpd
-(or, with --store s3, Swift's s3api from tools/s3_server.py, with signed requests) on
+(or, with --store s3, Swift's s3api from scripts/s3_server.py, with signed requests) on
 127.0.0.1 behind a proxy that plays a distant link: it holds back each response's first
 bytes for the latency and passes responses on at most at the bandwidth, all connections
 together (a smooth token bucket; lighttpd's own limits are per-second budgets, which let a
@@ -26,7 +26,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -38,9 +37,10 @@ import shardify
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python", "examples"))
-sys.path.insert(0, os.path.join(HERE, "..", "tools"))
+sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
 from common import FMNIST, read_idx  # noqa: E402
-from s3_server import curl, s3_server  # noqa: E402  (tools/s3_server.py)
+from http_server import lighttpd  # noqa: E402  (scripts/http_server.py)
+from s3_server import curl, s3_server  # noqa: E402  (scripts/s3_server.py)
 
 
 def write_dataset(path):
@@ -50,35 +50,6 @@ def write_dataset(path):
                          classes=[str(c) for c in range(10)], shard_size="1M") as w:
         for image, label in zip(images, labels):
             w.write({"image": image[None], "label": int(label)}, split="train")
-
-
-@contextlib.contextmanager
-def lighttpd(root, work):
-    """Debian's lighttpd (-D) serving `root` on a free port of 127.0.0.1 (yields the port),
-    stopped on leaving. Started without LD_PRELOAD, so not with the sanitizer build's ASan
-    runtime that the Python tests preload."""
-    binary = "/usr/sbin/lighttpd"
-    if not os.access(binary, os.X_OK):
-        raise FileNotFoundError(f"{binary} is missing (Debian package lighttpd; tools/install-deps.sh installs it)")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    conf = os.path.join(work, "lighttpd.conf")
-    with open(conf, "w") as f:
-        f.write(f'server.document-root = "{root}"\nserver.bind = "127.0.0.1"\nserver.port = {port}\n'
-                f'server.errorlog = "{work}/lighttpd-error.log"\nmimetype.assign = ("" => "application/octet-stream")\n')
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    server = subprocess.Popen([binary, "-D", "-f", conf], env=env)
-    try:
-        for _ in range(200):
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.05)
-        yield port
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 class LatencyProxy:

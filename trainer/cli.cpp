@@ -52,7 +52,7 @@ std::string ModelHelp() {
   return help;
 }
 
-// Distributed runs: a launcher (torchrun, Slurm, a PyTorchJob, tools/launch.py) sets the
+// Distributed runs: a launcher (torchrun, Slurm, a PyTorchJob, scripts/launch.py) sets the
 // environment; these flags override it.
 void AddDistributed(CLI::App& app, Cli& c) {
   DistributedOptions& d = c.train.dist;

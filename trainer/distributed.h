@@ -25,7 +25,7 @@ struct DistributedOptions {
   int local_world_size = 1;               // ranks on this machine: they share its cores
   std::string master_addr = "127.0.0.1";  // host of the rendezvous store
   int master_port = 29500;
-  // The launcher hosts the store (torchrun's agent store, tools/launch.py): every rank is a
+  // The launcher hosts the store (torchrun's agent store, scripts/launch.py): every rank is a
   // client and keys live under "/worker/attempt_<restart>". Otherwise rank 0 hosts it.
   bool agent_store = false;
   int restart_count = 0;         // torchrun's TORCHELASTIC_RESTART_COUNT

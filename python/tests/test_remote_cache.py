@@ -12,8 +12,8 @@ import pytest
 
 import shardify
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
-from bench_remote import lighttpd  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from http_server import lighttpd  # noqa: E402
 
 OPTIONS = dict(batch_size=8, order="shard_windowed", window_shards=2, prefetch=2, repeats=2, output="numpy")
 

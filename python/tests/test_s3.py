@@ -1,4 +1,4 @@
-"""Datasets in an S3-compatible object store (tools/s3_server.py: Swift's s3api on
+"""Datasets in an S3-compatible object store (scripts/s3_server.py: Swift's s3api on
 127.0.0.1): shardify.convert writes one to s3://bucket/prefix, the manifest last, and
 shardify.Dataset and Loader read it back through the local cache with requests libcurl
 signs (AWS Signature Version 4), path-style and virtual-host style, with the credentials
@@ -14,7 +14,7 @@ import pytest
 
 import shardify
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 from s3_server import curl, s3_server  # noqa: E402
 
 AWS_VARIABLES = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",

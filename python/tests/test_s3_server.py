@@ -1,4 +1,4 @@
-"""The S3 test server (tools/s3_server.py: OpenStack Swift's s3api from Debian's packages on
+"""The S3 test server (scripts/s3_server.py: OpenStack Swift's s3api from Debian's packages on
 127.0.0.1) answers requests that curl signs itself (AWS Signature Version 4, --aws-sigv4),
 as shardify's S3 client does through libcurl: bucket creation, uploads, whole and ranged
 reads, HEAD, listings, path-style and virtual-host style, and refuses a wrong key."""
@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 from s3_server import CURL_ENV, curl, s3_server  # noqa: E402
 
 NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"

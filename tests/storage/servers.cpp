@@ -61,7 +61,7 @@ Lighttpd::Lighttpd(const std::string& root, const std::string& work, const std::
                       << more << "\n";
   const char* binary = "/usr/sbin/lighttpd";
   if (::access(binary, X_OK) != 0) {
-    why_ = std::string(binary) + " is missing (Debian package lighttpd; tools/install-deps.sh installs it)";
+    why_ = std::string(binary) + " is missing (Debian package lighttpd; scripts/install-deps.sh installs it)";
     return;
   }
   pid_ = ::fork();

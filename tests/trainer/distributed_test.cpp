@@ -1,5 +1,5 @@
 // Distributed shardtrain: several local processes over loopback (c10d, Gloo), launched by
-// tools/launch.py or started here with the launcher's environment.
+// scripts/launch.py or started here with the launcher's environment.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -44,11 +44,11 @@ using testing::Shell;
 using testing::Slurp;
 using testing::WaitForText;
 
-// tools/launch.py hosts its store on the first free port of these: a port it binds itself,
+// scripts/launch.py hosts its store on the first free port of these: a port it binds itself,
 // so concurrent launches cannot share one.
 const char* const kLaunchPorts = "29550-29599";
 
-// `ranks` ranks of shardtrain through tools/launch.py.
+// `ranks` ranks of shardtrain through scripts/launch.py.
 int Launch(int ranks, const std::string& args, const std::string& log) {
   return Shell(std::string(PYTHON_BIN) + " " + LAUNCH_PY + " --nproc " + std::to_string(ranks) + " --ports " +
                kLaunchPorts + " -- " + SHARDTRAIN_BIN + " " + args + " >" + log + " 2>&1");
@@ -236,7 +236,7 @@ TEST_CASE("distributed: a stop asked on one rank, or at the launcher's terminal,
     CHECK(one.Wait(120) == 130);
     CHECK(zero.Wait(120) == 130);
   }
-  SECTION("Ctrl-C at the terminal: each rank gets it from the terminal and from tools/launch.py") {
+  SECTION("Ctrl-C at the terminal: each rank gets it from the terminal and from scripts/launch.py") {
     std::vector<std::string> argv = {PYTHON_BIN, LAUNCH_PY, "--nproc", "2", "--ports", kLaunchPorts, "--"};
     for (std::string& a : RankArgv(args)) argv.push_back(std::move(a));
     Child launcher(argv, Environment(), log, /*own_group=*/true);

@@ -22,7 +22,7 @@ epoch; shardtrain: not measured), the GPU utilization NVML reports (sampled ever
 and for the DenseNet run fed by shardify.Loader a profiler trace's overlap of host-to-device
 copies with kernels. Python loops use bf16 autocast, as shardtrain does on CUDA.
 
-    python3 tools/gpu_compare.py --build build-gpu --fmnist SHARDS --fmnist-idx DIR \
+    python3 bench/gpu_compare.py --build build-gpu --fmnist SHARDS --fmnist-idx DIR \
         --brain SHARDS --work /tmp/work --out results.json
 """
 

@@ -1,11 +1,11 @@
 """An S3-compatible object store on 127.0.0.1 for tests: OpenStack Swift's proxy, account,
 container and object servers with the s3api middleware, all from Debian's python3-swift
-(tools/install-deps.sh installs it; the packages swift-proxy etc. add only init scripts and
+(scripts/install-deps.sh installs it; the packages swift-proxy etc. add only init scripts and
 /etc/swift, neither used here), one node with one device and one replica, set up under a
 directory of its own. Nothing under /etc is read or written.
 
-    /usr/bin/python3 tools/s3_server.py start DIR   # prints {"endpoint": ..., ...}, also DIR/server.json
-    /usr/bin/python3 tools/s3_server.py stop DIR
+    /usr/bin/python3 scripts/s3_server.py start DIR   # prints {"endpoint": ..., ...}, also DIR/server.json
+    /usr/bin/python3 scripts/s3_server.py stop DIR
 
 `start` writes DIR/etc (swift.conf and the server configurations), DIR/srv/d1 (the device;
 mount_check off, no xfs needed: Swift's metadata fits ext4's and tmpfs's xattrs) and DIR/log,
@@ -413,7 +413,7 @@ def _serve(name, root):
     try:
         import swift.common.utils as utils  # before anything reads swift.conf
     except ImportError as e:
-        sys.exit(f"{e}: Debian package {PACKAGE} (tools/install-deps.sh installs it)")
+        sys.exit(f"{e}: Debian package {PACKAGE} (scripts/install-deps.sh installs it)")
     utils.SWIFT_CONF_FILE = os.path.join(p["etc"], "swift.conf")
     log = open(os.path.join(p["log"], f"{name}.log"), "a", buffering=1)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Start N ranks of a command on this machine, as torchrun --standalone would.
 
-    python3 tools/launch.py --nproc 2 -- build/bin/shardtrain train DATA --out runs/x
+    python3 scripts/launch.py --nproc 2 -- build/bin/shardtrain train DATA --out runs/x
 
 Each process gets the environment torchrun gives its workers: RANK, WORLD_SIZE,
 LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, and (when this script hosts the

@@ -6,7 +6,7 @@ set -euo pipefail
 
 usage() {
   cat <<'EOF'
-usage: tools/test.sh [--full]
+usage: scripts/test.sh [--full]
 
   (none)   install missing packages, lint, build Release (build/), run every test in it
   --full   all of the above, then build under ASan+UBSan (build-asan/) and run every
@@ -30,14 +30,14 @@ case $# in
         exit 0
         ;;
       *)
-        echo "tools/test.sh: unknown argument '$1'" >&2
+        echo "scripts/test.sh: unknown argument '$1'" >&2
         usage >&2
         exit 2
         ;;
     esac
     ;;
   *)
-    echo "tools/test.sh: takes at most one argument, got $#" >&2
+    echo "scripts/test.sh: takes at most one argument, got $#" >&2
     usage >&2
     exit 2
     ;;
@@ -46,10 +46,10 @@ esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 jobs=${JOBS:-$(nproc)}
-bash tools/install-deps.sh
+bash scripts/install-deps.sh
 
 echo "== Lint (clang-format, test names, pyflakes, doc links)"
-bash tools/lint.sh
+bash scripts/lint.sh
 
 echo "== Release build and tests"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSHARDIFY_WITH_ITK=ON -DSHARDIFY_WITH_TORCH=ON \
@@ -58,7 +58,7 @@ cmake --build build -j "$jobs"
 ctest --test-dir build -j "$jobs" --output-on-failure
 
 if [ "$full" = 0 ]; then
-  echo "all Release tests passed (tools/test.sh --full adds ASan+UBSan and fuzzing)"
+  echo "all Release tests passed (scripts/test.sh --full adds ASan+UBSan and fuzzing)"
   exit 0
 fi
 

@@ -13,7 +13,7 @@ out=${OUT:-$root/demo-out}
 epochs=${EPOCHS:-5}
 model=${MODEL:-mlp}
 jobs=${JOBS:-$(nproc)}
-bash tools/install-deps.sh
+bash scripts/install-deps.sh
 
 echo "== Build (Release): the four programs the demo runs"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSHARDIFY_WITH_ITK=ON -DSHARDIFY_WITH_TORCH=ON \

@@ -5,8 +5,8 @@ what the CLI11 definitions say. With --check it writes nothing: it prints a unif
 of each page that differs from its program's help and exits 1. A program named (or, with
 no names, any of them) that is not in BUILD/bin is an error, never skipped.
 
-    python3 tools/gen_reference.py build                      # write every page
-    python3 tools/gen_reference.py --check build shardtool    # compare one (CTest does)
+    python3 scripts/gen_reference.py build                      # write every page
+    python3 scripts/gen_reference.py --check build shardtool    # compare one (CTest does)
 
 The check of shardify also compares the layouts that docs/converting.md's tables list (their
 first column, `layout`) with those of `shardify --help` (kLayouts in convert/layouts.cpp),
@@ -67,8 +67,8 @@ def page(build, program):
     """The Markdown of `program`'s page: a heading and a code block per command."""
     top = run_help(build, program, None)
     commands = subcommands(top) + OWN_COMMANDS.get(program, [])
-    intro = ("`%s` %s. This page is made from `%s --help`%s by `tools/gen_reference.py`: do not edit it by "
-             "hand. After changing an option, run `python3 tools/gen_reference.py build`; until then the test "
+    intro = ("`%s` %s. This page is made from `%s --help`%s by `scripts/gen_reference.py`: do not edit it by "
+             "hand. After changing an option, run `python3 scripts/gen_reference.py build`; until then the test "
              "`docs.reference.%s` fails." %
              (program, PROGRAMS[program], program, " and each command's `--help`" if commands else "", program))
     out = ["# %s" % program, "", textwrap.fill(intro, 90, break_on_hyphens=False), ""]
@@ -148,7 +148,7 @@ def main():
                                                        "%s --help" % program))
             sys.stdout.flush()
             print("gen_reference: %s differs from the help of %s/bin/%s; regenerate it with\n"
-                  "  python3 tools/gen_reference.py %s" % (name, args.build, program, args.build), file=sys.stderr)
+                  "  python3 scripts/gen_reference.py %s" % (name, args.build, program, args.build), file=sys.stderr)
             status = 1
     if "shardify" in programs:
         for problem in check_layout_tables(args.build):

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # Checks what a review would otherwise catch by eye, in seconds: every C++ and CUDA source
-# is formatted as .clang-format says (clang-format-14; `tools/lint.sh --fix` rewrites them),
+# is formatted as .clang-format says (clang-format-14; `scripts/lint.sh --fix` rewrites them),
 # no Catch2 test name holds a ';', which CTest would cut short so that the test never
 # runs, no *_internal.h is included from another folder, every Python file passes pyflakes
 # (unused imports and names, undefined names, f-strings without fields; Debian's
 # python3-pyflakes), and every relative link of the Markdown docs resolves
-# (tools/check_docs.py). Exits 1 naming each offender.
+# (scripts/check_docs.py). Exits 1 naming each offender.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 format=$(command -v clang-format-14 || command -v clang-format || true)
 if [ -z "$format" ]; then
-  echo "lint: clang-format not found (tools/install-deps.sh installs it)" >&2
+  echo "lint: clang-format not found (scripts/install-deps.sh installs it)" >&2
   exit 1
 fi
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
@@ -34,7 +34,7 @@ for f in "${sources[@]}"; do
   "$format" --dry-run --Werror "$f" >/dev/null 2>&1 || unformatted+=("$f")
 done
 if [ ${#unformatted[@]} -gt 0 ]; then
-  echo "lint: not formatted as .clang-format says (run tools/lint.sh --fix):" >&2
+  echo "lint: not formatted as .clang-format says (run scripts/lint.sh --fix):" >&2
   printf '  %s\n' "${unformatted[@]}" >&2
   status=1
 fi
@@ -57,20 +57,20 @@ if [ ${#crossing[@]} -gt 0 ]; then
   printf '  %s\n' "${crossing[@]}" >&2
   status=1
 fi
-# Every Python file (the package, its tests and examples, tools/, tests/) passes pyflakes.
+# Every Python file (the package, its tests and examples, scripts/, bench/, tests/) passes pyflakes.
 flakes=""
 for py in /usr/bin/python3 python3; do
   if "$py" -c 'import pyflakes' >/dev/null 2>&1; then flakes=$py; break; fi
 done
 if [ -z "$flakes" ]; then
-  echo "lint: pyflakes not found (tools/install-deps.sh installs python3-pyflakes)" >&2
+  echo "lint: pyflakes not found (scripts/install-deps.sh installs python3-pyflakes)" >&2
   status=1
 elif ! "$flakes" -m pyflakes "${scripts[@]}" >&2; then
   echo "lint: pyflakes found the above in the Python files" >&2
   status=1
 fi
 # Every relative link of README.md and docs/ names an existing file and heading.
-python3 tools/check_docs.py || status=1
+python3 scripts/check_docs.py || status=1
 [ $status -eq 0 ] && echo "lint: ${#sources[@]} sources formatted, test names fine, internal headers stay home," \
   "${#scripts[@]} Python files clean, doc links resolve"
 exit $status

@@ -2,9 +2,9 @@
 # The checks that need an NVIDIA GPU, in one run: builds the CUDA paths against the
 # machine's PyTorch (its LibTorch), runs every CUDA test (tests/cuda and
 # python/tests/test_cuda.py), compute-sanitizer's memcheck and racecheck on the staging
-# tests, then the DataLoader-against-shards comparison (tools/gpu_compare.py).
+# tests, then the DataLoader-against-shards comparison (bench/gpu_compare.py).
 #
-#   source .devdeps/unpack.sh && tools/gpu_check.sh OUT DATA
+#   source .devdeps/unpack.sh && scripts/gpu_check.sh OUT DATA
 #
 # (.devdeps: ../shared/device/fetch-debs.sh, run here first.)
 # DATA holds fmnist/ (Fashion-MNIST's training images, `shardify <idx folder> --classes ...`),
@@ -83,7 +83,7 @@ for tool in memcheck racecheck; do
 done
 
 left=$((budget - SECONDS))
-step compare $((left > 60 ? left : 60)) env PYTHONUNBUFFERED=1 "$py" tools/gpu_compare.py --build "$build" --fmnist "$data/fmnist" \
+step compare $((left > 60 ? left : 60)) env PYTHONUNBUFFERED=1 "$py" bench/gpu_compare.py --build "$build" --fmnist "$data/fmnist" \
   --fmnist-idx "$data/idx" --brain "$data/brain" --work /tmp/gpu-compare --out "$out/gpu-compare.json" \
   ${COMPARE_ARGS:-}
 
