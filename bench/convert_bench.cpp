@@ -20,8 +20,8 @@
 
 #include "base/parallel.h"
 #include "convert/convert.h"
-#include "convert/idx2png.h"
-#include "convert/image_io.h"
+#include "convert/decode/image_io.h"
+#include "convert/programs/idx2png.h"
 
 namespace fs = std::filesystem;
 using namespace shardify;

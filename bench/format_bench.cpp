@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "base/file.h"
-#include "convert/idx.h"
+#include "convert/decode/idx.h"
 #include "format/dataset.h"
 #include "format/writer.h"
 

@@ -21,9 +21,9 @@
 
 #include "base/status.h"
 #include "base/strings.h"  // ParseByteSize
-#include "convert/image_io.h"
-#include "convert/preprocess.h"
-#include "convert/source.h"
+#include "convert/decode/image_io.h"
+#include "convert/preprocess/preprocess.h"
+#include "convert/sources/source.h"
 #include "format/parts.h"
 #include "format/types.h"
 
@@ -82,7 +82,7 @@ struct ConvertOptions {
   bool shuffle = true;                                // byte-shuffle image and mask fields of 2-, 4- or
                                                       // 8-byte elements (format version 3; smaller);
                                                       // zstd only
-  // Conversion in parts (convert/parts.h): with parts > 0, write only part `part` (1..parts),
+  // Conversion in parts (convert/pipeline/parts.h): with parts > 0, write only part `part` (1..parts),
   // a contiguous slice of the sample order, into dest/parts/; Merge() then makes dest the
   // dataset. A part that is complete already is not converted again (unless overwrite).
   uint32_t part = 0;

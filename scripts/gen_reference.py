@@ -9,7 +9,7 @@ no names, any of them) that is not in BUILD/bin is an error, never skipped.
     python3 scripts/gen_reference.py --check build shardtool    # compare one (CTest does)
 
 The check of shardify also compares the layouts that docs/converting.md's tables list (their
-first column, `layout`) with those of `shardify --help` (kLayouts in convert/layouts.cpp),
+first column, `layout`) with those of `shardify --help` (kLayouts in convert/sources/layouts.cpp),
 name for name and in order: the tables say more than --help, so they are kept by hand.
 Standard library only."""
 import argparse
@@ -109,7 +109,7 @@ def check_layout_tables(build):
             in_table, tables = False, tables + 1
             if rows != expected:
                 problems.append("%s:%d: the table lists the layouts %s; shardify --help (kLayouts in "
-                                "convert/layouts.cpp) has %s" % (doc, start, ", ".join(rows), ", ".join(expected)))
+                                "convert/sources/layouts.cpp) has %s" % (doc, start, ", ".join(rows), ", ".join(expected)))
     if tables == 0:
         problems.append("%s: no table with a first column `layout` found" % doc)
     return problems

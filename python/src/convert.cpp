@@ -9,9 +9,9 @@
 #include "python/src/binding.h"
 
 #ifdef SHARDIFY_PYTHON_CONVERT
-#include "convert/cli.h"
 #include "convert/convert.h"
-#include "convert/parts.h"
+#include "convert/pipeline/parts.h"
+#include "convert/programs/cli.h"
 #endif
 
 namespace shardify::python {

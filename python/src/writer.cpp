@@ -23,7 +23,7 @@
 #include "python/src/writer_values.h"
 
 #ifdef SHARDIFY_PYTHON_CONVERT
-#include "convert/fg_locations.h"
+#include "convert/sources/fg_locations.h"
 #endif
 
 namespace shardify::python {

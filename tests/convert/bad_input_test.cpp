@@ -4,7 +4,7 @@
 #include <filesystem>
 
 #include "base/strings.h"
-#include "convert/case.h"
+#include "convert/sources/case.h"
 #include "tests/convert/convert_fixtures.h"
 
 using namespace shardify;

@@ -9,7 +9,7 @@
 #include <map>
 #include <set>
 
-#include "convert/schema_internal.h"
+#include "convert/sources/schema_internal.h"
 #include "format/chunking.h"
 #include "reader/patch_sampler.h"
 #include "tests/convert/convert_fixtures.h"

@@ -1,5 +1,5 @@
 // Fixtures for the converter tests: temporary directories, image files written at run
-// time (ITK through convert/image_io.h; libpng directly for palette and low bit depths),
+// time (ITK through convert/decode/image_io.h; libpng directly for palette and low bit depths),
 // and helpers that read a converted dataset back.
 #pragma once
 
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "convert/convert.h"
-#include "convert/image_io.h"
+#include "convert/decode/image_io.h"
 #include "format/dataset.h"
 #include "tests/common/process.h"
 #include "tests/common/temp_dir.h"

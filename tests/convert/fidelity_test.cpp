@@ -1,6 +1,6 @@
 // Where the converter must compute what nnU-Net's readers and scipy compute, to the bit or
-// not at all: NIfTI scaling (convert/nifti.cpp ScaleImage), scipy's linear zoom and
-// nearest-neighbour ties (convert/zoom.cpp), and the reason given when no training case can
+// not at all: NIfTI scaling (convert/decode/nifti.cpp ScaleImage), scipy's linear zoom and
+// nearest-neighbour ties (convert/preprocess/zoom.cpp), and the reason given when no training case can
 // be read. python/tests/test_nnunet_parity.py compares whole datasets with a reference of
 // nnU-Net; these pin the pieces.
 #include <catch2/catch.hpp>
@@ -8,9 +8,9 @@
 #include <cstring>
 #include <fstream>
 
-#include "convert/image_io.h"
-#include "convert/preprocess_internal.h"
-#include "convert/resample_internal.h"
+#include "convert/decode/image_io.h"
+#include "convert/preprocess/preprocess_internal.h"
+#include "convert/preprocess/resample_internal.h"
 #include "format/elements.h"
 #include "media/nifti.h"
 #include "tests/convert/convert_fixtures.h"

@@ -4,7 +4,7 @@
 #include <set>
 #include <string>
 
-#include "convert/cli.h"
+#include "convert/programs/cli.h"
 #include "tests/convert/convert_fixtures.h"
 
 using namespace shardify;

@@ -1,5 +1,5 @@
 // Decoding of each image kind: PNG (all color types and depths), JPEG, NIfTI-1/2.
-#include "convert/image_io.h"
+#include "convert/decode/image_io.h"
 
 #include <png.h>
 #include <sys/wait.h>

@@ -1,4 +1,4 @@
-// The first pass (convert/intensity.cpp): --normalize ct statistics taken as nnU-Net v2's
+// The first pass (convert/preprocess/intensity.cpp): --normalize ct statistics taken as nnU-Net v2's
 // dataset fingerprint takes them, checked against a computation of its rule written here
 // (and against numpy itself where python3 has it).
 #include <algorithm>
@@ -9,8 +9,8 @@
 #include <functional>
 #include <sstream>
 
-#include "convert/image_io.h"
-#include "convert/intensity_internal.h"
+#include "convert/decode/image_io.h"
+#include "convert/preprocess/intensity_internal.h"
 #include "format/elements.h"
 #include "tests/convert/convert_fixtures.h"
 

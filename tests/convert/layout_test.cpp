@@ -8,8 +8,8 @@
 #include <memory>
 #include <set>
 
-#include "convert/case.h"
-#include "convert/cli.h"
+#include "convert/programs/cli.h"
+#include "convert/sources/case.h"
 #include "tests/convert/convert_fixtures.h"
 
 using namespace shardify;

@@ -1,7 +1,7 @@
 // Conversion in parts: N parts + merge hold what one run writes, field by field; merge
 // refuses parts that are missing, incomplete, duplicated or of another conversion; a
 // complete part is not converted again; an interrupted one never looks complete.
-#include "convert/parts.h"
+#include "convert/pipeline/parts.h"
 
 #include <algorithm>
 #include <atomic>
@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <map>
 
-#include "convert/cli.h"
+#include "convert/programs/cli.h"
 #include "tests/convert/convert_fixtures.h"
 
 using namespace shardify;

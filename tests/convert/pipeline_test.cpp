@@ -13,7 +13,7 @@
 #include <map>
 #include <thread>
 
-#include "convert/cli.h"
+#include "convert/programs/cli.h"
 #include "tests/convert/convert_fixtures.h"
 
 using namespace shardify;

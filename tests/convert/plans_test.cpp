@@ -1,7 +1,7 @@
-// nnU-Net v2 plans files (convert/plans.h): written here in nnU-Net's schema, converted
+// nnU-Net v2 plans files (convert/preprocess/plans.h): written here in nnU-Net's schema, converted
 // with --plans, and compared with the same conversion by the equivalent flags; each kind
 // of bad plans file; the command line's refusals.
-#include "convert/plans.h"
+#include "convert/preprocess/plans.h"
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/checksum.h"
-#include "convert/cli.h"
+#include "convert/programs/cli.h"
 #include "format/elements.h"
 #include "format/layout.h"
 #include "tests/convert/convert_fixtures.h"

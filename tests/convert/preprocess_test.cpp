@@ -1,4 +1,4 @@
-// Preprocessing (convert/preprocess.h): mixed dtypes, crop, resampling, normalization,
+// Preprocessing (convert/preprocess/preprocess.h): mixed dtypes, crop, resampling, normalization,
 // the per-sample record, and the way back with shardtool export.
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -7,10 +7,10 @@
 #include <functional>
 #include <sstream>
 
-#include "convert/cli.h"
-#include "convert/intensity_internal.h"
-#include "convert/preprocess_internal.h"
-#include "convert/resample_internal.h"
+#include "convert/preprocess/intensity_internal.h"
+#include "convert/preprocess/preprocess_internal.h"
+#include "convert/preprocess/resample_internal.h"
+#include "convert/programs/cli.h"
 #include "format/elements.h"
 #include "tests/convert/convert_fixtures.h"
 #include "tools/export.h"

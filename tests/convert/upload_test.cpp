@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "base/file.h"
-#include "convert/upload_internal.h"
+#include "convert/pipeline/upload_internal.h"
 #include "tests/common/temp_dir.h"
 
 namespace shardify::convert::detail {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "convert/idx.h"
+#include "convert/decode/idx.h"
 #include "format/writer.h"
 
 namespace {

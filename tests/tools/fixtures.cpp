@@ -10,7 +10,7 @@
 #include <iterator>
 #include <stdexcept>
 
-#include "convert/idx.h"
+#include "convert/decode/idx.h"
 #include "format/writer.h"
 
 namespace shardify::tools::test {
