@@ -11,6 +11,7 @@ packages=(
   libtorch-dev libgloo-dev python3-torch python3-torchvision
   python3-dev pybind11-dev python3-numpy python3-pil python3-pytest python3-nbclient python3-ipykernel
   python3-venv python3-pip python3-setuptools python3-wheel python3-scipy python3-skimage python3-pyflakes
+  gcovr
   python3-h5py python3-pydicom python3-nibabel
   dataset-fashion-mnist
 )

@@ -10,11 +10,12 @@ usage: scripts/test.sh [--full]
 
   (none)   install missing packages, lint, build Release (build/), run every test in it
   --full   all of the above, then build under ASan+UBSan (build-asan/) and run every
-           test there, then fuzz shard opening, the S3 listing parser and object names
-           for FUZZ_SECONDS in all (default 60); CI runs this
+           test there, counting line coverage (printed per folder: below COVERAGE_FLOOR
+           percent, default 70, fails), then fuzz shard opening, the S3 listing parser
+           and object names for FUZZ_SECONDS in all (default 60); CI runs this
   --help   print this and exit
 
-Environment: JOBS (parallel jobs; default: all cores), FUZZ_SECONDS.
+Environment: JOBS (parallel jobs; default: all cores), FUZZ_SECONDS, COVERAGE_FLOOR.
 To run a part of the Release tests: ctest --test-dir build -L unit (docs/extending.md, "Tests").
 EOF
 }
@@ -62,10 +63,11 @@ if [ "$full" = 0 ]; then
   exit 0
 fi
 
-echo "== ASan+UBSan build and tests"
+echo "== ASan+UBSan build and tests, counting line coverage"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDIFY_WITH_ITK=ON -DSHARDIFY_WITH_TORCH=ON \
-  -DSHARDIFY_SANITIZE=ON >/dev/null
+  -DSHARDIFY_SANITIZE=ON -DSHARDIFY_COVERAGE=ON >/dev/null
 cmake --build build-asan -j "$jobs"
+find build-asan -name '*.gcda' -delete  # this run's counts only
 # Full stacks for every allocation, so that a leak is attributed to the library it comes
 # from; tests/lsan.supp names the only library whose leaks are not ours (ITK). An
 # allocation too large for any machine fails as it does without ASan (null, bad_alloc)
@@ -73,6 +75,8 @@ cmake --build build-asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0:allocator_may_return_null=1 \
   LSAN_OPTIONS=suppressions="$root/tests/lsan.supp" UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan -j "$jobs" --output-on-failure
+# The product code's line coverage over those tests, per folder; below the floor fails.
+python3 scripts/coverage.py build-asan --jobs "$jobs" --floor "${COVERAGE_FLOOR:-70}"
 
 echo "== Fuzzing"
 bash tests/fuzz/run_fuzz.sh "${FUZZ_SECONDS:-60}"
