@@ -130,6 +130,60 @@ bool PatchSampler::Forced(size_t slot, size_t batch_size) const {
   return slot + forced >= batch_size;
 }
 
+struct PatchSampler::Locations {
+  std::vector<int32_t> rows;                   // [N, 1 + S] as stored
+  std::vector<int32_t> classes;                // the class values present, ascending
+  std::vector<std::vector<int64_t>> of_class;  // the rows of each class, in row order
+
+  uint64_t bytes() const {
+    uint64_t n = sizeof(*this) + rows.size() * sizeof(int32_t) + classes.size() * sizeof(int32_t);
+    for (const auto& r : of_class) n += sizeof(r) + r.size() * sizeof(int64_t);
+    return n;
+  }
+};
+
+Result<std::shared_ptr<const PatchSampler::Locations>> PatchSampler::LocationsOf(const SampleView& v, const Shape& ls,
+                                                                                 Decoder& decoder) const {
+  {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    const auto hit = cache_.find(v.index());
+    if (hit != cache_.end()) return hit->second;
+  }
+  auto locs = std::make_shared<Locations>();
+  locs->rows.resize(static_cast<size_t>(ls[0] * ls[1]));
+  RETURN_IF_ERROR(v.Decode(static_cast<size_t>(locations_), locs->rows.data(), locs->rows.size() * 4, decoder));
+  for (int64_t r = 0; r < ls[0]; ++r) locs->classes.push_back(locs->rows[static_cast<size_t>(r * ls[1])]);
+  std::sort(locs->classes.begin(), locs->classes.end());
+  locs->classes.erase(std::unique(locs->classes.begin(), locs->classes.end()), locs->classes.end());
+  locs->of_class.resize(locs->classes.size());
+  for (int64_t r = 0; r < ls[0]; ++r) {
+    const int32_t cls = locs->rows[static_cast<size_t>(r * ls[1])];
+    const size_t c =
+        static_cast<size_t>(std::lower_bound(locs->classes.begin(), locs->classes.end(), cls) - locs->classes.begin());
+    locs->of_class[c].push_back(r);
+  }
+  std::shared_ptr<const Locations> done = std::move(locs);
+  const uint64_t bytes = done->bytes();
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  ++locations_decoded_;
+  if (bytes > options_.locations_cache_bytes || cache_.count(v.index())) return done;
+  while (cache_bytes_ + bytes > options_.locations_cache_bytes && !cache_order_.empty()) {
+    const auto old = cache_.find(cache_order_.front());
+    cache_bytes_ -= old->second->bytes();
+    cache_.erase(old);
+    cache_order_.pop_front();
+  }
+  cache_.emplace(v.index(), done);
+  cache_order_.push_back(v.index());
+  cache_bytes_ += bytes;
+  return done;
+}
+
+uint64_t PatchSampler::locations_decoded() const {
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  return locations_decoded_;
+}
+
 Status PatchSampler::ChooseStart(const SampleView& v, const Shape& spatial, uint64_t draw, bool forced,
                                  Decoder& decoder, PatchInfo* info) const {
   const Shape& patch = options_.patch;
@@ -145,20 +199,12 @@ Status PatchSampler::ChooseStart(const SampleView& v, const Shape& spatial, uint
   if (!forced || locations_ < 0) return Status::Ok();
   ASSIGN_OR_RETURN(const Shape ls, v.shape(static_cast<size_t>(locations_)));
   if (ls[0] == 0 || ls[1] != static_cast<int64_t>(1 + s)) return Status::Ok();
-  thread_local std::vector<int32_t> rows;
-  rows.resize(static_cast<size_t>(ls[0] * ls[1]));
-  RETURN_IF_ERROR(v.Decode(static_cast<size_t>(locations_), rows.data(), rows.size() * 4, decoder));
-  std::vector<int32_t> classes;
-  for (int64_t r = 0; r < ls[0]; ++r) classes.push_back(rows[static_cast<size_t>(r * ls[1])]);
-  std::sort(classes.begin(), classes.end());
-  classes.erase(std::unique(classes.begin(), classes.end()), classes.end());
-  const int32_t cls = classes[rng.Next() % classes.size()];
-  std::vector<int64_t> of_class;
-  for (int64_t r = 0; r < ls[0]; ++r)
-    if (rows[static_cast<size_t>(r * ls[1])] == cls) of_class.push_back(r);
-  const int64_t row = of_class[rng.Next() % of_class.size()];
+  ASSIGN_OR_RETURN(const std::shared_ptr<const Locations> locs, LocationsOf(v, ls, decoder));
+  const size_t c = rng.Next() % locs->classes.size();
+  const int32_t cls = locs->classes[c];
+  const int64_t row = locs->of_class[c][rng.Next() % locs->of_class[c].size()];
   for (size_t a = 0; a < s; ++a) {  // centre on the location, kept inside the volume where it fits
-    const int64_t loc = rows[static_cast<size_t>(row * ls[1] + 1 + static_cast<int64_t>(a))];
+    const int64_t loc = locs->rows[static_cast<size_t>(row * ls[1] + 1 + static_cast<int64_t>(a))];
     const int64_t room = spatial[a] - patch[a];
     info->start[a] = std::clamp(loc - patch[a] / 2, std::min<int64_t>(room, 0), std::max<int64_t>(room, 0));
   }

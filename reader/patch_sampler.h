@@ -19,8 +19,11 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "base/status.h"
 #include "format/dataset.h"
@@ -38,6 +41,9 @@ struct PatchOptions {
   double foreground_fraction = 0.33;  // share of each batch forced to contain foreground
   int64_t label_pad = -1;             // label value outside the volume (cast to the label dtype)
   uint64_t seed = 0;
+  // A sample's foreground locations are decoded once and kept, grouped by class, for the
+  // foreground draws of later epochs, up to this many bytes (then the oldest go; 0: none).
+  uint64_t locations_cache_bytes = 64ull << 20;
   // The spatial size read: patch + 2 * margin per axis (the patch when margin is empty).
   Shape ReadShape() const;
 };
@@ -72,8 +78,13 @@ class PatchSampler {
                 size_t label_size, Decoder& decoder, PatchInfo* info = nullptr) const;
 
   const PatchOptions& options() const { return options_; }
+  // How many times foreground locations were decoded (the others came from the cache).
+  uint64_t locations_decoded() const;
 
  private:
+  struct Locations;
+  // The locations of `v` (shape `ls`), from the cache or decoded into it.
+  Result<std::shared_ptr<const Locations>> LocationsOf(const SampleView& v, const Shape& ls, Decoder& decoder) const;
   PatchSampler(const Dataset* dataset, PatchOptions options) : dataset_(dataset), options_(std::move(options)) {}
   Result<Shape> RegionShape(uint64_t index, int field) const;
   Status ChooseStart(const SampleView& v, const Shape& spatial, uint64_t draw, bool forced, Decoder& decoder,
@@ -82,6 +93,11 @@ class PatchSampler {
   const Dataset* dataset_;
   PatchOptions options_;
   int image_ = -1, label_ = -1, locations_ = -1;
+
+  mutable std::mutex cache_mu_;                                                   // the members below
+  mutable std::unordered_map<uint64_t, std::shared_ptr<const Locations>> cache_;  // by sample index
+  mutable std::deque<uint64_t> cache_order_;                                      // oldest first
+  mutable uint64_t cache_bytes_ = 0, locations_decoded_ = 0;
 };
 
 }  // namespace shardify

@@ -204,6 +204,37 @@ TEST_CASE("reader patches: forced draws hold foreground, and the batch fraction 
   CHECK(classes == std::set<int64_t>{1, 2});  // both classes of sample 0 get chosen
 }
 
+TEST_CASE("reader patches: a case's foreground locations are decoded once, and the draws stay the same") {
+  VolumeFixture fx;
+  PatchOptions uncached = Options({6, 6, 6});
+  uncached.locations_cache_bytes = 0;
+  PatchOptions tiny = Options({6, 6, 6});
+  tiny.locations_cache_bytes = 1;  // nothing fits: every draw decodes, as without a cache
+  auto cached = PatchSampler::Create(fx.ds.get(), Options({6, 6, 6}));
+  auto plain = PatchSampler::Create(fx.ds.get(), uncached);
+  auto small = PatchSampler::Create(fx.ds.get(), tiny);
+  REQUIRE(cached.ok());
+  REQUIRE(plain.ok());
+  REQUIRE(small.ok());
+  Decoder d;
+  std::vector<uint8_t> img(6 * 6 * 6 * 2), lab(6 * 6 * 6);
+  uint64_t draws = 0;
+  for (uint64_t epoch = 0; epoch < 4; ++epoch) {
+    for (uint64_t i = 0; i < 3; ++i, ++draws) {
+      PatchInfo a, b, c;
+      REQUIRE((*cached)->Sample(i, draws, true, img.data(), img.size(), lab.data(), lab.size(), d, &a).ok());
+      REQUIRE((*plain)->Sample(i, draws, true, img.data(), img.size(), lab.data(), lab.size(), d, &b).ok());
+      REQUIRE((*small)->Sample(i, draws, true, img.data(), img.size(), lab.data(), lab.size(), d, &c).ok());
+      CHECK(a.start == b.start);
+      CHECK(a.fg_class == b.fg_class);
+      CHECK(c.start == b.start);
+    }
+  }
+  CHECK((*cached)->locations_decoded() == 3);  // once per case, over 4 epochs
+  CHECK((*plain)->locations_decoded() == draws);
+  CHECK((*small)->locations_decoded() == draws);
+}
+
 TEST_CASE("reader patches: only the chunks a patch touches are decoded") {
   VolumeFixture fx;
   auto ps = PatchSampler::Create(fx.ds.get(), Options({8, 8, 8}));
