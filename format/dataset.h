@@ -73,6 +73,7 @@ struct ReadOptions {
 
 namespace detail {
 class CodecContext;
+class Dictionary;
 class MappedShard;
 }  // namespace detail
 
@@ -232,6 +233,8 @@ class Dataset {
   std::unique_ptr<Impl> impl_;
   // Closes shard `shard` (when it is still the open one) after its file changed.
   void Forget(const detail::MappedShard* shard) const;
+  // The zstd dictionary of field `field`, or null.
+  const detail::Dictionary* dictionary(size_t field) const;
   friend class SampleView;
 };
 
