@@ -1,7 +1,8 @@
 """Builds the `shardify` wheel. setuptools packages the pure-Python modules (every module of
-python/shardify/); the extension `shardify._core` comes from a CMake build of this
-repository (target shardify_python), copied in as it was built. pyproject.toml holds the
-rest of the metadata; the version is the one in the top-level CMakeLists.txt.
+python/shardify/, with py.typed and the extension's stub _core.pyi); the extension
+`shardify._core` comes from a CMake build of this repository (target shardify_python),
+copied in as it was built. pyproject.toml holds the rest of the metadata; the version is the
+one in the top-level CMakeLists.txt.
 
 Environment:
   SHARDIFY_BUILD_DIR          an existing CMake build tree to take `_core` from, configured
@@ -108,6 +109,8 @@ setup(
     # Every module of python/shardify/ (and any subpackage), as it is in the tree.
     packages=find_packages("python", include=["shardify", "shardify.*"]),
     package_dir={"": "python"},
+    # PEP 561: the package is typed; the extension's types are in its stub.
+    package_data={"shardify": ["py.typed", "*.pyi"]},
     ext_modules=[Extension("shardify._core", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
     # Not build/: that is where the README's CMake build lives.

@@ -16,12 +16,12 @@ if [ -z "$format" ]; then
 fi
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   mapfile -t sources < <(git ls-files '*.cpp' '*.h' '*.cu' ':!tests/data')
-  mapfile -t scripts < <(git ls-files --cached --others --exclude-standard '*.py')
+  mapfile -t scripts < <(git ls-files --cached --others --exclude-standard '*.py' '*.pyi')
 else
   mapfile -t sources < <(find . -path ./build -prune -o -path './build-*' -prune -o -path ./tests/data -prune -o \
     \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' \) -print | sed 's|^\./||' | sort)
   mapfile -t scripts < <(find . -path ./build -prune -o -path './build-*' -prune -o -path './.*' -prune -o \
-    -path ./out -prune -o -path ./demo-out -prune -o -name '*.py' -print | sed 's|^\./||' | sort)
+    -path ./out -prune -o -path ./demo-out -prune -o \( -name '*.py' -o -name '*.pyi' \) -print | sed 's|^\./||' | sort)
 fi
 if [ "${1:-}" = "--fix" ]; then
   "$format" -i "${sources[@]}"

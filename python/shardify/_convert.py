@@ -1,9 +1,12 @@
 """shardify.convert: the converter, with the command line's options as keyword arguments."""
 
+from __future__ import annotations
+
 import os
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Any, Callable, Union
 
 from . import _core
 
@@ -12,9 +15,9 @@ from . import _core
 class ConvertSummary:
     """What convert() did. ``str(summary)`` is the summary the command line prints."""
     layout: str
-    splits: dict
-    classes: list
-    fields: list
+    splits: dict[str, int]
+    classes: list[str]
+    fields: list[str]  # "image u8 [1, 28, 28]", ...
     samples: int
     shards: int
     bytes_in: int
@@ -24,16 +27,16 @@ class ConvertSummary:
     dictionary: bool
     codec: str
     ignored_files: int
-    warnings: list = field(default_factory=list)
-    preprocessing: list = field(default_factory=list)  # what was promoted, cropped, normalized, resampled
-    skipped: list = field(default_factory=list)  # (input, reason) pairs
-    part: str = None             # "2/4" when one part was converted (part="2/4")
-    part_complete: bool = False  # that part was complete (or merged) already: nothing written
-    uploaded_to: str = None      # "s3://bucket/prefix" when dst was one
-    uploaded_objects: int = 0    # the objects put there (shards, then the manifest)
+    warnings: list[str] = field(default_factory=list)
+    preprocessing: list[str] = field(default_factory=list)  # what was promoted, cropped, normalized, resampled
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (input, reason) pairs
+    part: str | None = None         # "2/4" when one part was converted (part="2/4")
+    part_complete: bool = False     # that part was complete (or merged) already: nothing written
+    uploaded_to: str | None = None  # "s3://bucket/prefix" when dst was one
+    uploaded_objects: int = 0       # the objects put there (shards, then the manifest)
     text: str = ""
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.text
 
 
@@ -43,18 +46,24 @@ class MergeSummary:
     parts: int
     samples: int
     shards: int
-    splits: dict
+    splits: dict[str, int]
     shards_rewritten: int  # copied with new sample numbers (inputs skipped in an earlier part)
     bytes_rewritten: int
     skipped: int           # inputs listed in skipped.tsv
     already_merged: bool   # dst already was the dataset merged from its parts
     text: str = ""
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.text
 
 
-def convert(src, dst, *, progress=True, **options):
+# What convert() and write() take as progress: True (a line on stderr), False or None
+# (nothing), or f(phase, done, total, bytes_in).
+Progress = Union[bool, None, Callable[[str, int, int, int], object]]
+
+
+def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, progress: Progress = True,
+            **options: Any) -> ConvertSummary:
     """Converts the dataset at ``src`` into shards at ``dst`` (a directory, or
     ``s3://bucket/prefix``: converted locally, then uploaded, the manifest last; see
     docs/remote.md); returns a ConvertSummary.
@@ -95,7 +104,7 @@ def convert(src, dst, *, progress=True, **options):
     return ConvertSummary(**result)
 
 
-def merge(dst, *, fsync=True):
+def merge(dst: str | os.PathLike[str], *, fsync: bool = True) -> MergeSummary:
     """Makes ``dst`` the dataset from its parts, once every ``convert(src, dst, part="K/N")``
     (K = 1..N) is done, like ``shardify merge DST``; returns a MergeSummary.
 
@@ -116,7 +125,7 @@ def merge(dst, *, fsync=True):
     return MergeSummary(**_core.merge(os.fspath(dst), bool(fsync)))
 
 
-def convert_options():
+def convert_options() -> dict[str, str]:
     """``{keyword: help}`` for every keyword argument of convert()."""
     if not _core.HAVE_CONVERT:
         return {}

@@ -1,7 +1,10 @@
 """shardify.Dataset: random access to a shard dataset, as numpy arrays and Python values."""
 
+from __future__ import annotations
+
 import math
 import os
+from typing import Any, Iterable, SupportsIndex
 
 import numpy as np
 
@@ -62,8 +65,9 @@ class Dataset:
     naming it, never a crash.
     """
 
-    def __init__(self, path, *, verify_checksums=True, max_open_shards=None, io="mmap", cache_dir=None,
-                 cache_limit=None):
+    def __init__(self, path: str | os.PathLike[str], *, verify_checksums: bool = True,
+                 max_open_shards: int | None = None, io: str = "mmap", cache_dir: str | os.PathLike[str] | None = None,
+                 cache_limit: int | str | None = None) -> None:
         path = os.fspath(path)
         if max_open_shards is not None:
             if max_open_shards < 1:
@@ -97,7 +101,7 @@ class Dataset:
         return self._opened
 
     @property
-    def path(self):
+    def path(self) -> str:
         return self._path
 
     @property
@@ -106,13 +110,13 @@ class Dataset:
         "?..." (the C++ dataset's dir(), storage::ShownLocation)."""
         return self._opened.path
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self._core.num_samples
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: SupportsIndex) -> dict[str, Any]:
         return self.get(index)
 
-    def get(self, index, fields=None):
+    def get(self, index: SupportsIndex, fields: str | Iterable[str] | None = None) -> dict[str, Any]:
         """Sample ``index`` as a dict; ``fields`` (names) limits what is decoded. An
         unknown name raises ValueError listing the fields there are."""
         index = self._index(index)
@@ -122,7 +126,7 @@ class Dataset:
                 self._check_field(name)
         return self._core.sample(index, fields)
 
-    def region(self, index, field, start, size):
+    def region(self, index: SupportsIndex, field: str, start: Iterable[int], size: Iterable[int]) -> np.ndarray:
         """The box ``[start, start + size)`` of ndarray ``field`` of sample ``index``.
 
         Only the chunks the box touches are decompressed (chunked fields, written with
@@ -132,11 +136,11 @@ class Dataset:
         return self._core.region(index, field, [int(s) for s in start], [int(s) for s in size])
 
     @property
-    def splits(self):
+    def splits(self) -> dict[str, int]:
         """``{name: number of samples}``, in dataset order."""
         return {name: count for name, _, count in self._core.splits()}
 
-    def split_range(self, name):
+    def split_range(self, name: str) -> range:
         """The global sample indices of split ``name``, as a ``range``."""
         for split, first, count in self._core.splits():
             if split == name:
@@ -144,28 +148,28 @@ class Dataset:
         raise ValueError(f"{self._shown} has no split {name!r}; it has {sorted(self.splits)}")
 
     @property
-    def classes(self):
+    def classes(self) -> list[str]:
         """Class names: label ``i`` is ``classes[i]``."""
         return self._core.classes()
 
     @property
-    def fields(self):
+    def fields(self) -> list[dict[str, Any]]:
         """One dict per field: name, kind, dtype, shape (``None`` where it varies),
         chunk_shape and meta."""
         return self._core.fields()
 
     @property
-    def provenance(self):
+    def provenance(self) -> dict[str, Any]:
         return self._core.provenance()
 
     @property
-    def stats(self):
+    def stats(self) -> list[dict[str, Any]]:
         """Per-field statistics recorded by the converter (min, max, mean, std, count) over
         every split. To normalize inputs use ``split_stats("train")``: these include the
         validation and test samples."""
         return self._core.stats()
 
-    def split_stats(self, split, fields=None):
+    def split_stats(self, split: str, fields: str | Iterable[str] | None = None) -> list[dict[str, Any]]:
         """Statistics of the samples of split ``split`` alone, as ``stats`` gives them: one
         dict per ndarray field (or per name in ``fields``) with field, count, min, max,
         mean and std over every element (NaN left out; std is the population's).
@@ -180,16 +184,16 @@ class Dataset:
         return [dict(s) for s in self._split_stats[key]]
 
     @property
-    def format_version(self):
+    def format_version(self) -> int:
         return self._core.format_version
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"shardify.Dataset({self._shown!r}, samples={len(self)}, splits={self.splits})"
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         return {"path": self._path, "options": self._options}
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["path"], **state["options"])
 
     def _check_field(self, name):
@@ -227,7 +231,11 @@ _STATS_BATCH_BYTES = 4 << 20
 
 class _Moments:
     """Count, mean, sum of squared deviations, min and max of a field's elements, merged
-    part by part (Chan, Golub and LeVeque's pairwise update, as the converter's)."""
+    part by part (Chan, Golub and LeVeque's pairwise update, as the converter's).
+
+    The Python side's one home of that update: the C++ one is ``Moments`` in
+    format/moments.h (the writer, merging parts, ``shardtool stats``); this one merges
+    the numpy batches a Loader gives."""
 
     def __init__(self):
         self.n, self.mean, self.m2, self.min, self.max = 0, 0.0, 0.0, math.inf, -math.inf

@@ -1,18 +1,24 @@
 """shardify.Loader: shuffled batches from shards, decoded by C++ threads, handed to torch
 without a copy."""
 
+from __future__ import annotations
+
 import atexit
 import inspect
 import operator
 import os
 import re
 import weakref
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, NoReturn, Sequence
 
 from . import _core
 from ._ahead import TransformAhead
 from ._checks import non_negative as _non_negative
 from ._checks import positive as _positive
 from ._dataset import Dataset
+
+if TYPE_CHECKING:
+    import torch
 
 _OUTPUTS = ("torch", "numpy")
 # The C++ loader's options are declared once, in the binding's table of them
@@ -123,16 +129,22 @@ class Loader:
 
     _torch_class = None
 
-    def __new__(cls, *args, **kwargs):
+    def __new__(cls, *args: Any, **kwargs: Any) -> Loader:
         if cls is Loader and kwargs.get("output", "torch") == "torch":
             cls = _torch_loader_class()
         return super().__new__(cls)
 
-    def __init__(self, dataset, split="train", batch_size=64, shuffle=True, seed=0, drop_last=False, rank=None,
-                 world_size=None, threads=0, prefetch=4, fields=None, device="cpu", patch=None, *, order=None,
-                 repeats=1, window_shards=4, patch_fields=("image", "mask"), foreground_fraction=0.33,
-                 label_pad=-1, pin_memory=None, output="torch", verify_checksums=True, io="mmap", transform=None,
-                 cache_dir=None, cache_limit=None, transform_ahead=2):
+    def __init__(self, dataset: str | os.PathLike[str] | Dataset, split: str = "train", batch_size: int = 64,
+                 shuffle: bool = True, seed: int = 0, drop_last: bool = False, rank: int | None = None,
+                 world_size: int | None = None, threads: int = 0, prefetch: int = 4,
+                 fields: str | Sequence[str] | None = None, device: str | torch.device = "cpu",
+                 patch: Sequence[int] | None = None, *, order: str | None = None, repeats: int = 1,
+                 window_shards: int = 4, patch_fields: tuple[str, str | None] = ("image", "mask"),
+                 foreground_fraction: float = 0.33, label_pad: int = -1, pin_memory: bool | None = None,
+                 output: str = "torch", verify_checksums: bool = True, io: str = "mmap",
+                 transform: Callable[..., dict[str, Any]] | None = None,
+                 cache_dir: str | os.PathLike[str] | None = None, cache_limit: int | str | None = None,
+                 transform_ahead: int = 2) -> None:
         if output not in _OUTPUTS:
             raise ValueError(f"output must be one of {_OUTPUTS}, got {output!r}")
         if transform is not None and not callable(transform):
@@ -175,11 +187,11 @@ class Loader:
 
     # -- what a PyTorch user expects -------------------------------------------------------
 
-    def __len__(self):
+    def __len__(self) -> int:
         """Batches per epoch for this rank."""
         return self._batches
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[dict[str, Any]]:
         """The rest of the current epoch, from the batch after the last one handed out.
         Takes over from any earlier iterator of this Loader."""
         self._check_process()
@@ -190,7 +202,7 @@ class Loader:
         self._generation += 1
         return self._run(self._generation, epoch, step)
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         """Makes the next iteration epoch ``epoch`` (its own seeded order), from its first
         batch; when the Loader is already in that epoch (e.g. resumed there by
         ``load_state_dict``, or after a ``break``), it stays where it is."""
@@ -201,12 +213,12 @@ class Loader:
             self._generation += 1
 
     @property
-    def epoch(self):
+    def epoch(self) -> int:
         """The epoch of the next batch: during an iteration the current epoch, after a
         complete one the next (so after E whole epochs from the start, E)."""
         return self._pos[0]
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         """Where this Loader stands: the epoch and step of the next batch it would hand out
         (where the next iteration starts, also after a ``break``), with what fixes the
         order. A plain dict of numbers and strings (JSON-friendly)."""
@@ -216,7 +228,7 @@ class Loader:
         state["rank"] = self._opts["rank"]
         return state
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continues from ``state`` (from ``state_dict()``): the next iteration yields
         exactly the batches the saved Loader would have yielded next. Refuses a state whose
         order differs (batch size, seed, split, world size, ...) with ValueError."""
@@ -237,7 +249,7 @@ class Loader:
         self._pos = (epoch, step)
         self._generation += 1
 
-    def close(self):
+    def close(self) -> None:
         """Stops the decode threads now; batches already handed out stay valid. Iterating
         again reopens them (from where the Loader stands). Also runs at interpreter exit."""
         self._stop_ahead()
@@ -249,45 +261,45 @@ class Loader:
         self._core_pos = None
         self._generation += 1
 
-    def __enter__(self):
+    def __enter__(self) -> Loader:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     @property
-    def dataset(self):
+    def dataset(self) -> Dataset:
         return self._dataset
 
     @property
-    def batch_size(self):
+    def batch_size(self) -> int:
         return self._opts["batch_size"]
 
     @property
-    def rank(self):
+    def rank(self) -> int:
         return self._opts["rank"]
 
     @property
-    def world_size(self):
+    def world_size(self) -> int:
         return self._opts["world_size"]
 
     @property
-    def transform(self):
+    def transform(self) -> Callable[..., dict[str, Any]] | None:
         """The transform applied to each batch, as bound to the patch (its ``margin`` is what
         patches are read with around them), or None."""
         return self._transform
 
     @property
-    def ring_bytes(self):
+    def ring_bytes(self) -> int:
         """Bytes of host batch buffers the C++ ring holds now."""
         return 0 if self._core is None else self._core.ring_bytes
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         a = self._opts
         return (f"shardify.Loader({self._dataset._shown!r}, split={a['split']!r}, batch_size={a['batch_size']}, "
                 f"order={a['order']!r}, rank={a['rank']}, world_size={a['world_size']}, batches={len(self)})")
 
-    def __reduce__(self):
+    def __reduce__(self) -> NoReturn:
         raise TypeError("a shardify.Loader cannot be pickled (e.g. for DataLoader workers): " + _IN_ONE_PROCESS)
 
     # -- internals -------------------------------------------------------------------------
@@ -529,7 +541,8 @@ def _patch_batch_fields(dataset, opts):
     return names + [f["name"] for f in dataset.fields if f["kind"] in ("int", "float") and f["name"] not in names]
 
 
-def bind_transform(transform, patch, dataset=None):
+def bind_transform(transform: Callable[..., Any], patch: tuple[int, ...] | None,
+                   dataset: Dataset | None = None) -> Callable[..., Any]:
     """`transform` bound to a Loader's patch and dataset: by its ``bind(patch=...)``, which
     also gets ``dataset=`` when it takes one; a transform without bind as it is."""
     if not hasattr(transform, "bind"):

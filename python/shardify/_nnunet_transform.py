@@ -1,11 +1,17 @@
 """T.NnUnet: nnU-Net v2's default training augmentation as a transform (the parameter
 draws are in _nnunet.py, the tensor operations in _nnunet_apply.py)."""
 
+from __future__ import annotations
+
 import copy
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from . import _nnunet
 from ._checks import non_negative as _non_negative
 from ._transform_base import Transform, _torch
+
+if TYPE_CHECKING:
+    from ._dataset import Dataset
 
 
 class NnUnet(Transform):
@@ -27,8 +33,10 @@ class NnUnet(Transform):
     whole samples the output has the input's size.
     """
 
-    def __init__(self, spatial_dims=3, p=None, image_pad=0.0, label_pad=-1, mask_mode="linear", ignore_label=None,
-                 mask_image_channels=None, keys=("image",), mask_keys=("mask",), seed=0):
+    def __init__(self, spatial_dims: int = 3, p: Mapping[str, float] | None = None, image_pad: float = 0.0,
+                 label_pad: int = -1, mask_mode: str = "linear", ignore_label: int | None = None,
+                 mask_image_channels: Iterable[int] | None = None, keys: str | Sequence[str] = ("image",),
+                 mask_keys: str | Sequence[str] = ("mask",), seed: int = 0) -> None:
         super().__init__(keys, mask_keys, seed)
         if spatial_dims not in (2, 3):
             raise ValueError(f"spatial_dims must be 2 or 3, got {spatial_dims!r}")
@@ -46,7 +54,7 @@ class NnUnet(Transform):
         self._patch_geometry = None
         self._zscore = ("", "")  # the bound dataset's provenance: zscore_region, normalize
 
-    def bind(self, patch, dataset=None):
+    def bind(self, patch: Sequence[int] | None, dataset: Dataset | None = None) -> NnUnet:
         if patch is not None and len(patch) != self.spatial_dims:
             raise ValueError(f"NnUnet(spatial_dims={self.spatial_dims}) cannot augment patches of {len(patch)} axes")
         bound = copy.copy(self)
@@ -58,13 +66,13 @@ class NnUnet(Transform):
             bound.margin = tuple(bound._patch_geometry.margin)
         return bound
 
-    def masked_channels(self, channels):
+    def masked_channels(self, channels: int) -> list[int]:
         """The image channels masked outside the labelled data, for images of `channels`."""
         if self.mask_image_channels is not None:
             return list(self.mask_image_channels)
         return _nnunet.mask_image_channels(*self._zscore, channels)
 
-    def geometry(self, spatial_shape):
+    def geometry(self, spatial_shape: Sequence[int]) -> _nnunet.Geometry:
         """The rotation range and margin for inputs of `spatial_shape`."""
         if self._patch_geometry is not None:
             g = self._patch_geometry
@@ -75,7 +83,8 @@ class NnUnet(Transform):
             return g
         return _nnunet.Geometry(spatial_shape, self._probability, margin=False)
 
-    def draw(self, batch, channels, spatial_shape, seed, epoch, step):
+    def draw(self, batch: int, channels: int, spatial_shape: Sequence[int], seed: int, epoch: int,
+             step: int) -> _nnunet.Plan:
         """The parameters of one batch (an object with per-sample lists)."""
         return _nnunet.draw(self.geometry(spatial_shape), self._probability, batch, channels, seed, epoch, step)
 

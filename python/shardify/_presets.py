@@ -1,15 +1,24 @@
 """Named augmentation pipelines (T.preset) and a picture of augmented samples (T.save_grid)."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
 from ._nnunet_transform import NnUnet
-from ._transform_base import Compose, _torch
+from ._transform_base import Compose, Transform, _torch
 from ._transforms_basic import RandFlip, RandRotate, RandZoom, ScaleIntensity
 
+if TYPE_CHECKING:
+    import os
 
-def _nnunet(spatial_dims=3, **kw):
+    import torch
+
+
+def _nnunet(spatial_dims: int = 3, **kw: Any) -> NnUnet:
     return NnUnet(spatial_dims=spatial_dims, **kw)
 
 
-def _mednist(spatial_dims=2, seed=0):
+def _mednist(spatial_dims: int = 2, seed: int = 0) -> Compose:
     """The tutorial's transforms as they act on the picture. MONAI's readers index x first
     (a picture [W, H], a volume [x, y, z]), so its spatial axis a is shardify's axis
     spatial_dims - 1 - a (monai/data/image_reader.py: PILReader.get_data swaps axes 0 and 1,
@@ -25,12 +34,12 @@ def _mednist(spatial_dims=2, seed=0):
                     RandFlip(axes=(spatial_dims - 1,), p=0.5, seed=seed), RandZoom(0.9, 1.1, p=0.5, seed=seed)])
 
 
-def _none(spatial_dims=None, seed=0):
+def _none(spatial_dims: int | None = None, seed: int = 0) -> Compose:
     return Compose([])
 
 
 # name: (builder, what it is). The values and their sources are in docs/transforms.md.
-PRESETS = {
+PRESETS: dict[str, tuple[Callable[..., Transform], str]] = {
     "nnunet": (_nnunet, "nnU-Net v2's default training augmentation (nnUNetTrainer.get_training_transforms)"),
     "mednist": (_mednist, "MONAI's MedNIST tutorial: ScaleIntensity, RandRotate(15 deg, p 0.5), "
                           "RandFlip(left-right, p 0.5), RandZoom(0.9-1.1, p 0.5)"),
@@ -38,7 +47,7 @@ PRESETS = {
 }
 
 
-def preset(name, spatial_dims=None, **kwargs):
+def preset(name: str, spatial_dims: int | None = None, **kwargs: Any) -> Transform:
     """A named pipeline: "nnunet" (spatial_dims 3 by default; keywords as T.NnUnet),
     "mednist" (2D by default) or "none"."""
     if name not in PRESETS:
@@ -72,7 +81,9 @@ def _captions(batch, n, skip):
     return out
 
 
-def save_grid(batch, path, image="image", mask="mask", columns=8, max_samples=32, alpha=0.45, min_tile=96):
+def save_grid(batch: Mapping[str, torch.Tensor], path: str | os.PathLike[str], image: str = "image",
+              mask: str = "mask", columns: int = 8, max_samples: int = 32, alpha: float = 0.45,
+              min_tile: int = 96) -> str | os.PathLike[str]:
     """Writes a PNG of the first `max_samples` samples of a batch (a dict of tensors, e.g.
     augmented by a transform or from a Loader with ``transform=``): the first channel of
     each image scaled to its own range, the mask's labels (> 0) overlaid in colour, volumes

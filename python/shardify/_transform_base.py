@@ -5,11 +5,19 @@ The transform modules import this one, never the ``transforms`` facade that gath
 so each of them imports on its own in a fresh interpreter, as unpickling a transform does.
 """
 
+from __future__ import annotations
+
 import copy
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from ._checks import non_negative as _non_negative
 from ._draw import position
 from ._loader import bind_transform
+
+if TYPE_CHECKING:
+    import torch
+
+    from ._dataset import Dataset
 
 _MASK64 = (1 << 64) - 1
 _STREAMS_PER_CHILD = 1000  # Compose: child i draws from streams stream + 1000 * i + ...
@@ -23,16 +31,18 @@ def _torch():
 class Transform:
     """Base of the transforms: seeded, batched, dict in, dict out."""
 
-    wants_position = True  # the Loader passes seed, epoch and step
-    margin = None  # voxels a bound transform needs around a patch (see bind)
+    wants_position: bool = True  # the Loader passes seed, epoch and step
+    margin: tuple[int, ...] | None = None  # voxels a bound transform needs around a patch (see bind)
 
-    def __init__(self, keys=("image",), mask_keys=("mask",), seed=0):
+    def __init__(self, keys: str | Sequence[str] = ("image",), mask_keys: str | Sequence[str] = ("mask",),
+                 seed: int = 0) -> None:
         self.keys = _names("keys", keys)
         self.mask_keys = _names("mask_keys", mask_keys)
         self.seed = _non_negative("seed", seed)
         self._calls = 0
 
-    def __call__(self, batch, *, seed=0, epoch=None, step=None):
+    def __call__(self, batch: dict[str, torch.Tensor], *, seed: int = 0, epoch: int | None = None,
+                 step: int | None = None) -> dict[str, torch.Tensor]:
         if not isinstance(batch, dict):
             raise TypeError(f"{type(self).__name__} takes a dict of tensors, got {type(batch).__name__}")
         if (epoch is None) != (step is None):
@@ -45,7 +55,7 @@ class Transform:
         self._apply(out, (seed + self.seed) & _MASK64, epoch, step, 0)
         return out
 
-    def bind(self, patch, dataset=None):
+    def bind(self, patch: Sequence[int] | None, dataset: Dataset | None = None) -> Transform:
         """The transform for a Loader reading patches of size `patch` (None: whole
         samples) from `dataset` (a shardify.Dataset, or None). Transforms that need context
         around the patch return a copy whose ``margin`` says how much; the Loader then reads
@@ -82,7 +92,7 @@ class Transform:
                                  f"{list(image.shape)}")
             yield key, m, channel
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
         return f"T.{type(self).__name__}({fields})"
 
@@ -93,7 +103,7 @@ class Compose(Transform):
     composed and resampled once, as MONAI's lazy resampling does: the same draws, one
     interpolation instead of several. fuse=False resamples after each."""
 
-    def __init__(self, transforms, fuse=True):
+    def __init__(self, transforms: Iterable[Callable[..., dict[str, Any]]], fuse: bool = True) -> None:
         super().__init__()
         self.transforms = list(transforms)
         self.fuse = bool(fuse)
@@ -105,7 +115,7 @@ class Compose(Transform):
             raise ValueError("Compose: only one transform may read a margin around the patch")
         self.margin = margins[0].margin if margins else None
 
-    def bind(self, patch, dataset=None):
+    def bind(self, patch: Sequence[int] | None, dataset: Dataset | None = None) -> Compose:
         bound = copy.copy(self)
         bound.transforms = [bind_transform(t, patch, dataset) for t in self.transforms]
         Compose.__init__(bound, bound.transforms, self.fuse)
@@ -129,7 +139,7 @@ class Compose(Transform):
                 batch.clear()
                 batch.update(out)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "T.Compose([" + ", ".join(repr(t) for t in self.transforms) + "])"
 
 

@@ -1,11 +1,17 @@
 """The general transforms of shardify.transforms: flips, one affine resampling per sample,
 noise and intensity scaling. Each draws per sample from its own SplitMix64 stream."""
 
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING, Any, Sequence
 
 from . import _nnunet_apply as A
 from ._draw import Rng
 from ._transform_base import Transform, _torch
+
+if TYPE_CHECKING:
+    import torch
 
 _MODES = ("bilinear", "bicubic")
 _PADDINGS = ("zeros", "border", "reflection")
@@ -47,7 +53,7 @@ class RandFlip(_Spatial):
     """Mirrors each spatial axis in `axes` (0: the first spatial axis) of a sample with
     probability p, independently per axis and sample."""
 
-    def __init__(self, axes=(0,), p=0.5, **kw):
+    def __init__(self, axes: int | Sequence[int] = (0,), p: float = 0.5, **kw: Any) -> None:
         super().__init__(**kw)
         self.axes = tuple(int(a) for a in ((axes,) if isinstance(axes, int) else axes))
         if any(a < 0 for a in self.axes):
@@ -92,8 +98,9 @@ class RandAffine(_Spatial):
     label_pad), "border" or "reflection".
     """
 
-    def __init__(self, rotate=0.0, scale=None, translate=0.0, p=1.0, mode="bilinear", padding="zeros", label_pad=0,
-                 **kw):
+    def __init__(self, rotate: float | Sequence[float] = 0.0, scale: Sequence[float] | None = None,
+                 translate: float | Sequence[float] = 0.0, p: float = 1.0, mode: str = "bilinear",
+                 padding: str = "zeros", label_pad: int = 0, **kw: Any) -> None:
         super().__init__(**kw)
         self.rotate = rotate
         self.scale = None if scale is None else (float(scale[0]), float(scale[1]))
@@ -225,7 +232,8 @@ def _resample(batch, key, x, masks, maps, mode, padding, label_pad):
 class RandRotate(RandAffine):
     """Rotation by up to `degrees` with probability p; borders repeat (as MONAI's RandRotate)."""
 
-    def __init__(self, degrees, p=0.5, mode="bilinear", padding="border", **kw):
+    def __init__(self, degrees: float | Sequence[float], p: float = 0.5, mode: str = "bilinear",
+                 padding: str = "border", **kw: Any) -> None:
         super().__init__(rotate=degrees, p=p, mode=mode, padding=padding, **kw)
 
 
@@ -233,7 +241,8 @@ class RandZoom(RandAffine):
     """Zoom by a factor in [min_zoom, max_zoom] with probability p (> 1 enlarges); borders
     repeat (as MONAI's RandZoom with keep_size)."""
 
-    def __init__(self, min_zoom=0.9, max_zoom=1.1, p=0.5, mode="bilinear", padding="border", **kw):
+    def __init__(self, min_zoom: float = 0.9, max_zoom: float = 1.1, p: float = 0.5, mode: str = "bilinear",
+                 padding: str = "border", **kw: Any) -> None:
         super().__init__(scale=(min_zoom, max_zoom), p=p, mode=mode, padding=padding, **kw)
 
 
@@ -241,7 +250,7 @@ class RandGaussianNoise(Transform):
     """Adds Gaussian noise of a std drawn in [0, std] to each picked sample (probability p),
     one field for all its channels; the noise is a counter-based hash, the same on any device."""
 
-    def __init__(self, std=0.1, p=0.1, **kw):
+    def __init__(self, std: float = 0.1, p: float = 0.1, **kw: Any) -> None:
         super().__init__(**kw)
         self.std, self.p = float(std), _probability(p)
 
@@ -263,7 +272,7 @@ class ScaleIntensity(Transform):
     """Scales each sample linearly to [minv, maxv] (over all its channels, or each channel
     with channel_wise=True); a constant sample becomes minv."""
 
-    def __init__(self, minv=0.0, maxv=1.0, channel_wise=False, **kw):
+    def __init__(self, minv: float = 0.0, maxv: float = 1.0, channel_wise: bool = False, **kw: Any) -> None:
         super().__init__(**kw)
         self.minv, self.maxv, self.channel_wise = float(minv), float(maxv), bool(channel_wise)
 
@@ -289,7 +298,9 @@ class NormalizeIntensity(Transform):
     monai/transforms/intensity/array.py: NormalizeIntensity.__init__, _mean, _std,
     _normalize, __call__ (Project-MONAI/MONAI@d388d1c6fec8cb3a0eebee5b5a0b9776ca59ca83)."""
 
-    def __init__(self, mean=None, std=None, nonzero=False, channel_wise=False, dtype="float32", **kw):
+    def __init__(self, mean: float | Sequence[float] | None = None, std: float | Sequence[float] | None = None,
+                 nonzero: bool = False, channel_wise: bool = False, dtype: str | torch.dtype | None = "float32",
+                 **kw: Any) -> None:
         super().__init__(**kw)
         self.mean, self.std = mean, std
         self.nonzero, self.channel_wise, self.dtype = bool(nonzero), bool(channel_wise), dtype

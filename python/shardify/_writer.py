@@ -1,15 +1,23 @@
 """shardify.Writer and shardify.write: any samples into a shard dataset."""
 
+from __future__ import annotations
+
 import numbers
 import os
 import signal
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from . import _core, _write_record
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from ._convert import Progress
 
 _SCALARS = ("int", "float", "string", "bytes")
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -163,9 +171,14 @@ class Writer:
     BlockingIOError.
     """
 
-    def __init__(self, path, fields=None, *, classes=None, shard_size="256M", codec="zstd", level=3, dict=None,
-                 chunks=None, meta=None, fg_locations=None, stats=True, overwrite=False, fsync=True, threads=0,
-                 part=None, source=None, provenance=None):
+    def __init__(self, path: str | os.PathLike[str], fields: Mapping[str, Any] | None = None, *,
+                 classes: Iterable[str] | None = None, shard_size: int | str = "256M", codec: str = "zstd",
+                 level: int = 3, dict: bool | None = None,
+                 chunks: Sequence[int] | Mapping[str, Sequence[int]] | None = None,
+                 meta: Mapping[str, Mapping[str, Any]] | None = None, fg_locations: int | None = None,
+                 stats: bool = True, overwrite: bool = False, fsync: bool = True, threads: int = 0,
+                 part: Sequence[int] | None = None, source: str | None = None,
+                 provenance: Mapping[str, Any] | None = None) -> None:
         self._path = os.fspath(path)
         self._chunks, self._meta, self._fg = chunks, meta or {}, fg_locations
         self._options = {"shard_bytes": _size_bytes(shard_size), "codec": codec, "level": int(level),
@@ -202,19 +215,19 @@ class Writer:
         self._fields = specs
 
     @property
-    def path(self):
+    def path(self) -> str:
         return self._path
 
     @property
-    def fields(self):
+    def fields(self) -> list[dict[str, Any]]:
         """The schema: [{name, kind, dtype, shape, ...}], as written into the manifest."""
         return [dict(f) for f in self._fields or []]
 
     @property
-    def samples_written(self):
+    def samples_written(self) -> int:
         return 0 if self._core is None else self._core.samples_written
 
-    def write(self, sample, split="train"):
+    def write(self, sample: Mapping[str, Any], split: str = "train") -> None:
         """Queues ``sample`` ({field: value}) in ``split``. Samples of a split form one
         contiguous run."""
         if self._summary is not None:
@@ -223,7 +236,7 @@ class Writer:
             self._open(infer_fields(sample))
         self._core.write(sample, split)
 
-    def close(self):
+    def close(self) -> dict[str, Any]:
         """Writes what is queued and the manifest; returns {samples, shards, bytes,
         dictionaries} (the fields that got a dictionary).
         Closing twice returns the same."""
@@ -233,30 +246,33 @@ class Writer:
             self._summary = self._core.close()
         return self._summary
 
-    def abort(self):
+    def abort(self) -> None:
         """Stops and removes what was written; a dataset this one was to replace stays."""
         if self._core is not None and self._summary is None:
             self._core.abort()
             self._summary = {}
 
-    def __enter__(self):
+    def __enter__(self) -> Writer:
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool:
         if exc_type is None:
             self.close()
         else:
             self.abort()
         return False
 
-    def __del__(self):
+    def __del__(self) -> None:
         if getattr(self, "_core", None) is not None and self._summary is None:
             self._core.abort()
 
 
 
-def write(path, fn, inputs, *, workers=0, split="train", parts=None, progress=True, start_method=None, fields=None,
-          key=None, overwrite=False, **writer_options):
+def write(path: str | os.PathLike[str], fn: Callable[[Any], Mapping[str, Any] | None], inputs: Iterable[Any], *,
+          workers: int = 0, split: str | Sequence[str] | Callable[[Any], str] = "train", parts: int | None = None,
+          progress: Progress = True, start_method: str | None = None, fields: Mapping[str, Any] | None = None,
+          key: str | None = None, overwrite: bool = False, **writer_options: Any) -> dict[str, Any]:
     """Writes ``fn(input)`` for every input into a shard dataset at ``path``, in parallel;
     returns {samples, skipped, parts, resumed, shards}.
 

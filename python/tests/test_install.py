@@ -81,7 +81,7 @@ def test_installed_package_converts_and_reads(venv, fmnist_png, fmnist_images, t
     assert out["batch"] == ["torch", [16, 1, 28, 28], "torch.uint8"]
 
 
-def test_wheel_holds_every_module_and_the_extension(venv, tmp_path):
+def test_wheel_holds_every_module_the_typing_files_and_the_extension(venv, tmp_path):
     run([venv / "bin" / "python", "-m", "pip", "wheel", "--no-build-isolation", "--no-index", "--no-deps", ".",
          "-w", tmp_path], cwd=ROOT)
     wheels = list(tmp_path.glob("shardify-*.whl"))
@@ -89,6 +89,7 @@ def test_wheel_holds_every_module_and_the_extension(venv, tmp_path):
     names = set(zipfile.ZipFile(wheels[0]).namelist())
     modules = {f"shardify/{p.name}" for p in (ROOT / "python" / "shardify").glob("*.py")}
     assert modules <= names, sorted(modules - names)
+    assert {"shardify/py.typed", "shardify/_core.pyi"} <= names, "the package is typed (PEP 561)"
     assert "shardify/_core" + sysconfig.get_config_var("EXT_SUFFIX") in names
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
     assert f"-{tag}-{tag}-" in wheels[0].name  # a platform wheel for this interpreter, not a pure one
@@ -107,6 +108,7 @@ def test_cmake_install_writes_only_under_its_prefix(tmp_path):
     assert not outside, f"installed outside {prefix}: {outside}"
     site = prefix / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
     assert (site / "shardify" / ("_core" + sysconfig.get_config_var("EXT_SUFFIX"))) in installed
+    assert {site / "shardify" / "py.typed", site / "shardify" / "_core.pyi"} <= set(installed)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(site)
     out = subprocess.run([sys.executable, "-c", "import shardify; print(shardify.__file__)"], cwd=tmp_path, env=env,
