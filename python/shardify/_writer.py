@@ -118,6 +118,25 @@ def _chunked(fields, chunks):
             f["chunks"] = [1] * (len(f["shape"]) - len(chunks)) + chunks
 
 
+_ITEMSIZE = {name: np.dtype(numpy_name).itemsize for numpy_name, name in _DTYPES.items()}
+# A size of an array that varies per sample, when a chunk shape is chosen from the patch:
+# only the patch then bounds the chunk, as for the largest case of shardify --patch-size.
+_UNBOUNDED = 1 << 30
+
+
+def _chunked_for_patch(fields, patch):
+    """Chunks as ``shardify --patch-size`` chooses them (format/chunking.h), for every
+    ndarray field without chunks of the patch's spatial rank or one more (a leading channel
+    axis gets patch 1)."""
+    patch = list(patch)
+    for f in fields:
+        if f["kind"] != "ndarray" or "chunks" in f or len(f["shape"]) not in (len(patch), len(patch) + 1):
+            continue
+        shape = [d if d >= 1 else _UNBOUNDED for d in f["shape"]]
+        full = [1] * (len(shape) - len(patch)) + patch
+        f["chunks"] = _core.choose_chunk_shape(shape, full, _ITEMSIZE[f["dtype"]])
+
+
 class Writer:
     """Writes samples into a shard dataset at ``path``, the one the converter writes.
 
@@ -137,8 +156,15 @@ class Writer:
     ``.nifti_header``; docs/fields.md) get their role, so ``shardtool`` and the Loader
     treat them as a converted dataset's.
 
-    ``chunks``: a spatial chunk shape such as ``(64, 64, 64)`` for every array of that rank
-    (a channel axis in front gets 1), or {field: chunk shape}. ``meta``: {field: {key:
+    ``patch_size``: the spatial size of the training patches, e.g. ``(64, 64, 64)``: each
+    array of that rank (or one more, a channel axis in front) is chunked as ``shardify
+    --patch-size`` chunks it (format/chunking.h: about a quarter of the patch per axis,
+    grown to at least 64 KiB a chunk), so that a random patch decodes little more than
+    itself; reading patches is then as fast as from the converter's datasets. Prefer it
+    to ``chunks``: a chunk as large as the patch makes a patch decode up to 8 of them.
+    ``chunks``: a spatial chunk shape such as ``(32, 32, 32)`` for every array of that rank
+    (a channel axis in front gets 1), or {field: chunk shape}; it wins over ``patch_size``
+    for the fields it names. ``meta``: {field: {key:
     value}}. ``fg_locations``: with a chunked ``mask``, store ``mask.fg_locations`` with
     at most this many voxels per class and sample (default 10000 when ``mask`` is
     chunked; 0 for none), as ``shardify --patch-size`` does.
@@ -175,12 +201,16 @@ class Writer:
                  classes: Iterable[str] | None = None, shard_size: int | str = "256M", codec: str = "zstd",
                  level: int = 3, dict: bool | None = None,
                  chunks: Sequence[int] | Mapping[str, Sequence[int]] | None = None,
+                 patch_size: Sequence[int] | None = None,
                  meta: Mapping[str, Mapping[str, Any]] | None = None, fg_locations: int | None = None,
                  stats: bool = True, overwrite: bool = False, fsync: bool = True, threads: int = 0,
                  part: Sequence[int] | None = None, source: str | None = None,
                  provenance: Mapping[str, Any] | None = None) -> None:
         self._path = os.fspath(path)
         self._chunks, self._meta, self._fg = chunks, meta or {}, fg_locations
+        self._patch = None if patch_size is None else tuple(int(d) for d in patch_size)
+        if self._patch is not None and (not self._patch or min(self._patch) < 1):
+            raise ValueError(f"patch_size must be positive sizes, got {self._patch}")
         self._options = {"shard_bytes": _size_bytes(shard_size), "codec": codec, "level": int(level),
                          "dict": None if dict is None else bool(dict),
                          "stats": bool(stats), "overwrite": bool(overwrite), "fsync": bool(fsync),
@@ -196,6 +226,8 @@ class Writer:
     def _open(self, fields):
         specs = [_field(name, spec) for name, spec in fields.items()]
         _chunked(specs, self._chunks)
+        if self._patch is not None:
+            _chunked_for_patch(specs, self._patch)
         for name, kv in self._meta.items():
             match = [f for f in specs if f["name"] == name]
             if not match:

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/parallel.h"
+#include "format/chunking.h"
 #include "format/fields.h"
 #include "format/layout.h"
 #include "python/src/binding.h"
@@ -533,6 +534,16 @@ void RegisterWriter(py::module_& m) {
   m.def(
       "remove_parts", [](const std::string& path) { Check(WithoutGil([&] { return RemoveParts(path); })); },
       py::arg("path"));
+  m.def(
+      "choose_chunk_shape",
+      [](const Shape& shape, const Shape& patch, size_t elem_size) {
+        const bool valid = shape.size() == patch.size() && elem_size >= 1 &&
+                           std::all_of(shape.begin(), shape.end(), [](int64_t d) { return d >= 1; }) &&
+                           std::all_of(patch.begin(), patch.end(), [](int64_t d) { return d >= 1; });
+        if (!valid) throw py::value_error("choose_chunk_shape: shape and patch of one rank, every size >= 1");
+        return ChooseChunkShape(shape, patch, elem_size);
+      },
+      py::arg("shape"), py::arg("patch"), py::arg("elem_size"));
 }
 
 }  // namespace shardify::python

@@ -416,3 +416,28 @@ def test_write_workers_end_when_the_caller_is_killed(tmp_path):
         caller.wait()
         for pid in filter(running, workers):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_patch_size_chunks_volumes_as_the_converter_does(tmp_path, volumes):
+    """Writer(patch_size=) gives the chunks (and foreground locations) shardify
+    --patch-size gives the same volumes, so its patches read as fast."""
+    converted, arrays = volumes
+    out = tmp_path / "written"
+    fields = {"image": ("i16", (1, None, None, None)), "mask": ("u8", (1, None, None, None))}
+    with shardify.Writer(out, fields, patch_size=(16, 16, 16)) as w:
+        for image, mask in arrays:
+            w.write({"image": image[None], "mask": mask[None]})
+    cli = {f["name"]: f for f in shardify.Dataset(converted).fields}
+    mine = {f["name"]: f for f in shardify.Dataset(out).fields}
+    for name in ("image", "mask"):
+        assert mine[name]["chunk_shape"] == cli[name]["chunk_shape"], name
+        assert tuple(mine[name]["chunk_shape"]) != (1, 16, 16, 16)  # not the patch itself
+    assert "mask.fg_locations" in mine
+    # An explicit chunk shape still wins, and a bad patch is refused at once.
+    with shardify.Writer(tmp_path / "explicit", fields, patch_size=(16, 16, 16), chunks={"image": (1, 8, 8, 8)}) as w:
+        w.write({"image": arrays[0][0][None], "mask": arrays[0][1][None]})
+    explicit = {f["name"]: f for f in shardify.Dataset(tmp_path / "explicit").fields}
+    assert tuple(explicit["image"]["chunk_shape"]) == (1, 8, 8, 8)
+    assert explicit["mask"]["chunk_shape"] == cli["mask"]["chunk_shape"]
+    with pytest.raises(ValueError, match="patch_size"):
+        shardify.Writer(tmp_path / "bad", fields, patch_size=(16, 0, 16))
