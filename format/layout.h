@@ -89,7 +89,9 @@ ShardFooter DecodeShardFooter(const uint8_t in[48]);
 // between header and footer in a file of `file_size` bytes. `path` names the file in errors.
 Status CheckShardEnds(const uint8_t header[16], const uint8_t footer[48], uint64_t file_size, const std::string& path);
 
-// File name of shard number `n`: "shard-00042.sfs".
+// File name of shard number `n`: "shard-00042.sfs", at least five digits ("shard-123456.sfs").
+// Names sort as text in shard order only up to shard 99999; readers take the order of
+// shards from the manifest, never from their names.
 std::string ShardFileName(uint64_t n);
 
 // "0x" and 16 hex digits, as checksums appear in error messages.

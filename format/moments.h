@@ -1,16 +1,19 @@
-// Running moments of an ndarray field (internal): what the writer accumulates per field
-// and what merging parts combines, so both use one formula.
+// Running moments: count, mean, spread, min and max of a set of values, merged piece by
+// piece with one formula wherever statistics are combined: the writer's per-field stats,
+// merging parts, and `shardtool stats`. (The Python package's split statistics,
+// python/shardify/_dataset.py, spell the same update in numpy.)
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 
-namespace shardify::detail {
+namespace shardify {
 
 // Count, mean, sum of squared deviations (m2), min and max of a set of values. Merge()
 // combines two disjoint sets exactly (Chan, Golub and LeVeque's pairwise update), so
-// moments computed in pieces and merged in order equal one pass up to rounding.
+// moments computed in pieces and merged in order equal one pass up to rounding. Empty
+// moments have min +inf and max -inf. A plain value; not thread-safe.
 struct Moments {
   uint64_t n = 0;
   double mean = 0, m2 = 0;
@@ -28,4 +31,4 @@ struct Moments {
   }
 };
 
-}  // namespace shardify::detail
+}  // namespace shardify

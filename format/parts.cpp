@@ -13,7 +13,7 @@
 #include "base/file.h"
 #include "format/destination_internal.h"
 #include "format/layout.h"
-#include "format/moments_internal.h"
+#include "format/moments.h"
 #include "format/shard_index_internal.h"
 
 namespace shardify {
@@ -408,12 +408,12 @@ Status MergeCopy(const std::string& dir, const std::vector<Part>& parts, const s
 std::vector<FieldStats> CombineStats(const std::vector<Part>& parts) {
   std::vector<FieldStats> out;
   for (const FieldSpec& f : parts[0].manifest.fields) {
-    detail::Moments total;
+    Moments total;
     for (const Part& p : parts) {
       for (const FieldStats& s : p.manifest.stats) {
         if (s.field != f.name) continue;
         const double n = static_cast<double>(s.count);
-        total.Merge(detail::Moments{s.count, s.mean, s.stddev * s.stddev * n, s.min, s.max});
+        total.Merge(Moments{s.count, s.mean, s.stddev * s.stddev * n, s.min, s.max});
       }
     }
     if (total.n == 0) continue;

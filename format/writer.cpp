@@ -11,7 +11,7 @@
 #include "format/chunk_grid.h"
 #include "format/codec_internal.h"
 #include "format/destination_internal.h"
-#include "format/moments_internal.h"
+#include "format/moments.h"
 #include "format/shard_index_internal.h"
 
 namespace shardify {
@@ -47,8 +47,6 @@ FieldValue FieldValue::Bytes(std::vector<uint8_t> b) {
   v.bytes = std::move(b);
   return v;
 }
-
-using detail::Moments;
 
 struct EncodedChunk {
   Codec codec = Codec::kRaw;

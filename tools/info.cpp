@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <type_traits>
 #include <vector>
 
 #include "base/strings.h"
 #include "format/dataset.h"
+#include "format/manifest_dict.h"
 #include "format/writer.h"
 #include "tools/tool_internal.h"
 
@@ -20,6 +22,15 @@ bool RawLiterals(const Manifest& m, const FieldSpec& f) {
   return std::find(fields.begin(), fields.end(), f.name) != fields.end();
 }
 
+json KeyValuesJson(const std::vector<KeyValue>& kv) {
+  json j = json::object();
+  for (const KeyValue& e : kv) j[e.key] = e.value;
+  return j;
+}
+
+// Unlike the Python Dataset's `fields` (None for a scalar's dtype and for a variable
+// extent, chunk_shape always there), every kind has a dtype here, a variable extent is -1
+// and chunk_shape, filter and the dictionary's members appear only where they apply.
 json FieldJson(const Manifest& m, const FieldSpec& f) {
   json j = {{"name", f.name}, {"kind", FieldKindName(f.kind)}};
   switch (f.kind) {
@@ -43,19 +54,22 @@ json FieldJson(const Manifest& m, const FieldSpec& f) {
     j["dictionary_bytes"] = f.dictionary.size();
     j["literals"] = RawLiterals(m, f) ? "raw" : "huffman";
   }
-  json meta = json::object();
-  for (const KeyValue& kv : f.meta) meta[kv.key] = kv.value;
-  j["meta"] = meta;
+  j["meta"] = KeyValuesJson(f.meta);
   return j;
 }
 
-json ProvenanceJson(const Provenance& p) {
-  json options = json::object();
-  for (const KeyValue& kv : p.options) options[kv.key] = kv.value;
-  return {{"converter", p.converter},
-          {"converter_version", p.converter_version},
-          {"source", p.source},
-          {"options", options}};
+// A FieldStats or the Provenance as the JSON object format/manifest_dict.h names.
+template <typename Record>
+json MembersJson(const Record& r) {
+  json j = json::object();
+  ForEachMember(r, [&j](const char* name, const auto& value) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, std::vector<KeyValue>>) {
+      j[name] = KeyValuesJson(value);
+    } else {
+      j[name] = value;
+    }
+  });
+  return j;
 }
 
 // What one pass over the shard indices yields.
@@ -118,12 +132,9 @@ Status InfoJson(const Dataset& ds, std::ostream& out) {
         {{"file", s.file_name}, {"bytes", s.size_bytes}, {"first_sample", s.first_sample}, {"samples", s.num_samples}});
   }
   o.Put("shard_files", shards);
-  o.Put("provenance", ProvenanceJson(m.provenance));
+  o.Put("provenance", MembersJson(m.provenance));
   json stats = json::array();
-  for (const FieldStats& s : m.stats) {
-    stats.push_back(
-        {{"field", s.field}, {"count", s.count}, {"min", s.min}, {"max", s.max}, {"mean", s.mean}, {"std", s.stddev}});
-  }
+  for (const FieldStats& s : m.stats) stats.push_back(MembersJson(s));
   o.Put("stats", stats);
   out.flush();
   ASSIGN_OR_RETURN(Tally t, CountOverIndex(ds));

@@ -6,6 +6,7 @@
 
 #include "base/parallel.h"
 #include "format/dataset.h"
+#include "format/moments.h"
 #include "tools/tool_internal.h"
 
 namespace shardify::tools {
@@ -15,19 +16,19 @@ double ChannelStats::stddev() const { return count == 0 ? 0.0 : std::sqrt(m2 / s
 void ChannelStats::Add(const ChannelStats& o) {
   non_finite += o.non_finite;
   if (o.count == 0) return;
-  if (count == 0) {
+  if (count == 0) {  // taken as it is, without the rounding of a merge
     const uint64_t nf = non_finite;
     *this = o;
     non_finite = nf;
     return;
   }
-  const double n = static_cast<double>(count + o.count);
-  const double delta = o.mean - mean;
-  mean += delta * static_cast<double>(o.count) / n;
-  m2 += o.m2 + delta * delta * static_cast<double>(count) * static_cast<double>(o.count) / n;
-  count += o.count;
-  min = std::min(min, o.min);
-  max = std::max(max, o.max);
+  Moments m{count, mean, m2, min, max};
+  m.Merge(Moments{o.count, o.mean, o.m2, o.min, o.max});
+  count = m.n;
+  mean = m.mean;
+  m2 = m.m2;
+  min = m.min;
+  max = m.max;
 }
 
 namespace {

@@ -20,7 +20,7 @@ struct StatsOptions {
   bool json = false;          // {samples, fields [{name, dtype, channels [...]}], label_histogram}
 };
 
-// Running statistics of one channel (merged with Chan et al.'s pairwise update).
+// Running statistics of one channel (merged as format/moments.h's Moments are).
 struct ChannelStats {
   uint64_t count = 0;
   double min = 0, max = 0, mean = 0, m2 = 0;  // m2: sum of squared deviations

@@ -1,4 +1,4 @@
-// JPEG decoding with libjpeg (see png_internal.h).
+// JPEG decoding with libjpeg (see decode_internal.h).
 #include <cstddef>
 #include <cstdio>
 // clang-format off: jpeglib.h needs size_t and FILE first

@@ -1,4 +1,4 @@
-// PNG decoding with libpng (see png_internal.h).
+// PNG decoding with libpng (see decode_internal.h).
 #include <fcntl.h>
 #include <png.h>
 #include <sys/stat.h>

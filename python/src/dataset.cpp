@@ -7,9 +7,11 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "base/strings.h"
+#include "format/manifest_dict.h"
 
 namespace shardify::python {
 namespace {
@@ -47,6 +49,25 @@ py::dict MetaDict(const std::vector<KeyValue>& kv) {
   return out;
 }
 
+// A FieldStats or the Provenance as the dict format/manifest_dict.h names; text as Text().
+template <typename Record>
+py::dict MembersDict(const Record& r) {
+  py::dict out;
+  ForEachMember(r, [&out](const char* name, const auto& value) {
+    using Value = std::decay_t<decltype(value)>;
+    if constexpr (std::is_same_v<Value, std::vector<KeyValue>>) {
+      out[name] = MetaDict(value);
+    } else if constexpr (std::is_same_v<Value, std::string>) {
+      out[name] = Text(value);
+    } else {
+      out[name] = value;
+    }
+  });
+  return out;
+}
+
+// Unlike `shardtool info --json`'s fields, a scalar field's dtype and a variable extent
+// are None, shapes are tuples and chunk_shape is always there.
 py::list Fields(const PyDataset& d) {
   py::list out;
   for (const FieldSpec& f : d.dataset->manifest().fields) {
@@ -75,28 +96,11 @@ py::list Splits(const PyDataset& d) {
   return out;
 }
 
-py::dict Provenance(const PyDataset& d) {
-  const auto& p = d.dataset->manifest().provenance;
-  py::dict out;
-  out["converter"] = p.converter;
-  out["converter_version"] = p.converter_version;
-  out["source"] = Text(p.source);
-  out["options"] = MetaDict(p.options);
-  return out;
-}
+py::dict Provenance(const PyDataset& d) { return MembersDict(d.dataset->manifest().provenance); }
 
 py::list Stats(const PyDataset& d) {
   py::list out;
-  for (const FieldStats& s : d.dataset->manifest().stats) {
-    py::dict e;
-    e["field"] = s.field;
-    e["count"] = s.count;
-    e["min"] = s.min;
-    e["max"] = s.max;
-    e["mean"] = s.mean;
-    e["std"] = s.stddev;
-    out.append(e);
-  }
+  for (const FieldStats& s : d.dataset->manifest().stats) out.append(MembersDict(s));
   return out;
 }
 

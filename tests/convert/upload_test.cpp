@@ -1,5 +1,6 @@
 // Converting into an object store puts the shards a conversion finishes while it runs
 // (EarlyUploads): complete shards only, each once, and a failed put stops the conversion.
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <fstream>
@@ -19,7 +20,7 @@ using testing::TempDir;
 
 void Write(const std::string& path) { std::ofstream(path) << "bytes of " << path; }
 
-// Waits up to 10 s for `ready`; whether it came.
+// Waits up to 10 s for `ready`, looking every 10 ms; whether it came.
 template <typename F>
 bool Eventually(F ready) {
   for (int i = 0; i < 1000 && !ready(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -42,18 +43,27 @@ TEST_CASE("upload: finished shards are put while the conversion runs, each once,
         return Status::Ok();
       },
       nullptr);
-  Write(tmp / "shard-00000.sfs.tmp");
+  // shard-00001 is being written all along, beside files that are no shards.
+  Write(tmp / "shard-00001.sfs.tmp");
   Write(tmp / "manifest.sfm");
   Write(tmp / "skipped.tsv");
+  Write(tmp / "shard-00000.sfs.tmp");
   REQUIRE(RenameFile(tmp / "shard-00000.sfs.tmp", tmp / "shard-00000.sfs").ok());
   REQUIRE(Eventually([&] { return count() == 1; }));
-  Write(tmp / "shard-00001.sfs.tmp");
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // two looks or more
-  CHECK(count() == 1);                                          // a shard being written is passed over
-  REQUIRE(RenameFile(tmp / "shard-00001.sfs.tmp", tmp / "shard-00001.sfs").ok());
+  // A shard finished now is put by a later look than the one that put shard-00000 (that
+  // one listed the folder before its put), so by a look that listed the folder after every
+  // file above was there: once it is put, that look has passed them over.
+  Write(tmp / "shard-00002.sfs.tmp");
+  REQUIRE(RenameFile(tmp / "shard-00002.sfs.tmp", tmp / "shard-00002.sfs").ok());
   REQUIRE(Eventually([&] { return count() == 2; }));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    CHECK(puts == std::vector<std::string>{"shard-00000.sfs", "shard-00002.sfs"});
+  }
+  REQUIRE(RenameFile(tmp / "shard-00001.sfs.tmp", tmp / "shard-00001.sfs").ok());
+  REQUIRE(Eventually([&] { return count() == 3; }));
   CHECK(up.Stop().ok());
-  CHECK(up.put() == std::vector<std::string>{"shard-00000.sfs", "shard-00001.sfs"});
+  CHECK(up.put() == std::vector<std::string>{"shard-00000.sfs", "shard-00002.sfs", "shard-00001.sfs"});
   CHECK(puts == up.put());
   CHECK_FALSE(up.cancel()->load());
 }
@@ -69,10 +79,22 @@ TEST_CASE("upload: a failed put cancels the conversion and is its error, and so 
   CHECK(st.message() == "shard-00000.sfs: the store said no");
   CHECK(failing.put().empty());
 
+  // The folder watched is made after the watch starts (as a conversion makes it); a shard
+  // put from it shows looks have run while the caller's flag was down, and left the
+  // conversion going.
   std::atomic<bool> caller{false};
+  std::atomic<int> watched_puts{0};
+  const std::string later = tmp / "later";
   EarlyUploads watched(
-      tmp / "missing", [](const std::string&) { return Status::Ok(); }, &caller);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      later,
+      [&](const std::string&) {
+        ++watched_puts;
+        return Status::Ok();
+      },
+      &caller);
+  REQUIRE(MakeDirs(later).ok());
+  Write(later + "/shard-00000.sfs");
+  REQUIRE(Eventually([&] { return watched_puts.load() == 1; }));
   CHECK_FALSE(watched.cancel()->load());
   caller = true;
   REQUIRE(Eventually([&] { return watched.cancel()->load(); }));

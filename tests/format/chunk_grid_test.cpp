@@ -104,6 +104,7 @@ TEST_CASE("format chunks: a region equals the same crop bit for bit, borders inc
   REQUIRE(ds.ok());
   Decoder d;
   auto v = (*ds)->Sample(0);
+  REQUIRE(v.ok());
   const std::vector<uint8_t> vol = Volume(fx.shapes[0]);
   const uint16_t pad = 0xBEEF;
   const Shape starts[] = {{0, 0, 0}, {3, 7, 4}, {-2, -3, -1}, {15, 30, 10}, {19, 32, 16}, {-5, 40, 0}};
@@ -119,8 +120,10 @@ TEST_CASE("format chunks: a region equals the same crop bit for bit, borders inc
 TEST_CASE("format chunks: only the chunks a region touches are decoded") {
   ChunkedFixture fx;
   auto ds = Dataset::Open(fx.tmp.path());
+  REQUIRE(ds.ok());
   Decoder d;
   auto v = (*ds)->Sample(0);
+  REQUIRE(v.ok());
   std::vector<uint8_t> out(4 * 8 * 5 * 2);
   REQUIRE(v->DecodeRegion(0, {4, 8, 5}, {4, 8, 5}, out.data(), out.size(), d).ok());
   CHECK(d.chunks_decoded() == 1);  // exactly one aligned chunk
@@ -135,8 +138,10 @@ TEST_CASE("format chunks: regions of unchunked fields work the same way") {
   TempDir tmp;
   REQUIRE(WriteSmallDataset(tmp.path(), 3).ok());
   auto ds = Dataset::Open(tmp.path());
+  REQUIRE(ds.ok());
   Decoder d;
   auto v = (*ds)->Sample(1);
+  REQUIRE(v.ok());
   std::vector<uint8_t> out(1 * 3 * 3);
   REQUIRE(v->DecodeRegion(0, {0, 6, 6}, {1, 3, 3}, out.data(), out.size(), d).ok());
   const std::vector<uint8_t> src = Pattern(64, 1);
@@ -149,18 +154,30 @@ TEST_CASE("format chunks: regions of unchunked fields work the same way") {
 
 TEST_CASE("format chunks: a corrupt chunk is reported by chunk and sample") {
   ChunkedFixture fx({4, 4, 4});
-  auto ds = Dataset::Open(fx.tmp.path());
-  const BlobInfo c = *(*ds)->Sample(1)->chunk(0, 3);
-  const uint8_t* base = (*ds)->Sample(0)->chunk(0, 0)->data;
-  const uint64_t first = (*ds)->Sample(0)->chunk(0, 0)->codec == Codec::kRaw ? 64 : 16;
-  const uint64_t off = static_cast<uint64_t>(c.data - base) + first;
-  ds = Status(Internal("closed"));
+  uint64_t off = 0;  // a byte of chunk 3 of sample 1 in the shard file
+  {
+    auto ds = Dataset::Open(fx.tmp.path());
+    REQUIRE(ds.ok());
+    auto s0 = (*ds)->Sample(0);
+    auto s1 = (*ds)->Sample(1);
+    REQUIRE(s0.ok());
+    REQUIRE(s1.ok());
+    const Result<BlobInfo> c = s1->chunk(0, 3), base = s0->chunk(0, 0);
+    REQUIRE(c.ok());
+    REQUIRE(base.ok());
+    const uint64_t first = base->codec == Codec::kRaw ? 64 : 16;
+    off = static_cast<uint64_t>(c->data - base->data) + first;
+  }  // closed
   const std::string path = fx.tmp / "shard-00000.sfs";
-  std::vector<uint8_t> bytes = *ReadWholeFile(path, 1 << 30);
-  bytes[off] ^= 0x10;
-  REQUIRE(WriteFileAtomic(path, bytes.data(), bytes.size(), false).ok());
+  Result<std::vector<uint8_t>> bytes = ReadWholeFile(path, 1 << 30);
+  REQUIRE(bytes.ok());
+  REQUIRE(off < bytes->size());
+  (*bytes)[off] ^= 0x10;
+  REQUIRE(WriteFileAtomic(path, bytes->data(), bytes->size(), false).ok());
   auto again = Dataset::Open(fx.tmp.path());
+  REQUIRE(again.ok());
   auto v = (*again)->Sample(1);
+  REQUIRE(v.ok());
   Decoder d;
   std::vector<uint8_t> out(*v->raw_size(0));
   const Status s = v->Decode(0, out.data(), out.size(), d);

@@ -3,6 +3,7 @@
 // a clear error.
 #include "storage/cache.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -50,6 +51,13 @@ std::vector<std::string> Names(const std::string& dir) {
   return out;
 }
 
+// Sets the time of last use of the cache's file `path` (its modification time, which Get
+// refreshes) to `seconds` after the epoch.
+void SetUsed(const std::string& path, time_t seconds) {
+  const struct timespec times[2] = {{0, UTIME_OMIT}, {seconds, 0}};
+  REQUIRE(::utimensat(AT_FDCWD, path.c_str(), times, 0) == 0);
+}
+
 TEST_CASE("storage: a cached file is fetched once and read from the cache after") {
   TempDir tmp;
   auto cache = Cache::Open(tmp / "c", 1000);
@@ -72,10 +80,12 @@ TEST_CASE("storage: room is made by evicting the least recently used file that n
   REQUIRE(cache.ok());
   auto held = (*cache)->Get("held", 100, Writes(100, 'h'));
   REQUIRE(held.ok());
-  for (const char* k : {"old", "new"}) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // distinct use times
-    REQUIRE((*cache)->Get(k, 100, Writes(100, 'x')).ok());       // released at once
-  }
+  for (const char* k : {"new", "old"}) REQUIRE((*cache)->Get(k, 100, Writes(100, 'x')).ok());  // released at once
+  // Use times set apart by seconds, whatever the file system's clock granularity; the
+  // held file the least recently used of all, and "old" fetched after "new".
+  SetUsed(tmp / "c/held", 1000000000);
+  SetUsed(tmp / "c/old", 1000000100);
+  SetUsed(tmp / "c/new", 1000000200);
   REQUIRE((*cache)->Get("next", 100, Writes(100, 'n')).ok());
   std::vector<std::string> names = Names(tmp / "c");
   std::sort(names.begin(), names.end());
@@ -146,11 +156,12 @@ TEST_CASE("storage: a reader waits for another process to release room", "[subpr
   Holder other(tmp / "c", {"a", "b"});
   auto cache = Cache::Open(tmp / "c", 250, 30);
   REQUIRE(cache.ok());
+  // Released 0.3 s after `start` at the earliest: however late Get begins, it cannot end sooner.
+  const auto start = std::chrono::steady_clock::now();
   std::thread later([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     other.Release();
   });
-  const auto start = std::chrono::steady_clock::now();
   const auto c = (*cache)->Get("c", 100, Writes(100, 'c'));
   const double waited = SecondsSince(start);
   later.join();

@@ -78,9 +78,14 @@ TEST_CASE("tools: --io pread reads as mmap does, a shard truncated under bench e
   for (const std::string io : {"mmap", "pread"}) {
     const std::string dir = tmp / io, log = tmp / (io + ".log"), rc = tmp / (io + ".rc");
     WriteRawPages(dir);
-    // Runs until the shard shrinks under it (if it has not opened it yet, opening fails).
+    // Runs until the shard shrinks under it: truncated once bench holds it (an open file or
+    // a mapping in /proc/PID, looked for every 10 ms, for 10 s at most).
+    const std::string held =
+        "grep -qs shard-00000.sfs /proc/$pid/maps || ls -l /proc/$pid/fd 2>/dev/null | grep -q "
+        "shard-00000.sfs";
     const std::string script = std::string(SHARDTOOL_PATH) + " bench " + dir + " --epochs 100000000 --io " + io + " >" +
-                               log + " 2>&1 & pid=$!; sleep 0.3; truncate -s 4096 " + dir +
+                               log + " 2>&1 & pid=$!; i=0; while [ $i -lt 1000 ] && kill -0 $pid 2>/dev/null && ! { " +
+                               held + "; }; do sleep 0.01; i=$((i + 1)); done; truncate -s 4096 " + dir +
                                "/shard-00000.sfs; wait $pid; echo $? >" + rc;
     REQUIRE(testing::Shell("sh -c '" + script + "'") == 0);
     std::ifstream code(rc), text(log);
