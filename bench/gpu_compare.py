@@ -27,6 +27,7 @@ copies with kernels. Python loops use bf16 autocast, as shardtrain does on CUDA.
 """
 
 import argparse
+import contextlib
 import datetime
 import gzip
 import json
@@ -41,7 +42,7 @@ import numpy as np
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "examples")
 sys.path.insert(0, EXAMPLES)
-from common import read_idx  # noqa: E402
+from common import read_idx, train_epoch  # noqa: E402
 
 
 def log(*args):
@@ -86,50 +87,32 @@ def autocast(torch, device):
 
 
 def train_loop(torch, name, make_iter, to_inputs, model, optimizer, epochs, device, max_steps=None, loss_fn=None):
-    """Trains `epochs` epochs; returns one record per epoch."""
-    loss_fn = loss_fn or torch.nn.CrossEntropyLoss()
+    """Trains `epochs` epochs (python/examples/common.py's train_epoch, under autocast on a
+    GPU, each step between two CUDA events); returns one record per epoch."""
     cuda = device.type == "cuda"
     records = []
     for epoch in range(epochs):
-        model.train()
         events = []
-        loss_sum = torch.zeros((), device=device)
-        samples, wait = 0, 0.0
+
+        @contextlib.contextmanager
+        def timed_step():
+            if not cuda:
+                yield
+                return
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            yield
+            end.record()
+            events.append((begin, end))
+
         with Utilization(torch) as util:
-            if cuda:
-                torch.cuda.synchronize()
-            start = time.perf_counter()
-            it = iter(make_iter())
-            step = 0
-            while max_steps is None or step < max_steps:
-                t = time.perf_counter()
-                try:
-                    batch = next(it)
-                except StopIteration:
-                    break
-                x, y = to_inputs(batch)
-                wait += time.perf_counter() - t
-                if cuda:
-                    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    begin.record()
-                optimizer.zero_grad(set_to_none=True)
-                with autocast(torch, device):
-                    loss = loss_fn(model(x), y)
-                loss.backward()
-                optimizer.step()
-                loss_sum += loss.detach().float() * y.shape[0]
-                if cuda:
-                    end.record()
-                    events.append((begin, end))
-                samples += y.shape[0]
-                step += 1
-            if cuda:
-                torch.cuda.synchronize()
-            seconds = time.perf_counter() - start
+            e = train_epoch(model, optimizer, make_iter(), to_inputs, device, loss_fn=loss_fn, max_steps=max_steps,
+                            forward=lambda: autocast(torch, device), step=timed_step)
+        seconds = e["seconds"]
         busy = sum(b.elapsed_time(e) for b, e in events) / 1000.0 if cuda else None
-        r = {"epoch": epoch, "seconds": seconds, "samples": samples, "samples_per_s": samples / seconds,
-             "data_wait_fraction": wait / seconds, "gpu_busy_fraction": busy / seconds if busy is not None else None,
-             "gpu_util_nvml": util.mean, "train_loss": float(loss_sum) / max(samples, 1)}
+        r = {"epoch": epoch, "seconds": seconds, "samples": e["samples"], "samples_per_s": e["samples"] / seconds,
+             "data_wait_fraction": e["wait"] / seconds, "gpu_busy_fraction": busy / seconds if busy is not None else None,
+             "gpu_util_nvml": util.mean, "train_loss": e["loss"]}
         log(f"  {name} epoch {epoch}: {seconds:.2f} s, {r['samples_per_s']:,.0f} samples/s, "
             f"data-wait {100 * r['data_wait_fraction']:.2f}%, GPU busy "
             f"{'-' if busy is None else f'{100 * busy / seconds:.1f}%'}, loss {r['train_loss']:.4f}")

@@ -48,33 +48,59 @@ def gray_loader(path):
         return Image.open(f).convert("L")
 
 
+def train_epoch(model, optimizer, batches, to_inputs, device, loss_fn=None, max_steps=None, forward=None, step=None,
+                on_step=None):
+    """One timed training epoch over the iterable `batches`, the loop every example and
+    benchmark shares. `to_inputs(batch)` gives the (x, y) tensors on `device`; the time it
+    and the fetch of the batch take is the data-wait. Optional: `loss_fn` (cross-entropy),
+    at most `max_steps` steps, `forward()` a context around the forward pass (autocast),
+    `step()` a context around each whole step (CUDA events), `on_step(step, loss)` after
+    each. Returns {"seconds", "samples", "wait", "loss"} (the mean training loss)."""
+    import contextlib
+
+    import torch
+    loss_fn = loss_fn or torch.nn.CrossEntropyLoss()
+    forward = forward or contextlib.nullcontext
+    step_context = step or contextlib.nullcontext
+    model.train()
+    loss_sum = torch.zeros((), device=device)
+    samples, wait, n = 0, 0.0, 0
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    it = iter(batches)
+    while max_steps is None or n < max_steps:
+        t = time.perf_counter()
+        try:
+            batch = next(it)
+        except StopIteration:
+            break
+        x, y = to_inputs(batch)
+        wait += time.perf_counter() - t
+        with step_context():
+            optimizer.zero_grad(set_to_none=True)
+            with forward():
+                loss = loss_fn(model(x), y)
+            loss.backward()
+            optimizer.step()
+            loss_sum += loss.detach().float() * y.shape[0]
+        samples += y.shape[0]
+        if on_step is not None:
+            on_step(n, loss)
+        n += 1
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return {"seconds": time.perf_counter() - start, "samples": samples, "wait": wait,
+            "loss": float(loss_sum) / max(samples, 1)}
+
+
 def run_epochs(model, optimizer, batches, epochs, device, to_inputs):
     """Trains for `epochs`; `batches()` gives an epoch's iterable and `to_inputs(batch)` the
     (x, y) tensors on `device`. Returns per-epoch (seconds, samples, data-wait seconds)."""
-    import torch
-    loss_fn = torch.nn.CrossEntropyLoss()
     results = []
     for _ in range(epochs):
-        model.train()
-        samples, wait = 0, 0.0
-        start = time.perf_counter()
-        it = iter(batches())
-        while True:
-            t = time.perf_counter()
-            try:
-                batch = next(it)
-            except StopIteration:
-                break
-            x, y = to_inputs(batch)
-            wait += time.perf_counter() - t
-            optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            optimizer.step()
-            samples += y.shape[0]
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        results.append((time.perf_counter() - start, samples, wait))
+        r = train_epoch(model, optimizer, batches(), to_inputs, device)
+        results.append((r["seconds"], r["samples"], r["wait"]))
     return results
 
 

@@ -13,7 +13,6 @@ Fashion-MNIST resized to 64x64 JPEGs stands in for it.
 import argparse
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
@@ -108,28 +107,14 @@ def main():
     torch.manual_seed(0)
     model = densenet121(classes).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
-    loss_fn = torch.nn.CrossEntropyLoss()
     for epoch in range(args.epochs):
-        model.train()
-        start, wait, samples, total_loss = time.perf_counter(), 0.0, 0, 0.0
-        it = iter(train)
-        for step in range(args.max_steps or len(train)):
-            t = time.perf_counter()
-            try:
-                batch = next(it)
-            except StopIteration:
-                break
-            x, y = inputs(batch)
-            wait += time.perf_counter() - t
-            optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            optimizer.step()
-            total_loss += loss.item() * y.shape[0]
-            samples += y.shape[0]
+        def progress(step, loss, epoch=epoch):
             if step % 10 == 0:
                 print(f"  epoch {epoch} step {step}: loss {loss.item():.4f}", flush=True)
-        seconds = time.perf_counter() - start
+
+        r = common.train_epoch(model, optimizer, train, inputs, device, max_steps=args.max_steps or None,
+                               on_step=progress)
+        seconds, samples, wait = r["seconds"], r["samples"], r["wait"]
         model.eval()
         scores, labels = [], []
         with torch.no_grad():
@@ -139,7 +124,7 @@ def main():
                 labels.append(y.cpu())
         scores, labels = torch.cat(scores), torch.cat(labels)
         acc = float((scores.argmax(1) == labels).float().mean())
-        print(f"epoch {epoch}: loss {total_loss / max(samples, 1):.4f}, val accuracy {acc:.4f}, "
+        print(f"epoch {epoch}: loss {r['loss']:.4f}, val accuracy {acc:.4f}, "
               f"val AUC {auc_one_vs_rest(scores, labels, classes):.4f}, {samples / seconds:,.0f} samples/s, "
               f"data-wait {100 * wait / seconds:.2f}%", flush=True)
 
