@@ -294,6 +294,15 @@ struct RankGroup::Impl {
   bool done = false;  // Finish or Leave ran
   bool left = false;  // Leave ran
 
+  // The backend first (it holds the store too), then the store, within a bound: a server
+  // left waiting on a half-sent message does not stop. A call still waiting on the store
+  // holds it as well; it goes with the last holder. Also when joining failed.
+  ~Impl() {
+    backend.reset();
+    const double bound = side->unanswered ? 0.0 : side->answer_s();
+    Bounded(bound, [s = std::move(side)]() mutable { s.reset(); });
+  }
+
   // `f`, a store call, within `seconds` (see Bounded); none once one went unanswered.
   bool StoreCall(double seconds, std::function<void()> f);
   void StopMonitor();
@@ -415,11 +424,6 @@ RankGroup::~RankGroup() {
     // This process hosts the store: keep it a moment, for the others to read why it left.
     std::this_thread::sleep_for(Millis(std::clamp(2 * impl_->side->window(), 1.0, 5.0)));
   }
-  // The store last, within a bound: a server left waiting on a half-sent message does not
-  // stop. A call still waiting on it holds it too; it goes with the last holder.
-  std::shared_ptr<StoreSide> side = std::move(impl_->side);
-  const double bound = side->unanswered ? 0.0 : side->answer_s();
-  Bounded(bound, [s = std::move(side)]() mutable { s.reset(); });
 }
 
 Result<std::unique_ptr<RankGroup>> RankGroup::Join(const DistributedOptions& o, const torch::Device& device) {
