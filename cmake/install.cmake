@@ -24,7 +24,7 @@ set(SHARDIFY_PUBLIC_HEADERS
     base/status.h base/file.h base/parallel.h base/checksum.h base/strings.h
     storage/location.h storage/transfer.h storage/cache.h storage/remote.h
     format/types.h format/layout.h format/manifest.h format/writer.h format/dataset.h format/chunk_grid.h
-    format/chunking.h format/fields.h format/parts.h format/moments.h format/manifest_dict.h
+    format/chunk_cache.h format/chunking.h format/fields.h format/parts.h format/moments.h format/manifest_dict.h
     media/png.h media/canvas.h media/plot.h media/nifti.h
     reader/loader.h reader/sampler.h reader/patch_sampler.h reader/source_grid.h)
 

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "format/chunk_cache.h"
 #include "format/layout.h"
 #include "format/manifest.h"
 #include "format/types.h"
@@ -144,9 +145,10 @@ class SampleView {
   // Decodes the box [start, start + size) of ndarray `field` into dst (row-major, shape
   // `size`, dst_size >= its bytes). Parts of the box outside the array are filled with
   // `pad_element` (one element of the field's dtype; nullptr = zeros). For a chunked field
-  // only the chunks the box touches are decompressed; otherwise the whole blob is.
+  // only the chunks the box touches are decompressed; otherwise the whole blob is. With a
+  // `cache` (of this dataset), compressed chunks are taken from it, or decoded and kept there.
   Status DecodeRegion(size_t field, const Shape& start, const Shape& size, void* dst, size_t dst_size, Decoder& decoder,
-                      const void* pad_element = nullptr) const;
+                      const void* pad_element = nullptr, ChunkCache* cache = nullptr) const;
 
   // The gather loop of a batch: reads field `field` of views[0..n) (of one Dataset) into
   // dst + i * stride. An ndarray field of one fixed shape, not chunked, decodes as Decode
@@ -162,6 +164,10 @@ class SampleView {
   // Reads blob `b` of `field` (a whole blob, or chunk `chunk`), checks it and decodes it
   // into dst (b.raw_size bytes), undoing the field's filter. Errors carry no location.
   Status ReadStored(size_t field, const BlobInfo& b, const char* what, void* dst, Decoder& decoder) const;
+  // Raw chunk k of `field` where the mapped shard holds it, checked (its size, and its
+  // checksum when verifying), for a region to copy from in place; null when the chunk is
+  // compressed or filtered, or the shard is not memory-mapped.
+  Result<const uint8_t*> MappedChunk(size_t field, uint64_t k, uint64_t bytes, Decoder& decoder) const;
   std::string Where(size_t field) const;
   // `s` with the location (sample, field, then `part`); closes the shard in the Dataset
   // when its file changed.

@@ -244,6 +244,29 @@ Status SampleView::DecodeChunk(size_t field, uint64_t k, uint8_t* dst, Decoder& 
   return s.ok() ? s : Fail(s, field, " chunk " + std::to_string(k));
 }
 
+Result<const uint8_t*> SampleView::MappedChunk(size_t field, uint64_t k, uint64_t bytes, Decoder& decoder) const {
+  const uint8_t* base = shard_->mapped();
+  if (base == nullptr || shard_->ranged() || dataset_->manifest_.fields[field].filter != Filter::kNone) {
+    return static_cast<const uint8_t*>(nullptr);
+  }
+  ASSIGN_OR_RETURN(const BlobInfo b, chunk(field, k));
+  if (!detail::StoredInPlace(b.codec)) return static_cast<const uint8_t*>(nullptr);
+  ++decoder.chunks_decoded_;
+  const std::string part = " chunk " + std::to_string(k);
+  if (b.stored_size != b.raw_size || b.raw_size != bytes) {
+    return Fail(
+        Corruption("raw chunk of " + std::to_string(b.stored_size) + " bytes, expected " + std::to_string(bytes)),
+        field, part);
+  }
+  const uint8_t* at = base + b.offset;  // the range was checked against the file when the shard was opened
+  if (dataset_->options_.verify_checksums) {
+    const uint64_t sum = Checksum64(at, b.stored_size);
+    if (shard_->faulted()) return Fail(shard_->FaultStatus(), field, part);
+    if (sum != b.checksum) return Fail(ChecksumMismatch("chunk", b.checksum, sum), field, part);
+  }
+  return at;
+}
+
 namespace {
 
 void FillPad(uint8_t* dst, uint64_t bytes, const void* pad, size_t elem) {
@@ -252,13 +275,21 @@ void FillPad(uint8_t* dst, uint64_t bytes, const void* pad, size_t elem) {
     std::memset(dst, 0, bytes);
     return;
   }
-  for (uint64_t o = 0; o + elem <= bytes; o += elem) std::memcpy(dst + o, pad, elem);
+  if (elem == 0 || bytes < elem) return;
+  std::memcpy(dst, pad, elem);
+  uint64_t done = elem;  // doubling copies: a few large memcpy calls, not one per element
+  const uint64_t whole = bytes - bytes % elem;
+  while (done < whole) {
+    const uint64_t n = std::min(done, whole - done);
+    std::memcpy(dst + done, dst, n);
+    done += n;
+  }
 }
 
 }  // namespace
 
 Status SampleView::DecodeRegion(size_t field, const Shape& start, const Shape& size, void* dst, size_t dst_size,
-                                Decoder& decoder, const void* pad_element) const {
+                                Decoder& decoder, const void* pad_element, ChunkCache* cache) const {
   ASSIGN_OR_RETURN(const Shape shape, this->shape(field));
   const FieldSpec& f = dataset_->manifest_.fields[field];
   const size_t rank = shape.size(), elem = DTypeSize(f.dtype);
@@ -301,8 +332,24 @@ Status SampleView::DecodeRegion(size_t field, const Shape& start, const Shape& s
     for (size_t i = 0; i < rank; ++i) k = k * static_cast<uint64_t>(grid.grid[i]) + static_cast<uint64_t>(idx[i]);
     ChunkBox(grid, k, &origin, &extent);
     ASSIGN_OR_RETURN(const uint64_t chunk_bytes, ByteSize(extent, f.dtype));
-    decoder.scratch_.resize(chunk_bytes);
-    RETURN_IF_ERROR(DecodeChunk(field, k, decoder.scratch_.data(), decoder));
+    ASSIGN_OR_RETURN(const uint8_t* src, MappedChunk(field, k, chunk_bytes, decoder));
+    ChunkCache::Bytes kept;  // holds a cached chunk while it is copied
+    if (src == nullptr && cache != nullptr) {
+      kept = cache->Find(index_, static_cast<uint32_t>(field), k);
+      if (!kept) {
+        auto decoded = std::make_shared<std::vector<uint8_t>>(chunk_bytes);
+        RETURN_IF_ERROR(DecodeChunk(field, k, decoded->data(), decoder));
+        kept = std::move(decoded);
+        cache->Insert(index_, static_cast<uint32_t>(field), k, kept);
+      }
+      if (kept->size() != chunk_bytes) return Fail(Internal("a cached chunk of another size"), field, "");
+      src = kept->data();
+    }
+    if (src == nullptr) {
+      decoder.scratch_.resize(chunk_bytes);
+      RETURN_IF_ERROR(DecodeChunk(field, k, decoder.scratch_.data(), decoder));
+      src = decoder.scratch_.data();
+    }
     Shape src_at(rank), dst_at(rank), part(rank);
     for (size_t i = 0; i < rank; ++i) {
       const int64_t a = std::max(lo[i], origin[i]), b = std::min(hi[i], origin[i] + extent[i]);
@@ -310,7 +357,8 @@ Status SampleView::DecodeRegion(size_t field, const Shape& start, const Shape& s
       dst_at[i] = a - start[i];
       part[i] = b - a;
     }
-    CopyBox(decoder.scratch_.data(), extent, src_at, out, size, dst_at, part, elem);
+    CopyBox(src, extent, src_at, out, size, dst_at, part, elem);
+    if (shard_->faulted()) return Fail(shard_->FaultStatus(), field, " chunk " + std::to_string(k));
     size_t i = rank;
     while (i-- > 0) {
       if (++idx[i] <= last[i]) break;

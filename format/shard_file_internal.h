@@ -56,6 +56,8 @@ class MappedShard {
   const ColumnView& column(size_t f) const { return columns_[f]; }
   const std::shared_ptr<const CheckedIndex>& index() const { return index_; }
   bool faulted() const { return map_ && map_->faulted(); }
+  // IOError naming the file and where a read of the mapping faulted; Ok when none did.
+  Status FaultStatus() const { return map_ ? map_->FaultStatus() : Status::Ok(); }
   bool ranged() const { return ranged_ != nullptr; }
 
   // Copies [offset, offset + size) of the file into dst. The range was checked against the

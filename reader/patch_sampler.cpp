@@ -233,7 +233,8 @@ Status PatchSampler::Sample(uint64_t index, uint64_t draw, bool forced, void* im
   };
   Shape start, size;
   region(image_shape, &start, &size);
-  RETURN_IF_ERROR(v.DecodeRegion(static_cast<size_t>(image_), start, size, image_dst, image_size, decoder));
+  RETURN_IF_ERROR(
+      v.DecodeRegion(static_cast<size_t>(image_), start, size, image_dst, image_size, decoder, nullptr, chunks_.get()));
   if (label_ < 0) return Status::Ok();
   ASSIGN_OR_RETURN(const Shape label_shape, v.shape(static_cast<size_t>(label_)));
   if (!std::equal(spatial.begin(), spatial.end(), label_shape.end() - static_cast<ptrdiff_t>(s)))
@@ -241,7 +242,8 @@ Status PatchSampler::Sample(uint64_t index, uint64_t draw, bool forced, void* im
                            " does not match image shape " + ShapeToString(image_shape));
   region(label_shape, &start, &size);
   const std::vector<uint8_t> pad = PadElement(dataset_->manifest().fields[label_].dtype, options_.label_pad);
-  return v.DecodeRegion(static_cast<size_t>(label_), start, size, label_dst, label_size, decoder, pad.data());
+  return v.DecodeRegion(static_cast<size_t>(label_), start, size, label_dst, label_size, decoder, pad.data(),
+                        chunks_.get());
 }
 
 }  // namespace shardify

@@ -44,6 +44,9 @@ struct PatchOptions {
   // A sample's foreground locations are decoded once and kept, grouped by class, for the
   // foreground draws of later epochs, up to this many bytes (then the oldest go; 0: none).
   uint64_t locations_cache_bytes = 64ull << 20;
+  // Decoded chunks of compressed volumes are kept for the later patches that touch them
+  // again (a ChunkCache), up to this many bytes (0: none). Raw chunks are copied in place.
+  uint64_t chunk_cache_bytes = 512ull << 20;
   // The spatial size read: patch + 2 * margin per axis (the patch when margin is empty).
   Shape ReadShape() const;
 };
@@ -80,12 +83,17 @@ class PatchSampler {
   const PatchOptions& options() const { return options_; }
   // How many times foreground locations were decoded (the others came from the cache).
   uint64_t locations_decoded() const;
+  // The cache of decoded chunks; null when options().chunk_cache_bytes is 0.
+  const ChunkCache* chunk_cache() const { return chunks_.get(); }
 
  private:
   struct Locations;
   // The locations of `v` (shape `ls`), from the cache or decoded into it.
   Result<std::shared_ptr<const Locations>> LocationsOf(const SampleView& v, const Shape& ls, Decoder& decoder) const;
-  PatchSampler(const Dataset* dataset, PatchOptions options) : dataset_(dataset), options_(std::move(options)) {}
+  PatchSampler(const Dataset* dataset, PatchOptions options)
+      : dataset_(dataset),
+        options_(std::move(options)),
+        chunks_(options_.chunk_cache_bytes > 0 ? std::make_unique<ChunkCache>(options_.chunk_cache_bytes) : nullptr) {}
   Result<Shape> RegionShape(uint64_t index, int field) const;
   Status ChooseStart(const SampleView& v, const Shape& spatial, uint64_t draw, bool forced, Decoder& decoder,
                      PatchInfo* info) const;
@@ -93,6 +101,7 @@ class PatchSampler {
   const Dataset* dataset_;
   PatchOptions options_;
   int image_ = -1, label_ = -1, locations_ = -1;
+  std::unique_ptr<ChunkCache> chunks_;  // thread-safe: used from the const Sample()
 
   mutable std::mutex cache_mu_;                                                   // the members below
   mutable std::unordered_map<uint64_t, std::shared_ptr<const Locations>> cache_;  // by sample index

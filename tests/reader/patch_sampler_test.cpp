@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <fstream>
 #include <set>
 
 #include "format/dataset.h"
@@ -29,13 +30,14 @@ uint8_t Label(int64_t i, int64_t z, int64_t y, int64_t x) {
 struct VolumeFixture {
   testing::TempDir tmp;
   std::unique_ptr<Dataset> ds;
-  VolumeFixture() {
+  explicit VolumeFixture(Codec codec = Codec::kZstd) {
     FieldSpec image{"image", FieldKind::kNdarray, DType::kU16, {1, D, H, W}, {}, {}};
     FieldSpec mask{"mask", FieldKind::kNdarray, DType::kU8, {1, D, H, W}, {}, {}};
     FieldSpec locs{"mask.fg_locations", FieldKind::kNdarray, DType::kI32, {-1, 4}, {}, {}};
     image.chunk_shape = mask.chunk_shape = {1, 8, 8, 8};
     WriterOptions o;
     o.fsync = false;
+    o.codec = codec;
     auto w = DatasetWriter::Create(tmp.path(), {image, mask, locs}, o);
     REQUIRE(w.ok());
     for (int64_t i = 0; i < 3; ++i) {
@@ -243,6 +245,7 @@ TEST_CASE("reader patches: only the chunks a patch touches are decoded") {
   PatchInfo info;
   PatchOptions o = Options({8, 8, 8});
   o.label_field.clear();
+  o.chunk_cache_bytes = 0;  // every patch decodes what it touches
   auto images_only = PatchSampler::Create(fx.ds.get(), o);
   REQUIRE(images_only.ok());
   for (uint64_t draw = 0; draw < 30; ++draw) {
@@ -256,6 +259,82 @@ TEST_CASE("reader patches: only the chunks a patch touches are decoded") {
     }
     CHECK(d.chunks_decoded() - before == expect);
     CHECK(expect < 3 * 3 * 4);  // the whole volume has 36 chunks
+  }
+}
+
+TEST_CASE("reader patches: decoded chunks are kept within their bound, and raw chunks read in place") {
+  VolumeFixture zstd, raw(Codec::kRaw);
+  PatchOptions uncached = Options({8, 9, 10}), small = uncached;
+  uncached.chunk_cache_bytes = 0;
+  small.chunk_cache_bytes = 3 * 8 * 8 * 8 * 2;  // three image chunks
+  auto plain = PatchSampler::Create(zstd.ds.get(), uncached);
+  auto cached = PatchSampler::Create(zstd.ds.get(), Options({8, 9, 10}));
+  auto bounded = PatchSampler::Create(zstd.ds.get(), small);
+  auto in_place = PatchSampler::Create(raw.ds.get(), uncached);
+  REQUIRE((plain.ok() && cached.ok() && bounded.ok() && in_place.ok()));
+  REQUIRE((*cached)->chunk_cache() != nullptr);
+  CHECK((*plain)->chunk_cache() == nullptr);
+  const size_t ib = *(*plain)->ImageBytes(0), lb = *(*plain)->LabelBytes(0);
+  Decoder d;
+  uint64_t cached_decodes = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint64_t draw = 0; draw < 24; ++draw) {
+      std::vector<std::vector<uint8_t>> img(4, std::vector<uint8_t>(ib)), lab(4, std::vector<uint8_t>(lb));
+      const uint64_t i = draw % 3;
+      const bool forced = draw % 3 == 0;
+      const PatchSampler* samplers[] = {plain->get(), cached->get(), bounded->get(), in_place->get()};
+      for (size_t k = 0; k < 4; ++k) {
+        const uint64_t before = d.chunks_decoded();
+        REQUIRE(samplers[k]->Sample(i, draw, forced, img[k].data(), ib, lab[k].data(), lb, d).ok());
+        if (k == 1) cached_decodes += d.chunks_decoded() - before;
+      }
+      for (size_t k = 1; k < 4; ++k) {
+        REQUIRE(img[k] == img[0]);
+        REQUIRE(lab[k] == lab[0]);
+      }
+    }
+  }
+  // The second pass draws the same patches again: every chunk comes from the cache.
+  const ChunkCache& cache = *(*cached)->chunk_cache();
+  CHECK(cached_decodes == cache.misses());
+  CHECK(cache.hits() > cache.misses());
+  CHECK(cache.bytes() <= cache.capacity());
+  CHECK((*bounded)->chunk_cache()->bytes() <= small.chunk_cache_bytes);
+  CHECK((*bounded)->chunk_cache()->bytes() > 0);
+}
+
+TEST_CASE("reader patches: a corrupt raw chunk is named, read in place or not") {
+  VolumeFixture raw(Codec::kRaw);
+  auto ps = PatchSampler::Create(raw.ds.get(), Options({8, 8, 8}));
+  REQUIRE(ps.ok());
+  Result<SampleView> v = raw.ds->Sample(1);
+  REQUIRE(v.ok());
+  Result<BlobInfo> chunk = v->chunk(0, 0);
+  REQUIRE(chunk.ok());
+  const std::string shard = raw.tmp.path() + "/" + v->shard_file();
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    REQUIRE(f.good());
+    f.seekp(static_cast<std::streamoff>(chunk->offset + 5));
+    const char flip = 0x5a;
+    f.write(&flip, 1);
+  }
+  for (const IoMode io : {IoMode::kMmap, IoMode::kPread}) {  // in place from the mapping, or copied
+    ReadOptions read;
+    read.io = io;
+    auto reopened = Dataset::Open(raw.tmp.path(), read);
+    REQUIRE(reopened.ok());
+    auto again = PatchSampler::Create(reopened->get(), Options({8, 8, 8}));
+    REQUIRE(again.ok());
+    Decoder d;
+    std::vector<uint8_t> img(*(*again)->ImageBytes(1)), lab(*(*again)->LabelBytes(1));
+    Status bad;
+    for (uint64_t draw = 0; draw < 64 && bad.ok(); ++draw) {
+      bad = (*again)->Sample(1, draw, false, img.data(), img.size(), lab.data(), lab.size(), d);
+    }
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.code() == StatusCode::kCorruption);
+    CHECK_THAT(bad.ToString(), Catch::Contains("chunk 0") && Catch::Contains("sample 1"));
   }
 }
 
