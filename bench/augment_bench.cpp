@@ -1,6 +1,7 @@
-// Augmentation benchmark: nnU-Net's augmentation on the training device (here the CPU),
-// alone per batch and per transform, and the whole UNet-3D pipeline (patch read +
-// augmentation + step) with and without it, on chunked phantom volumes with masks.
+// Augmentation benchmark: nnU-Net's augmentation on the training device (here the CPU)
+// alone per batch and per transform, the same on the host per sample (ApplySample, one
+// thread), and the whole UNet-3D pipeline (patch read + augmentation + step) with and
+// without it, on chunked phantom volumes with masks.
 // Prints figures; asserts nothing.
 // Usage: augment_bench [--quick] [--patch N] [--batch B] [--steps S] [--dir DIR]
 // [--torch-threads T] (defaults: 64^3 patches, batch 2, 8 training steps per configuration,
@@ -84,13 +85,34 @@ double AugmentMs(const st::NnUnetAugment& aug, int64_t batch, int64_t patch, int
   const int64_t read = patch + 2 * aug.margin()[0];
   const torch::Tensor image = torch::randn({batch, 1, read, read, read});
   const torch::Tensor mask = (image.select(1, 0) > 0.5).to(torch::kLong);
-  aug({image, mask}, 0, 0);  // warm-up
+  st::ApplyOnDevice(aug, {image, mask}, 0, 0);  // warm-up
   const auto t0 = Clock::now();
   for (int s = 1; s <= steps; ++s) {
-    const st::ImageMask out = aug({image, mask}, 0, uint64_t(s));
+    const st::ImageMask out = st::ApplyOnDevice(aug, {image, mask}, 0, uint64_t(s));
     (void)out.image.sum().item<float>();  // the result is complete (on a device: synchronized)
   }
   return 1000 * Seconds(t0) / steps;
+}
+
+// Milliseconds per sample of `aug` on the host (ApplySample, one thread) on a [1, read^3]
+// input, over `samples` samples.
+double HostMs(const st::NnUnetAugment& aug, int64_t patch, int samples) {
+  const int64_t read = patch + 2 * aug.margin()[0];
+  const torch::Tensor image = torch::randn({1, read, read, read});
+  const torch::Tensor mask = (image.select(0, 0) > 0.5).to(torch::kInt);
+  torch::Tensor out = torch::empty({1, patch, patch, patch}),
+                out_mask = torch::empty({patch, patch, patch}, torch::kInt);
+  AugmentScratch scratch;
+  auto apply = [&](uint64_t step) {
+    const st::AugmentPlan plan = aug.Draw(1, 1, 0, step);
+    const Status s = aug.ApplySample(plan, 0, 1, image.data_ptr<float>(), mask.data_ptr<int32_t>(),
+                                     out.data_ptr<float>(), out_mask.data_ptr<int32_t>(), &scratch);
+    if (!s.ok()) Die(s);
+  };
+  apply(0);  // warm-up: the scratch sized
+  const auto t0 = Clock::now();
+  for (int s = 1; s <= samples; ++s) apply(uint64_t(s));
+  return 1000 * Seconds(t0) / samples;
 }
 
 st::NnUnetAugment MakeAug(int64_t patch, const std::string& probabilities) {
@@ -184,11 +206,13 @@ int main(int argc, char** argv) {
   const st::NnUnetAugment nnunet = MakeAug(patch, "");
   const int64_t margin = nnunet.margin()[0];
   std::printf("margin %lld voxels a side: read %lld^3 per patch\n", (long long)margin, (long long)(patch + 2 * margin));
-  std::printf("augmentation per batch, nnU-Net's probabilities: %.1f ms\n",
-              AugmentMs(nnunet, int64_t(batch), patch, aug_batches));
+  std::printf("augmentation per batch, nnU-Net's probabilities: %.1f ms (host: %.1f ms a sample)\n",
+              AugmentMs(nnunet, int64_t(batch), patch, aug_batches), HostMs(nnunet, patch, 4 * aug_batches));
+  std::printf("every transform at p=1: host %.1f ms a sample\n", HostMs(MakeAug(patch, "all=1"), patch, aug_batches));
   for (const st::AugTransformInfo& t : st::AugTransforms()) {
     const st::NnUnetAugment one = MakeAug(patch, "all=0," + std::string(t.name) + "=1");
-    std::printf("  %-10s at p=1: %.1f ms\n", t.name, AugmentMs(one, int64_t(batch), patch, aug_batches));
+    std::printf("  %-10s at p=1: %.1f ms (host: %.1f ms a sample)\n", t.name,
+                AugmentMs(one, int64_t(batch), patch, aug_batches), HostMs(one, patch, aug_batches));
   }
   std::printf("read only (Loader): %.1f patches/s at %lld^3, %.1f patches/s with the margin\n",
               ReadRate(data, patch, 0, batch, 4 * steps), (long long)patch,

@@ -137,7 +137,7 @@ def bench_3d(work, quick):
         rate = timed(lambda: dl, batches, lambda b: b[0].shape[0])
         rows.append((f"per-sample nnU-Net augmentation, DataLoader num_workers={workers}", rate))
         best = rate if best is None else max(best, rate)
-    # shardtrain's augmentation (trainer/augment.cpp, what --aug nnunet runs) alone, as
+    # shardtrain's device augmentation (trainer/augment_apply.cpp) alone, as
     # bench/augment_bench.cpp times it: batches of two 64^3 patches with their margin.
     bench = os.path.join(ROOT, "build", "bin", "augment_bench")
     if os.path.exists(bench):

@@ -26,7 +26,7 @@ set(SHARDIFY_PUBLIC_HEADERS
     format/types.h format/layout.h format/manifest.h format/writer.h format/dataset.h format/chunk_grid.h
     format/chunk_cache.h format/chunking.h format/fields.h format/parts.h format/moments.h format/manifest_dict.h
     media/png.h media/canvas.h media/plot.h media/nifti.h
-    reader/loader.h reader/sampler.h reader/patch_sampler.h reader/source_grid.h)
+    reader/loader.h reader/sampler.h reader/patch_sampler.h reader/source_grid.h reader/augment.h)
 
 install(TARGETS ${SHARDIFY_EXPORTED_TARGETS} EXPORT shardifyTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 foreach(header ${SHARDIFY_PUBLIC_HEADERS})

@@ -1,12 +1,14 @@
 #include "reader/loader.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "base/parallel.h"
 #include "format/dataset.h"
+#include "format/elements.h"
 #include "format/fields.h"
 #include "reader/cuda_internal.h"
 #include "reader/ring_internal.h"
@@ -49,8 +51,9 @@ Result<detail::FieldPlan> PlanField(const Manifest& m, size_t index) {
   return p;
 }
 
-// A field read as patches: [leading axes (channels)..., patch...], fixed per sample.
-Status PlanPatch(const PatchOptions& o, detail::FieldPlan* p) {
+// A field read as patches: [leading axes (channels)..., patch...], fixed per sample; the
+// read region (patch and margin), or the patch when augmented (the image then float32).
+Status PlanPatch(const PatchOptions& o, bool augmented, detail::FieldPlan* p) {
   const size_t s = o.patch.size();
   if (p->kind != FieldKind::kNdarray || p->schema.size() < s) {
     return InvalidArgument("loader: patch field '" + p->name + "' is not an ndarray of rank >= " + std::to_string(s));
@@ -62,8 +65,9 @@ Status PlanPatch(const PatchOptions& o, detail::FieldPlan* p) {
                              ShapeToString(p->schema) + "; patches need it fixed");
     }
   }
-  const Shape read = o.ReadShape();
+  const Shape read = augmented ? o.patch : o.ReadShape();
   shape.insert(shape.end(), read.begin(), read.end());
+  if (augmented && p->name == o.image_field) p->dtype = DType::kF32;
   p->schema = shape;
   p->variable = false;
   p->patch = true;
@@ -72,7 +76,7 @@ Status PlanPatch(const PatchOptions& o, detail::FieldPlan* p) {
 }
 
 Result<std::vector<detail::FieldPlan>> PlanFields(const Manifest& m, std::vector<std::string> names,
-                                                  const PatchOptions* patch) {
+                                                  const PatchOptions* patch, bool augmented) {
   std::vector<detail::FieldPlan> plans;
   if (patch != nullptr && names.empty()) {
     names.push_back(patch->image_field);
@@ -94,7 +98,7 @@ Result<std::vector<detail::FieldPlan>> PlanFields(const Manifest& m, std::vector
     }
     ASSIGN_OR_RETURN(detail::FieldPlan p, PlanField(m, static_cast<size_t>(i)));
     if (patch != nullptr && (name == patch->image_field || name == patch->label_field)) {
-      RETURN_IF_ERROR(PlanPatch(*patch, &p));
+      RETURN_IF_ERROR(PlanPatch(*patch, augmented, &p));
     }
     plans.push_back(std::move(p));
   }
@@ -125,6 +129,67 @@ Result<std::vector<int64_t>> ReadLabels(const Dataset& d, const SplitInfo& split
     ASSIGN_OR_RETURN(labels[i], view.int_value(static_cast<size_t>(field)));
   }
   return labels;
+}
+
+// Elements of the leading (channel) axes of a patch field: its schema before the patch axes.
+int64_t LeadingElements(const Manifest& m, const std::string& field, size_t patch_rank) {
+  const int f = m.FindField(field);
+  if (f < 0 || m.fields[f].shape.size() < patch_rank) return 0;  // PlanFields names the problem
+  int64_t n = 1;
+  for (size_t a = 0; a + patch_rank < m.fields[f].shape.size(); ++a) n *= std::max<int64_t>(m.fields[f].shape[a], 0);
+  return n;
+}
+
+// LoaderOptions::augment: checks it against the dataset, sets the patch margin and the
+// pads it implies, and makes the augmentation the decode threads apply.
+Result<std::shared_ptr<const NnUnetAugment>> PrepareAugment(const Dataset& d, LoaderOptions& o) {
+  if (!o.augment) return std::shared_ptr<const NnUnetAugment>();
+  if (!o.patch) return InvalidArgument("augment needs patch mode (a patch size)");
+  PatchOptions& patch = *o.patch;
+  LoaderOptions::Augment& a = *o.augment;
+  if (!patch.margin.empty()) {
+    return InvalidArgument("with augment, patches are read with the augmentation's margin; leave the margin unset");
+  }
+  if (!std::isfinite(a.mean) || !std::isfinite(a.stddev) || a.stddev <= 0) {
+    return InvalidArgument("augment needs a finite mean and a stddev > 0");
+  }
+  const std::vector<int64_t> spatial(patch.patch.begin(), patch.patch.end());
+  a.nnunet.margin = true;
+  ASSIGN_OR_RETURN(const NnUnetAugment sized, NnUnetAugment::Create(spatial, a.nnunet));
+  patch.margin.assign(sized.margin().begin(), sized.margin().end());
+  const Manifest& m = d.manifest();
+  const int64_t channels = LeadingElements(m, patch.image_field, spatial.size());
+  if (!a.nnunet.mask_image_channels) {
+    a.nnunet.mask_image_channels = MaskImageChannels(MetaValue(m.provenance.options, "zscore_region"),
+                                                     MetaValue(m.provenance.options, "normalize"), channels);
+  }
+  for (int64_t c : a.nnunet.mask_image_channels.value_or(std::vector<int64_t>{})) {
+    if (c < 0 || c >= channels) {
+      return InvalidArgument("augment masks image channel " + std::to_string(c) + " of images of " +
+                             std::to_string(channels) + " channel(s)");
+    }
+  }
+  if (!patch.label_field.empty()) {
+    if (LeadingElements(m, patch.label_field, spatial.size()) > 1) {
+      return InvalidArgument("augment needs one label map per sample; field '" + patch.label_field +
+                             "' has several channels");
+    }
+    const int f = m.FindField(patch.label_field);
+    if (f >= 0 && a.nnunet.ignore_label) {
+      const DType dtype = m.fields[f].dtype;
+      const int64_t label = *a.nnunet.ignore_label;
+      std::vector<uint8_t> stored(DTypeSize(dtype));
+      ConvertElements(reinterpret_cast<const uint8_t*>(&label), DType::kI64, stored.data(), dtype, 1);
+      if (ElementAsDouble(stored.data(), dtype) != static_cast<double>(label)) {
+        return InvalidArgument("augment's ignore label " + std::to_string(label) + " does not fit field '" +
+                               patch.label_field + "' of dtype " + DTypeName(dtype));
+      }
+    }
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<PatchSampler> sampler, PatchSampler::Create(&d, patch));
+  a.nnunet.label_pad = sampler->StoredLabelPad();
+  ASSIGN_OR_RETURN(NnUnetAugment made, NnUnetAugment::Create(spatial, a.nnunet));
+  return std::shared_ptr<const NnUnetAugment>(std::make_shared<const NnUnetAugment>(std::move(made)));
 }
 
 Status CheckOptions(const LoaderOptions& o) {
@@ -231,14 +296,17 @@ Result<std::unique_ptr<Loader>> Loader::Open(std::shared_ptr<const Dataset> data
   if (split == nullptr) {
     return NotFound("loader: " + dataset->dir() + " has no split '" + options.split + "'");
   }
+  Result<std::shared_ptr<const NnUnetAugment>> augment = PrepareAugment(*dataset, options);
+  if (!augment.ok()) return augment.status().WithContext("loader: " + dataset->dir());
   std::unique_ptr<PatchSampler> patches;
   if (options.patch) {
     Result<std::unique_ptr<PatchSampler>> made = PatchSampler::Create(dataset.get(), *options.patch);
     if (!made.ok()) return made.status().WithContext("loader: " + dataset->dir());
     patches = std::move(made).value();
   }
-  ASSIGN_OR_RETURN(std::vector<detail::FieldPlan> fields,
-                   PlanFields(m, options.fields, options.patch ? &*options.patch : nullptr));
+  ASSIGN_OR_RETURN(
+      std::vector<detail::FieldPlan> fields,
+      PlanFields(m, options.fields, options.patch ? &*options.patch : nullptr, options.augment.has_value()));
   const Status counts = dataset->CheckSampleCounts(split->first_sample, split->num_samples);
   if (!counts.ok()) return counts.WithContext("loader: split '" + options.split + "'");
   RETURN_IF_ERROR(CheckCacheHoldsTheBatches(*dataset, *split, options));
@@ -256,7 +324,7 @@ Result<std::unique_ptr<Loader>> Loader::Open(std::shared_ptr<const Dataset> data
   const bool pinned = options.pin_memory && detail::CudaDeviceAnswers();
   ASSIGN_OR_RETURN(std::shared_ptr<detail::Ring> ring,
                    detail::Ring::Create(std::move(dataset), options, std::move(sampler).value(), std::move(fields),
-                                        pinned, std::move(patches), threads));
+                                        pinned, std::move(patches), std::move(augment).value(), threads));
   return std::unique_ptr<Loader>(std::make_unique<LoaderImpl>(std::move(ring)));
 }
 

@@ -34,6 +34,7 @@
 #include "base/status.h"
 #include "format/dataset.h"
 #include "format/types.h"
+#include "reader/augment.h"
 #include "reader/patch_sampler.h"
 #include "reader/sampler.h"
 
@@ -75,6 +76,22 @@ struct LoaderOptions {
   // the seeds and the batch sequence, so batches stay identical for any thread count,
   // and on resume.
   std::optional<PatchOptions> patch;
+  // Patch mode only: nnU-Net's training augmentation (reader/augment.h) applied to each
+  // patch in the decode threads, on the CPU, so a training loop gets augmented batches
+  // without augmenting them itself. Patches are read with the augmentation's margin (leave
+  // PatchOptions::margin empty) and come out at the patch size: the image field as float32
+  // [C, patch...], its stored values mapped to (x - mean) / stddev first (the padding
+  // outside the volume is raw 0: set nnunet.image_pad to -mean / stddev to match it); the
+  // label field in its own dtype, with no voxel outside the labelled data left but
+  // `nnunet.ignore_label` (nnunet.label_pad is set from PatchOptions::label_pad). Unset
+  // nnunet.mask_image_channels are those the dataset's provenance records (MaskImageChannels). Batch
+  // (epoch, step) of rank r of W draws its plan as (epoch, step * W + r), as shardtrain
+  // does, so batches depend only on the seeds: the same for any thread count, and on resume.
+  struct Augment {
+    NnUnetAugmentOptions nnunet;  // seed, probabilities, mask mode, ignore label, masked channels
+    double mean = 0, stddev = 1;
+  };
+  std::optional<Augment> augment;
 };
 
 // One field of a batch: a contiguous [B, ...] array in the source dtype (ndarray fields,

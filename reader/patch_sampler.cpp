@@ -5,6 +5,8 @@
 #include <cstring>
 #include <vector>
 
+#include "format/elements.h"
+
 namespace shardify {
 
 namespace {
@@ -112,6 +114,13 @@ Result<Shape> PatchSampler::RegionShape(uint64_t index, int field) const {
   const Shape read = options_.ReadShape();
   std::copy(read.begin(), read.end(), shape.end() - static_cast<ptrdiff_t>(read.size()));
   return shape;
+}
+
+int64_t PatchSampler::StoredLabelPad() const {
+  if (label_ < 0) return 0;
+  const DType dtype = dataset_->manifest().fields[static_cast<size_t>(label_)].dtype;
+  const std::vector<uint8_t> pad = PadElement(dtype, options_.label_pad);
+  return static_cast<int64_t>(ElementAsDouble(pad.data(), dtype));
 }
 
 Result<uint64_t> PatchSampler::ImageBytes(uint64_t index) const {

@@ -80,6 +80,9 @@ class PatchSampler {
   Status Sample(uint64_t index, uint64_t draw, bool forced, void* image_dst, size_t image_size, void* label_dst,
                 size_t label_size, Decoder& decoder, PatchInfo* info = nullptr) const;
 
+  // The label pad as the label field stores it (-1 in a u8 field: 255); 0 without a label field.
+  int64_t StoredLabelPad() const;
+
   const PatchOptions& options() const { return options_; }
   // How many times foreground locations were decoded (the others came from the cache).
   uint64_t locations_decoded() const;

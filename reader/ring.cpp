@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "format/elements.h"
 #include "reader/ring_internal.h"
 
 namespace shardify::detail {
@@ -36,13 +37,15 @@ std::string Where(const Batch& b) { return "epoch " + std::to_string(b.epoch) + 
 }  // namespace
 
 Ring::Ring(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options, Sampler sampler,
-           std::vector<FieldPlan> fields, bool pinned, std::unique_ptr<PatchSampler> patches)
+           std::vector<FieldPlan> fields, bool pinned, std::unique_ptr<PatchSampler> patches,
+           std::shared_ptr<const NnUnetAugment> augment)
     : dataset_(std::move(dataset)),
       options_(options),
       sampler_(std::move(sampler)),
       fields_(std::move(fields)),
       pinned_(pinned),
       patches_(std::move(patches)),
+      augment_(std::move(augment)),
       total_(sampler_.total_batches()),
       capacity_(static_cast<size_t>(
           std::max<uint64_t>(1, std::min<uint64_t>(options_.batch_size, sampler_.samples_per_rank())))),
@@ -54,15 +57,21 @@ Ring::Ring(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
     else
       patch_label_ = static_cast<int>(f);
   }
+  if (augment_ && patch_image_ >= 0) {
+    const Shape& schema = fields_[static_cast<size_t>(patch_image_)].schema;
+    augment_channels_ = 1;
+    for (size_t a = 0; a + augment_->patch().size() < schema.size(); ++a) augment_channels_ *= schema[a];
+  }
 }
 
 Ring::~Ring() { Stop(); }
 
 Result<std::shared_ptr<Ring>> Ring::Create(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
                                            Sampler sampler, std::vector<FieldPlan> fields, bool pinned,
-                                           std::unique_ptr<PatchSampler> patches, size_t threads) {
-  std::shared_ptr<Ring> ring(
-      new Ring(std::move(dataset), options, std::move(sampler), std::move(fields), pinned, std::move(patches)));
+                                           std::unique_ptr<PatchSampler> patches,
+                                           std::shared_ptr<const NnUnetAugment> augment, size_t threads) {
+  std::shared_ptr<Ring> ring(new Ring(std::move(dataset), options, std::move(sampler), std::move(fields), pinned,
+                                      std::move(patches), std::move(augment)));
   RETURN_IF_ERROR(ring->Start(threads));
   return ring;
 }
@@ -217,7 +226,7 @@ void Ring::Release(size_t slot) {
 void Ring::Work() {
   if (options_.stage_to_device) CudaSetDevice(options_.device).IgnoreError();  // checked in Start
   Decoder decoder;
-  std::vector<uint8_t> scratch;
+  Scratch scratch;
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     if (TryPlan(lock)) continue;
@@ -255,7 +264,7 @@ bool Ring::TryPlan(std::unique_lock<std::mutex>& lock) {
   return true;
 }
 
-bool Ring::TryDecode(std::unique_lock<std::mutex>& lock, Decoder& decoder, std::vector<uint8_t>& scratch) {
+bool Ring::TryDecode(std::unique_lock<std::mutex>& lock, Decoder& decoder, Scratch& scratch) {
   Slot* slot = nullptr;
   for (size_t k : in_flight_) {
     Slot& s = *slots_[k];
@@ -324,6 +333,10 @@ Status Ring::Plan(Slot& slot, uint64_t seq) {
   batch.step = at.step;
   sampler_.BatchIndices(epoch_order_, at.step, &batch.indices);
   const size_t n = batch.indices.size();
+  if (augment_) {
+    const uint64_t draw = at.step * options_.sampler.world_size + options_.sampler.rank;
+    slot.augment = augment_->Draw(static_cast<int64_t>(n), augment_channels_, at.epoch, draw);
+  }
   slot.pins.clear();  // the previous batch of this slot failed (a decoded one has none)
   const Status found = dataset_->SampleBatch(batch.indices.data(), n, slot.views.data(), &slot.pins);
   if (!found.ok()) return found.WithContext("loader: " + Where(batch));
@@ -404,12 +417,11 @@ Status Ring::Grow(Slot& slot, size_t f, uint64_t stride) {
   return Status::Ok();
 }
 
-Status Ring::DecodeRun(Slot& slot, size_t begin, size_t end, Decoder& decoder, std::vector<uint8_t>& scratch,
-                       size_t* bad) {
+Status Ring::DecodeRun(Slot& slot, size_t begin, size_t end, Decoder& decoder, Scratch& scratch, size_t* bad) {
   Status status;
   for (size_t i = begin; i < end && patches_; ++i) {  // patches first, sample by sample
-    status =
-        CatchAllocationFailure([&] { return DecodePatch(slot, i, decoder); }, [&] { return OutOfMemory(slot, i); });
+    status = CatchAllocationFailure([&] { return DecodePatch(slot, i, decoder, scratch); },
+                                    [&] { return OutOfMemory(slot, i); });
     if (!status.ok()) end = *bad = i;  // later fields need look only before it
   }
   // Field by field, so that a batch of small samples is one tight gather loop per field.
@@ -453,7 +465,7 @@ std::string Ring::OutOfMemory(const Slot& slot, size_t i) const {
 }
 
 Status Ring::DecodeArray(const Slot& slot, size_t f, size_t i, const SampleView& view, uint8_t* dst, Decoder& decoder,
-                         std::vector<uint8_t>& scratch) {
+                         Scratch& scratch) {
   const FieldPlan& plan = fields_[f];
   // A fixed shape: the shard's index was checked to give every blob exactly its bytes, so
   // the blob decodes straight into the slot (a raw one by a copy and its checksum).
@@ -475,16 +487,21 @@ Status Ring::DecodeArray(const Slot& slot, size_t f, size_t i, const SampleView&
   }
   const bool padded = plan.variable && !std::equal(shape.begin(), shape.end(), bf.shape.begin() + 1);
   if (!padded) return view.Decode(plan.index, dst, slot.stride[f], decoder);
-  if (scratch.size() < *expected) scratch.resize(*expected);
-  RETURN_IF_ERROR(view.Decode(plan.index, scratch.data(), scratch.size(), decoder));
+  if (scratch.bytes.size() < *expected) scratch.bytes.resize(*expected);
+  RETURN_IF_ERROR(view.Decode(plan.index, scratch.bytes.data(), scratch.bytes.size(), decoder));
   std::memset(dst, 0, slot.stride[f]);
-  CopyPadded(scratch.data(), dst, shape, bf.shape.data() + 1, 0, DTypeSize(plan.dtype));
+  CopyPadded(scratch.bytes.data(), dst, shape, bf.shape.data() + 1, 0, DTypeSize(plan.dtype));
   return Status::Ok();
 }
 
-Status Ring::DecodePatch(Slot& slot, size_t i, Decoder& decoder) {
+Status Ring::DecodePatch(Slot& slot, size_t i, Decoder& decoder, Scratch& scratch) {
   const size_t n = slot.batch.indices.size();
   const uint64_t draw = slot.flat_step * options_.batch_size + i;
+  if (augment_) {
+    const Status s = AugmentPatch(slot, i, draw, decoder, scratch);
+    return s.ok() ? s
+                  : s.WithContext("loader: " + Where(slot.batch) + ": sample " + std::to_string(slot.batch.indices[i]));
+  }
   auto at = [&](int f) {
     return f < 0 ? nullptr
                  : static_cast<uint8_t*>(slot.host[static_cast<size_t>(f)].data()) +
@@ -496,6 +513,53 @@ Status Ring::DecodePatch(Slot& slot, size_t i, Decoder& decoder) {
                        slot.stride[static_cast<size_t>(patch_image_)], at(patch_label_), label_bytes, decoder);
   return s.ok() ? s
                 : s.WithContext("loader: " + Where(slot.batch) + ": sample " + std::to_string(slot.batch.indices[i]));
+}
+
+Status Ring::AugmentPatch(Slot& slot, size_t i, uint64_t draw, Decoder& decoder, Scratch& scratch) {
+  const uint64_t index = slot.batch.indices[i];
+  const FieldPlan& image = fields_[static_cast<size_t>(patch_image_)];
+  const DType image_dtype = dataset_->manifest().fields[image.index].dtype;
+  ASSIGN_OR_RETURN(const uint64_t image_bytes, patches_->ImageBytes(index));
+  uint64_t label_bytes = 0;
+  if (patch_label_ >= 0) {
+    ASSIGN_OR_RETURN(label_bytes, patches_->LabelBytes(index));
+  }
+  scratch.image.resize(image_bytes);
+  scratch.label.resize(label_bytes);
+  RETURN_IF_ERROR(patches_->Sample(index, draw, patches_->Forced(i, slot.batch.indices.size()), scratch.image.data(),
+                                   scratch.image.size(), patch_label_ < 0 ? nullptr : scratch.label.data(),
+                                   scratch.label.size(), decoder));
+  const size_t voxels = image_bytes / DTypeSize(image_dtype);
+  scratch.image_in.resize(voxels);
+  ConvertElements(scratch.image.data(), image_dtype, reinterpret_cast<uint8_t*>(scratch.image_in.data()), DType::kF32,
+                  voxels);
+  const LoaderOptions::Augment& a = *options_.augment;
+  if (a.mean != 0 || a.stddev != 1) {
+    const auto mean = static_cast<float>(a.mean), scale = static_cast<float>(1 / a.stddev);
+    for (float& x : scratch.image_in) x = (x - mean) * scale;
+  }
+  int32_t* label_out = nullptr;
+  if (patch_label_ >= 0) {
+    const FieldPlan& label = fields_[static_cast<size_t>(patch_label_)];
+    const size_t n = label_bytes / DTypeSize(label.dtype);
+    scratch.label_in.resize(n);
+    ConvertElements(scratch.label.data(), label.dtype, reinterpret_cast<uint8_t*>(scratch.label_in.data()), DType::kI32,
+                    n);
+    scratch.label_out.resize(slot.stride[static_cast<size_t>(patch_label_)] / DTypeSize(label.dtype));
+    label_out = scratch.label_out.data();
+  }
+  auto at = [&](int f) {
+    return static_cast<uint8_t*>(slot.host[static_cast<size_t>(f)].data()) + i * slot.stride[static_cast<size_t>(f)];
+  };
+  RETURN_IF_ERROR(augment_->ApplySample(slot.augment, static_cast<int64_t>(i), augment_channels_,
+                                        scratch.image_in.data(), patch_label_ < 0 ? nullptr : scratch.label_in.data(),
+                                        reinterpret_cast<float*>(at(patch_image_)), label_out, &scratch.augment));
+  if (patch_label_ >= 0) {
+    const DType dtype = fields_[static_cast<size_t>(patch_label_)].dtype;
+    ConvertElements(reinterpret_cast<const uint8_t*>(label_out), DType::kI32, at(patch_label_), dtype,
+                    scratch.label_out.size());
+  }
+  return Status::Ok();
 }
 
 Status Ring::Stage(Slot& slot) {

@@ -61,6 +61,16 @@ struct Slot {
   size_t error_position = SIZE_MAX;  // batch position of `error` (lowest wins)
   Status error;
   uint64_t flat_step = 0;  // epoch x batches_per_epoch + step (patch draws derive from it)
+  AugmentPlan augment;     // the batch's augmentation parameters (LoaderOptions::augment)
+};
+
+// A worker's reusable buffers.
+struct Scratch {
+  std::vector<uint8_t> bytes;                // a padded sample before its copy into the slot
+  std::vector<uint8_t> image, label;         // an augmented patch's region, as stored
+  std::vector<float> image_in;               // ... as float32, normalized
+  std::vector<int32_t> label_in, label_out;  // ... as int32, and augmented
+  AugmentScratch augment;
 };
 
 class Ring : public std::enable_shared_from_this<Ring> {
@@ -68,7 +78,8 @@ class Ring : public std::enable_shared_from_this<Ring> {
   // A running ring: its slots allocated and `threads` workers started.
   static Result<std::shared_ptr<Ring>> Create(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
                                               Sampler sampler, std::vector<FieldPlan> fields, bool pinned,
-                                              std::unique_ptr<PatchSampler> patches, size_t threads);
+                                              std::unique_ptr<PatchSampler> patches,
+                                              std::shared_ptr<const NnUnetAugment> augment, size_t threads);
   ~Ring();
   Ring(const Ring&) = delete;
   Ring& operator=(const Ring&) = delete;
@@ -84,7 +95,8 @@ class Ring : public std::enable_shared_from_this<Ring> {
 
  private:
   Ring(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options, Sampler sampler,
-       std::vector<FieldPlan> fields, bool pinned, std::unique_ptr<PatchSampler> patches);
+       std::vector<FieldPlan> fields, bool pinned, std::unique_ptr<PatchSampler> patches,
+       std::shared_ptr<const NnUnetAugment> augment);
   // Allocates the slots and starts `threads` workers (once, from Create).
   Status Start(size_t threads);
   // Samples one worker claims at a time.
@@ -104,7 +116,7 @@ class Ring : public std::enable_shared_from_this<Ring> {
   // Stages a fully decoded slot when asked, then marks it ready.
   void FinishSlot(std::unique_lock<std::mutex>& lock, Slot& slot);
   void MarkReady(Slot& slot);
-  bool TryDecode(std::unique_lock<std::mutex>& lock, Decoder& decoder, std::vector<uint8_t>& scratch);
+  bool TryDecode(std::unique_lock<std::mutex>& lock, Decoder& decoder, Scratch& scratch);
   // Runs without the lock on a slot owned by the caller.
   Status Plan(Slot& slot, uint64_t seq);
   Status ShapeField(Slot& slot, size_t f, size_t n);
@@ -112,20 +124,24 @@ class Ring : public std::enable_shared_from_this<Ring> {
   Status PadShapes(Slot& slot, size_t f, size_t n);
   Status Grow(Slot& slot, size_t f, uint64_t stride);
   // Decodes samples [begin, end) of a slot; on error *bad is the first failing position.
-  Status DecodeRun(Slot& slot, size_t begin, size_t end, Decoder& decoder, std::vector<uint8_t>& scratch, size_t* bad);
+  Status DecodeRun(Slot& slot, size_t begin, size_t end, Decoder& decoder, Scratch& scratch, size_t* bad);
   std::string OutOfMemory(const Slot& slot, size_t position) const;  // the message
   Status DecodeArray(const Slot& slot, size_t f, size_t i, const SampleView& view, uint8_t* dst, Decoder& decoder,
-                     std::vector<uint8_t>& scratch);
+                     Scratch& scratch);
   Status Stage(Slot& slot);
-  Status DecodePatch(Slot& slot, size_t position, Decoder& decoder);
+  Status DecodePatch(Slot& slot, size_t position, Decoder& decoder, Scratch& scratch);
+  // Reads the patch at `position` with its margin into scratch and augments it into the slot.
+  Status AugmentPatch(Slot& slot, size_t position, uint64_t draw, Decoder& decoder, Scratch& scratch);
 
   const std::shared_ptr<const Dataset> dataset_;
   const LoaderOptions options_;
   const Sampler sampler_;
   const std::vector<FieldPlan> fields_;
   const bool pinned_;
-  std::unique_ptr<PatchSampler> patches_;    // patch mode only
-  int patch_image_ = -1, patch_label_ = -1;  // their positions in fields_
+  std::unique_ptr<PatchSampler> patches_;         // patch mode only
+  int patch_image_ = -1, patch_label_ = -1;       // their positions in fields_
+  std::shared_ptr<const NnUnetAugment> augment_;  // LoaderOptions::augment, or null
+  int64_t augment_channels_ = 0;                  // image channels of an augmented patch
   const uint64_t total_;
   // Samples a slot holds: batch_size, or a rank's whole epoch when that is smaller (no
   // batch can be larger, so a huge batch_size allocates only what an epoch fills).

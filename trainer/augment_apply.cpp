@@ -1,4 +1,5 @@
-// nnU-Net's augmentation: the batched tensor ops that apply an AugmentPlan on the device.
+// nnU-Net's augmentation: the batched tensor ops that apply an AugmentPlan on the device
+// (reader/augment_host.cpp is the host's twin, sample by sample).
 //
 // Each transform computes only the samples it picked (index_select), then puts them back
 // in place with one more index_select over [batch; picked] (deterministic on every device,
@@ -197,34 +198,6 @@ torch::Tensor HashNormal(const std::vector<int64_t>& shape, uint64_t seed, const
   return ((-2 * u1.log()).sqrt() * (u2 * (2 * M_PI)).cos()).view(shape);
 }
 
-// The spatial (rotation and scaling) matrix M of a sample: output offset p (voxels from
-// the patch centre, array axis order) samples the input at M p.
-std::vector<std::vector<double>> SpatialMatrix(const std::array<double, 3>& angles, double scale, size_t rank,
-                                               bool in_plane) {
-  std::vector<std::vector<double>> m(rank, std::vector<double>(rank, 0));
-  for (size_t i = 0; i < rank; ++i) m[i][i] = 1;
-  auto rotate = [&](size_t i, size_t j, double a) {  // m = m * R(a) in the plane (i, j)
-    for (size_t r = 0; r < rank; ++r) {
-      const double u = m[r][i], v = m[r][j];
-      m[r][i] = u * std::cos(a) + v * std::sin(a);
-      m[r][j] = -u * std::sin(a) + v * std::cos(a);
-    }
-  };
-  if (rank == 2) {
-    rotate(0, 1, angles[0]);
-  } else {
-    rotate(1, 2, angles[0]);
-    if (!in_plane) {
-      rotate(0, 2, angles[1]);
-      rotate(0, 1, angles[2]);
-    }
-  }
-  for (size_t r = 0; r < rank; ++r) {
-    for (size_t c = 0; c < rank; ++c) m[r][c] *= (in_plane && c == 0) ? 1 : scale;
-  }
-  return m;
-}
-
 // Points of `grid` [n, spatial..., rank] (grid_sample's, align_corners false) beyond the
 // input's outermost voxel centres along some axis of sizes `in`: [n, spatial...].
 torch::Tensor BeyondCentres(const torch::Tensor& grid, const std::vector<int64_t>& in) {
@@ -324,8 +297,9 @@ torch::Tensor OnPicked(const torch::Tensor& x, const std::vector<bool>& pick, Fn
 
 // Crops the margin off; samples that rotate or scale are resampled instead, with one
 // affine_grid drawing on the margin (the image bilinear, the mask by SampleLabels).
-ImageMask RotateScaleCrop(const ImageMask& io, const AugmentPlan& plan, const std::vector<int64_t>& margin,
-                          bool in_plane, const NnUnetAugmentOptions& o, int64_t outside) {
+ImageMask RotateScaleCrop(const ImageMask& io, const AugmentPlan& plan, const NnUnetAugment& aug, int64_t outside) {
+  const std::vector<int64_t>& margin = aug.margin();
+  const NnUnetAugmentOptions& o = aug.options();
   const size_t rank = margin.size();
   std::vector<int64_t> in(rank), out(rank);
   ImageMask r = io;
@@ -344,7 +318,7 @@ ImageMask RotateScaleCrop(const ImageMask& io, const AugmentPlan& plan, const st
   if (idx.empty()) return r;
   std::vector<float> theta;  // grid axes run x, y(, z): array axes reversed
   for (int64_t s : idx) {
-    const auto m = SpatialMatrix(plan.angles[size_t(s)], plan.scale[size_t(s)], rank, in_plane);
+    const auto m = aug.SpatialMatrix(plan, s);
     for (size_t g = 0; g < rank; ++g) {
       const size_t i = rank - 1 - g;
       for (size_t h = 0; h < rank; ++h) {
@@ -369,8 +343,9 @@ ImageMask RotateScaleCrop(const ImageMask& io, const AugmentPlan& plan, const st
 
 }  // namespace
 
-ImageMask NnUnetAugment::Apply(ImageMask io, const AugmentPlan& plan) const {
-  const auto rank = static_cast<int64_t>(patch_.size());
+ImageMask ApplyOnDevice(const NnUnetAugment& aug, ImageMask io, const AugmentPlan& plan) {
+  const NnUnetAugmentOptions& options = aug.options();
+  const auto rank = static_cast<int64_t>(aug.patch().size());
   TORCH_CHECK(io.image.dim() == rank + 2, "augmentation: image has ", io.image.dim(), " axes; expected ", rank + 2);
   TORCH_CHECK(io.image.size(0) == plan.batch && io.image.size(1) == plan.channels,
               "augmentation: the plan was drawn for another batch shape");
@@ -390,9 +365,9 @@ ImageMask NnUnetAugment::Apply(ImageMask io, const AugmentPlan& plan) const {
     return v;
   };
   // Outside the labelled data is negative from here on: the pad -1 when it is not already.
-  const int64_t outside = options_.label_pad < 0 ? options_.label_pad : -1;
-  if (io.mask.defined() && options_.label_pad >= 0) io.mask = io.mask.masked_fill(io.mask == options_.label_pad, -1);
-  ImageMask r = RotateScaleCrop(io, plan, margin_, in_plane_, options_, outside);
+  const int64_t outside = options.label_pad < 0 ? options.label_pad : -1;
+  if (io.mask.defined() && options.label_pad >= 0) io.mask = io.mask.masked_fill(io.mask == options.label_pad, -1);
+  ImageMask r = RotateScaleCrop(io, plan, aug, outside);
   torch::Tensor x = r.image;
   x = OnPicked(x, applied(AugTransform::kNoise), [&](const torch::Tensor& xi, const std::vector<int64_t>& idx) {
     std::vector<float> sigma;
@@ -418,7 +393,7 @@ ImageMask NnUnetAugment::Apply(ImageMask io, const AugmentPlan& plan) const {
   });
   x = OnPicked(x, applied(AugTransform::kLowRes), [&](torch::Tensor xi, const std::vector<int64_t>& idx) {
     const std::vector<double> f = per_row(idx, [&](size_t k) { return plan.low_res[k]; });
-    for (int64_t a = in_plane_ ? 1 : 0; a < rank; ++a) xi = LowResAxis(xi, a + 2, f);
+    for (int64_t a = aug.in_plane() ? 1 : 0; a < rank; ++a) xi = LowResAxis(xi, a + 2, f);
     return xi;
   });
   for (const bool inverted : {true, false}) {
@@ -441,8 +416,8 @@ ImageMask NnUnetAugment::Apply(ImageMask io, const AugmentPlan& plan) const {
   }
   if (mask.defined()) {  // nnU-Net's MaskImageTransform, then RemoveLabelTansform(-1, 0)
     const torch::Tensor beyond = mask < 0;
-    x = MaskImage(x, beyond, options_.mask_image_channels.value_or(std::vector<int64_t>{}));
-    mask = mask.masked_fill(beyond, options_.ignore_label.value_or(0));
+    x = MaskImage(x, beyond, options.mask_image_channels.value_or(std::vector<int64_t>{}));
+    mask = mask.masked_fill(beyond, options.ignore_label.value_or(0));
   }
   return {x.contiguous(), mask.defined() ? mask.contiguous() : mask};
 }

@@ -298,8 +298,9 @@ Result<Command> ParseCommandLine(const std::vector<std::string>& args,
   CLI::App app{
       "shardtrain: train LibTorch models on shard datasets (classification, 2D segmentation, and 3D "
       "segmentation on random patches with sliding-window validation), "
-      "or predict with a checkpoint. Batches come from memory-mapped shards decoded by C++ threads; "
-      "normalization and augmentation run on the device."};
+      "or predict with a checkpoint. Datasets are directories, or s3:// or http(s):// locations read through a "
+      "local cache. Batches come from memory-mapped shards decoded by C++ threads; normalization and "
+      "augmentation run on the device (nnU-Net's on patches, when training on the CPU, in the decode threads)."};
   app.name("shardtrain");
   app.require_subcommand(1);
   Cli c;

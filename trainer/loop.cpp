@@ -120,18 +120,26 @@ class Trainer {
   }
 
  private:
+  // What the train batches hold: the Loader's augmented patches are float32 and normalized.
+  detail::DataSpec TrainInputSpec() const {
+    detail::DataSpec spec = setup_.spec;
+    if (setup_.augment_in_loader) spec.mean = 0, spec.stddev = 1;
+    return spec;
+  }
+
   Status Step(const std::shared_ptr<Batch>& batch) {
     // Each rank's part of a step draws its own dropout and augmentation (one rank: the step).
     const uint64_t draw = batch->step * uint64_t(setup_.world_size) + uint64_t(setup_.rank);
     torch::manual_seed(StepSeed(options_.seed, batch->epoch, draw));
     ASSIGN_OR_RETURN(detail::Inputs in,
-                     detail::BatchInputs(batch, setup_.spec, setup_.device, Where(options_.train_split)));
+                     detail::BatchInputs(batch, TrainInputSpec(), setup_.device, Where(options_.train_split)));
     in_flight_.Add(batch, setup_.device);
     ImageMask io =
         !setup_.spec.patch.empty()
             ? ImageMask{in.image, in.target}
             : Augment({in.image, setup_.spec.segmentation ? in.target : torch::Tensor()}, augment_, batch->epoch, draw);
-    if (setup_.nnunet) io = (*setup_.nnunet)(std::move(io), batch->epoch, draw);
+    if (setup_.nnunet && !setup_.augment_in_loader)
+      io = ApplyOnDevice(*setup_.nnunet, std::move(io), batch->epoch, draw);
     torch::Tensor target = setup_.spec.segmentation ? io.mask : in.target;
     torch::Tensor loss;
     {
@@ -416,7 +424,11 @@ Result<std::unique_ptr<Loader>> TrainLoader(const TrainOptions& o, const Setup& 
     po.patch = Shape(s.spec.patch.begin(), s.spec.patch.end());
     po.foreground_fraction = o.foreground_fraction;
     po.label_pad = kLabelPad;
-    if (s.nnunet) po.margin = Shape(s.nnunet->margin().begin(), s.nnunet->margin().end());
+    if (s.nnunet && s.augment_in_loader) {
+      lo.augment = LoaderOptions::Augment{s.nnunet->options(), s.spec.mean, s.spec.stddev};
+    } else if (s.nnunet) {
+      po.margin = Shape(s.nnunet->margin().begin(), s.nnunet->margin().end());
+    }
     po.seed = s.rank == 0 ? o.seed : StepSeed(o.seed, ~uint64_t(0), uint64_t(s.rank));  // each rank its own draws
     lo.patch = po;
   }

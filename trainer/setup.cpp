@@ -150,6 +150,7 @@ Status PrepareAugment(const TrainOptions& o, Setup& s) {
   const std::vector<int64_t> patch = a.margin ? s.spec.patch : std::vector<int64_t>{s.model.height, s.model.width};
   ASSIGN_OR_RETURN(NnUnetAugment aug, NnUnetAugment::Create(patch, a));
   s.nnunet = std::make_shared<const NnUnetAugment>(std::move(aug));
+  s.augment_in_loader = s.device.is_cpu() && a.margin && !s.spec.multi_label;
   return Status::Ok();
 }
 

@@ -26,7 +26,11 @@ struct Setup {
   std::string best_name, curve_metric;
   CheckpointMeta resumed;
   std::shared_ptr<const NnUnetAugment> nnunet;  // null: --aug none
-  int rank = 0, world_size = 1;                 // distributed: this process's place
+  // nnunet runs in the train Loader's decode threads (LoaderOptions::augment: the host
+  // implementation), which hand over normalized, augmented patches: CPU training on
+  // patches of one label map. Otherwise it runs on the device after the copy.
+  bool augment_in_loader = false;
+  int rank = 0, world_size = 1;  // distributed: this process's place
 };
 
 // Label of patch voxels outside the volume: outside [0, K), so the loss ignores it.

@@ -4,14 +4,14 @@
 #include <cmath>
 #include <vector>
 
-#include "trainer/rng_internal.h"
+#include "base/step_rng.h"
 
 namespace shardify::trainer {
 namespace {
 
 namespace F = torch::nn::functional;
 
-using detail::Rng;
+using Rng = StepRng;
 
 torch::Tensor WithMask(const torch::Tensor& x, const std::vector<bool>& pick,
                        const std::function<torch::Tensor(const torch::Tensor&)>& f) {

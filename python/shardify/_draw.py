@@ -1,7 +1,7 @@
 """Seeded host-side random numbers of the transforms, the same draws as the C++ trainer's.
 
 Each batch's random parameters come from (seed, epoch, step, stream) alone, so a resumed
-Loader, a run with another thread count and `shardtrain` (trainer/rng_internal.h) all see
+Loader, a run with another thread count and `shardtrain` (base/step_rng.h) all see
 the same values: SplitMix64 over 64-bit integers, doubles built from the top 53 bits.
 """
 

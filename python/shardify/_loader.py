@@ -29,7 +29,9 @@ _OUTPUTS = ("torch", "numpy")
 _KEYWORD_OPTIONS = {"dataset": (), "shuffle": ("order",), "device": ("cuda_device",),
                     "patch_fields": ("patch_image", "patch_label"), "transform": ("patch_margin",),
                     "transform_ahead": (), "output": (), "verify_checksums": (), "io": (), "cache_dir": (),
-                    "cache_limit": ()}
+                    "cache_limit": (),
+                    "augment": ("augment_nnunet", "augment_p", "augment_seed", "augment_image_pad", "augment_mask_mode",
+                                "augment_ignore_label", "augment_mask_image_channels")}
 # Options of the C++ loader set from where the Loader stands, rather than from a keyword.
 _POSITION_OPTIONS = ("epochs", "resume")
 # Epochs one C++ loader is opened for: far more than any run, so that batches of the next
@@ -120,6 +122,13 @@ class Loader:
         ``step`` being the batch's step within the epoch times world_size plus rank.
         shardify.transforms objects draw their random parameters from (seed, epoch, step,
         rank) so a resumed Loader yields the same augmented batches.
+      augment: None, "nnunet", or a ``T.NnUnet`` (e.g. ``T.preset("nnunet")``), with
+        ``patch``: nnU-Net's training augmentation applied to each patch by the Loader's
+        C++ threads on the CPU, without the GIL, so that every core augments while Python
+        trains. The same draws and, within float rounding, the same batches as
+        ``transform=`` of that object (the image float32 [B, C, *patch], the mask in its
+        dtype); "nnunet" is ``T.NnUnet(spatial_dims=len(patch))``. A ``transform`` then
+        runs after it (and may not ask for a margin of its own).
       transform_ahead: batches the transform runs ahead of the loop, in a helper thread
         (on its own CUDA stream with device="cuda", ordered before the loop's stream as the
         copy is), so that next() takes a finished batch; 0 runs it inside next(). A
@@ -144,7 +153,7 @@ class Loader:
                  output: str = "torch", verify_checksums: bool = True, io: str = "mmap",
                  transform: Callable[..., dict[str, Any]] | None = None,
                  cache_dir: str | os.PathLike[str] | None = None, cache_limit: int | str | None = None,
-                 transform_ahead: int = 2) -> None:
+                 transform_ahead: int = 2, augment: str | Any | None = None) -> None:
         if output not in _OUTPUTS:
             raise ValueError(f"output must be one of {_OUTPUTS}, got {output!r}")
         if transform is not None and not callable(transform):
@@ -171,7 +180,12 @@ class Loader:
             _set_patch(opts, self._dataset, patch, patch_fields, foreground_fraction, label_pad)
             if fields is None:  # the patches, and the scalars (a case's label) that come with them
                 opts["fields"] = _patch_batch_fields(self._dataset, opts)
+        if augment is not None:
+            _set_augment(opts, augment)
         self._transform, self._wants_position = _bind_transform(transform, opts, self._dataset)
+        if augment is not None and opts["patch_margin"]:
+            raise ValueError(f"transform {self._transform!r} asks for a margin around the patch, which augment= "
+                             "already crops: give one of them, or a transform without a margin")
         self._transform_ahead = _non_negative("transform_ahead", transform_ahead)
         self._ahead = None  # the TransformAhead of the current iteration, if any
         self._opts = opts
@@ -522,6 +536,39 @@ def _set_patch(opts, dataset, patch, patch_fields, foreground_fraction, label_pa
     opts["patch_label"] = label or ""
     opts["foreground_fraction"] = float(foreground_fraction)
     opts["label_pad"] = int(label_pad)
+
+
+def _set_augment(opts, augment):
+    """opts for the C++ augmentation of `augment` ("nnunet" or a T.NnUnet), after _set_patch."""
+    from ._nnunet_transform import NnUnet
+    if not opts["patch"]:
+        raise ValueError("augment= needs patch=: the augmentation runs on the patches the Loader cuts")
+    if isinstance(augment, str):
+        if augment != "nnunet":
+            raise ValueError(f"augment must be None, 'nnunet' or a T.NnUnet, got {augment!r}")
+        augment = NnUnet(spatial_dims=len(opts["patch"]))
+    if not isinstance(augment, NnUnet):
+        raise TypeError(f"augment must be None, 'nnunet' or a T.NnUnet, got {type(augment).__name__}; other "
+                        "transforms go to transform=")
+    if augment.spatial_dims != len(opts["patch"]):
+        raise ValueError(f"augment: NnUnet(spatial_dims={augment.spatial_dims}) cannot augment patches of "
+                         f"{len(opts['patch'])} axes")
+    if augment.label_pad != opts["label_pad"]:
+        raise ValueError(f"augment: the NnUnet's label_pad {augment.label_pad} differs from the Loader's "
+                         f"label_pad {opts['label_pad']}, which pads the patches")
+    label = opts["patch_label"]
+    if tuple(augment.keys) != (opts["patch_image"],) or (label and tuple(augment.mask_keys) != (label,)):
+        raise ValueError(f"augment: the NnUnet's keys {tuple(augment.keys)} and mask_keys "
+                         f"{tuple(augment.mask_keys)} must be the patch fields ({opts['patch_image']!r},) and "
+                         f"({label!r},)")
+    opts["augment_nnunet"] = True
+    opts["augment_p"] = ",".join(f"{name}={float(p)!r}" for name, p in augment.p.items())
+    opts["augment_seed"] = (opts["seed"] + augment.seed) & ((1 << 64) - 1)
+    opts["augment_image_pad"] = augment.image_pad
+    opts["augment_mask_mode"] = augment.mask_mode
+    opts["augment_ignore_label"] = augment.ignore_label
+    opts["augment_mask_image_channels"] = (None if augment.mask_image_channels is None
+                                           else list(augment.mask_image_channels))
 
 
 def _check_patch_rank(field, patch):

@@ -1,10 +1,11 @@
 """nnU-Net v2's default training augmentation as batched torch ops: the Python twin of
-trainer/augment.{h,cpp} and trainer/augment_apply.cpp.
+reader/augment.{h,cpp} (the table and the draws) and trainer/augment_apply.cpp (the ops);
+reader/augment_host.cpp applies the same plan sample by sample on the host.
 
-The two draw the same parameters from (seed, epoch, step) and apply them with the same
-sequence of tensor ops, so `shardtrain --aug nnunet` and `T.preset("nnunet")` agree to float
-tolerance (tests/trainer/augment_reference.cpp and python/tests/test_transforms.py hold
-them to it). A change to one is a change to both.
+All three draw the same parameters from (seed, epoch, step) and apply them with the same
+operations, so `shardtrain --aug nnunet` and `T.preset("nnunet")` agree to float tolerance
+(tests/trainer/augment_reference.cpp and python/tests/test_transforms.py hold them to it).
+A change to one is a change to all.
 
 Order (nnU-Net's): rotation and scaling (then the crop to the patch), Gaussian noise,
 Gaussian blur, brightness, contrast, simulated low resolution, inverted gamma, gamma,
@@ -25,7 +26,7 @@ Info = namedtuple("Info", "name probability channel_probability lo hi split_at_o
 
 _NNU = "nnU-Net v2.8.1 nnUNetTrainer.get_training_transforms"
 # One row per transform, in the order they run (mirroring last). Must equal the C++ table
-# (trainer/augment.cpp AugTransforms()); a test compares them.
+# (reader/augment.cpp AugTransforms()); a test compares them.
 TABLE = (
     Info("rotate", 0.2, 1.0, -30.0, 30.0, False,
          "degrees about each axis (2D and in-plane 3D: +-180, +-15 for 2D patches of aspect > 1.5)",

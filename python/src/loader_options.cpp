@@ -29,6 +29,13 @@ PatchOptions& Patch(PyLoaderOptions& o) {
   return *o.loader.patch;
 }
 
+// The augmentation options, engaged on first use; ParseLoaderOptions disengages them again
+// unless augment_nnunet is true.
+LoaderOptions::Augment& Augment(PyLoaderOptions& o) {
+  if (!o.loader.augment) o.loader.augment.emplace();
+  return *o.loader.augment;
+}
+
 template <typename T>
 const char* Expected() {
   if constexpr (std::is_same_v<T, bool>) return "a bool";
@@ -39,6 +46,8 @@ const char* Expected() {
   if constexpr (std::is_same_v<T, std::vector<std::string>>) return "a list of str";
   if constexpr (std::is_same_v<T, Shape>) return "a list of int";
   if constexpr (std::is_same_v<T, std::pair<uint64_t, uint64_t>>) return "None or (epoch, step)";
+  if constexpr (std::is_same_v<T, std::optional<int64_t>>) return "None or an int";
+  if constexpr (std::is_same_v<T, std::optional<std::vector<int64_t>>>) return "None or a list of int";
   return "another type";
 }
 
@@ -70,6 +79,17 @@ void SetResume(PyLoaderOptions& o, py::handle value) {
   }
   const auto [epoch, step] = Cast<std::pair<uint64_t, uint64_t>>("resume", value);
   o.loader.sampler.resume = SamplerState{epoch, step};
+}
+
+void SetAugmentP(PyLoaderOptions& o, py::handle value) {
+  const auto spec = Cast<std::string>("augment_p", value);
+  NnUnetAugmentOptions& n = Augment(o).nnunet;
+  n.probability = NnUnetAugmentOptions().probability;
+  if (!spec.empty()) Check(ParseAugProbabilities(spec, &n));
+}
+
+void SetMaskMode(PyLoaderOptions& o, py::handle value) {
+  Augment(o).nnunet.mask_mode = Unwrap(ParseMaskMode(Cast<std::string>("augment_mask_mode", value)));
 }
 
 py::object GetResume(PyLoaderOptions& o) {
@@ -113,6 +133,19 @@ const std::vector<LoaderOption>& Table() {
       Member("pin_memory", "pinned host buffers when a CUDA device answers", [](O& o) { return &o.loader.pin_memory; }),
       Member("epochs", "epochs in the run", [](O& o) { return &o.loader.sampler.epochs; }),
       {"resume", "(epoch, step) of the first batch, or None: (0, 0)", SetResume, GetResume},
+      Member("augment_nnunet", "nnU-Net's augmentation of each patch in the decode threads",
+             [](O& o) { return &o.binding.augment; }),
+      {"augment_p", "its probabilities, as shardtrain --aug-p; empty: nnU-Net's", SetAugmentP,
+       [](O&) { return py::cast(std::string()); }},
+      Member("augment_seed", "the seed of its draws", [](O& o) { return &Augment(o).nnunet.seed; }),
+      Member("augment_image_pad", "image value outside the input of a rotation",
+             [](O& o) { return &Augment(o).nnunet.image_pad; }),
+      {"augment_mask_mode", "how rotated masks are resampled: linear or nearest", SetMaskMode,
+       [](O& o) { return py::cast(std::string(MaskModeName(Augment(o).nnunet.mask_mode))); }},
+      Member("augment_ignore_label", "None, or what voxels outside the labelled data become (else 0)",
+             [](O& o) { return &Augment(o).nnunet.ignore_label; }),
+      Member("augment_mask_image_channels", "None (the dataset's), or the image channels masked outside the labels",
+             [](O& o) { return &Augment(o).nnunet.mask_image_channels; }),
   };
   return table;
 }
@@ -149,6 +182,7 @@ PyLoaderOptions ParseLoaderOptions(const py::kwargs& kwargs) {
   }
   if (o.loader.patch && o.loader.patch->patch.empty()) o.loader.patch.reset();  // whole samples
   if (o.loader.patch) o.loader.patch->seed = o.loader.sampler.seed;
+  if (!o.binding.augment) o.loader.augment.reset();
   o.loader.stage_to_device = o.binding.cuda_device >= 0;
   o.loader.device = o.loader.stage_to_device ? o.binding.cuda_device : 0;
   o.loader.grow_ring = true;  // a Python user may keep any number of batches alive

@@ -16,6 +16,7 @@ namespace shardify::python {
 // What the binding needs beyond LoaderOptions.
 struct BindingOptions {
   int cuda_device = -1;  // >= 0: stage batches to this CUDA device
+  bool augment = false;  // LoaderOptions::augment is set
 };
 
 struct PyLoaderOptions {

@@ -1,5 +1,6 @@
 """shardify.transforms: batched, seeded augmentation; its nnU-Net preset held to the C++
-trainer's (tests/trainer/augment_reference.cpp) parameter for parameter and voxel for voxel."""
+ones (tests/trainer/augment_reference.cpp: the trainer's device path and the Loader's host
+path) parameter for parameter and voxel for voxel."""
 
 import json
 import os
@@ -87,9 +88,14 @@ def test_python_and_cpp_draw_and_apply_the_same(tmp_path, patch, p, margin, opti
             assert plan[key] == (value if key != "mirror" else [[bool(v) for v in row] for row in value]), key
         bound = aug.bind(patch) if margin else aug
         out = bound({"image": image, "mask": mask.unsqueeze(1)}, seed=seed, epoch=epoch, step=step)
-        assert out["image"].shape == x_cpp.shape
-        torch.testing.assert_close(out["image"], x_cpp, rtol=1e-4, atol=1e-3)
-        assert torch.equal(out["mask"].squeeze(1), m_cpp)
+        # The host path (ApplySample, sample by sample, as the Loader's threads run it) too.
+        host_plan, x_host, m_host = reference(tmp_path, patch, image, mask, seed, epoch, step, margin, p,
+                                              dict(options, path="host"))
+        assert host_plan == plan
+        for x, m in ((x_cpp, m_cpp), (x_host, m_host)):
+            assert out["image"].shape == x.shape
+            torch.testing.assert_close(out["image"], x, rtol=1e-4, atol=1e-3)
+            assert torch.equal(out["mask"].squeeze(1), m)
 
 
 def test_a_position_gives_one_batch_and_samples_differ():

@@ -68,8 +68,8 @@ TEST_CASE("cuda: nnU-Net's augmentation on the device gives the CPU's result for
     for (size_t a = 0; a < patch.size(); ++a) spatial.push_back(patch[a] + 2 * aug->margin()[a]);
     const st::ImageMask cpu_in = Phantom(4, spatial);
     const st::AugmentPlan plan = aug->Draw(4, 2, 3, 5);
-    const st::ImageMask cpu = aug->Apply(cpu_in, plan);
-    const st::ImageMask gpu = aug->Apply({cpu_in.image.cuda(), cpu_in.mask.cuda()}, plan);
+    const st::ImageMask cpu = st::ApplyOnDevice(*aug, cpu_in, plan);
+    const st::ImageMask gpu = st::ApplyOnDevice(*aug, {cpu_in.image.cuda(), cpu_in.mask.cuda()}, plan);
     REQUIRE(gpu.image.is_cuda());
     REQUIRE(gpu.image.sizes() == cpu.image.sizes());
     const double worst = (gpu.image.cpu() - cpu.image).abs().max().item<double>();

@@ -1,10 +1,12 @@
-// The decode path allocates per batch, never per sample. A separate program because it
-// replaces the global operator new (not built under the sanitizers, which own it).
+// The decode path allocates per batch, never per sample (host augmentation included). A
+// separate program because it replaces the global operator new (not built under the
+// sanitizers, which own it).
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <vector>
 
 #include "format/dataset.h"
+#include "reader/augment.h"
 #include "reader/loader.h"
 #include "tests/common/alloc_counter.h"
 #include "tests/common/temp_dir.h"
@@ -90,6 +92,36 @@ TEST_CASE("reader: an allocation that fails in a loader thread is an error namin
   INFO(failed.ToString());
   CHECK(failed.code() == StatusCode::kResourceExhausted);
   CHECK_THAT(failed.message(), Catch::Contains("out of memory planning batch 12"));
+}
+
+TEST_CASE("reader: host augmentation with a scratch allocates for its first samples only") {
+  NnUnetAugmentOptions o;
+  REQUIRE(ParseAugProbabilities("all=1", &o).ok());
+  o.mask_image_channels = std::vector<int64_t>{0};
+  auto aug = NnUnetAugment::Create({12, 10, 14}, o);
+  REQUIRE(aug.ok());
+  int64_t in = 1, out = 12 * 10 * 14;
+  for (size_t a = 0; a < 3; ++a) in *= aug->patch()[a] + 2 * aug->margin()[a];
+  std::vector<float> image(size_t(2 * in)), image_out(size_t(2 * out));
+  std::vector<int32_t> mask(static_cast<size_t>(in)), mask_out(static_cast<size_t>(out));
+  for (size_t i = 0; i < mask.size(); ++i) {
+    image[i] = image[i + mask.size()] = float(i % 13);
+    mask[i] = int32_t(i % 7) - 1;
+  }
+  const AugmentPlan plan = aug->Draw(3, 2, 0, 0);
+  AugmentScratch scratch;
+  bool ok = true;  // no Catch2 macro inside: they allocate
+  uint64_t allocations = 0;
+  for (int pass = 0; pass < 2; ++pass) {  // the first sizes the scratch
+    const uint64_t before = testing::AllocationCount();
+    for (int64_t b = 0; b < 3; ++b) {
+      ok = ok &&
+           aug->ApplySample(plan, b, 2, image.data(), mask.data(), image_out.data(), mask_out.data(), &scratch).ok();
+    }
+    allocations = testing::AllocationCount() - before;
+  }
+  CHECK(ok);
+  CHECK(allocations == 0);
 }
 
 }  // namespace

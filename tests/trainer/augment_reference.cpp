@@ -1,16 +1,19 @@
 // The C++ side of the cross-check between `shardtrain --aug nnunet` and Python's
 // `shardify.transforms.NnUnet` (python/tests/test_transforms.py): draws the plan of one
-// batch and applies it, exactly as the trainer does, to tensors read from raw files.
+// batch and applies it, exactly as the trainer does (the device path, here on the CPU) or
+// sample by sample as the Loader's threads do (the host path), to arrays read from raw
+// files.
 //
 // Usage:
 //   augment_reference table
-//       prints the transform table (trainer/augment.cpp AugTransforms()) as JSON
+//       prints the transform table (reader/augment.cpp AugTransforms()) as JSON
 //   augment_reference apply PATCH SHAPE SEED EPOCH STEP MARGIN P IMAGE MASK OUT [KEY=VALUE...]
 //       PATCH "32,32" or "16,16,16"; SHAPE of the image "B,C,spatial..."; MARGIN 0 or 1;
 //       P an --aug-p spec ("" for the defaults); IMAGE raw float32; MASK raw int64
 //       [B, spatial...] or "-"; writes OUT.image (float32), OUT.mask (int64) and
 //       OUT.plan.json, the drawn parameters. Options: label_pad=N, mask_mode=linear|nearest,
-//       ignore_label=N, mask_image_channels=C:C:... (empty: none).
+//       ignore_label=N, mask_image_channels=C:C:... (empty: none), path=device|host
+//       (ApplyOnDevice on the batch, the default, or ApplySample per sample).
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -78,10 +81,13 @@ nlohmann::json PlanJson(const st::AugmentPlan& p) {
 }
 
 // Sets the option named by "KEY=VALUE"; false for an unknown key or a bad value.
-bool SetOption(const std::string& item, st::NnUnetAugmentOptions* o) {
+bool SetOption(const std::string& item, st::NnUnetAugmentOptions* o, bool* host) {
   const size_t eq = item.find('=');
   const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
-  if (key == "label_pad") {
+  if (key == "path") {
+    if (value != "host" && value != "device") return false;
+    *host = value == "host";
+  } else if (key == "label_pad") {
     o->label_pad = std::stoll(value);
   } else if (key == "ignore_label") {
     o->ignore_label = std::stoll(value);
@@ -100,6 +106,32 @@ bool SetOption(const std::string& item, st::NnUnetAugmentOptions* o) {
   return true;
 }
 
+// The plan applied by ApplySample, sample by sample: the mask as int32 in, int64 out.
+st::ImageMask ApplyOnHost(const st::NnUnetAugment& aug, const st::ImageMask& io, const st::AugmentPlan& plan) {
+  const int64_t batch = io.image.size(0), channels = io.image.size(1);
+  for (size_t a = 0; a < aug.patch().size(); ++a) {
+    TORCH_CHECK(io.image.size(int64_t(a) + 2) == aug.patch()[a] + 2 * aug.margin()[a], "the host path reads ",
+                "the patch and its margin, not ", io.image.sizes());
+  }
+  std::vector<int64_t> shape = {batch, channels};
+  shape.insert(shape.end(), aug.patch().begin(), aug.patch().end());
+  const torch::Tensor image = io.image.contiguous();
+  torch::Tensor out = torch::empty(shape), mask, out_mask;
+  if (io.mask.defined()) {
+    mask = io.mask.to(torch::kInt).contiguous();
+    shape.erase(shape.begin() + 1);
+    out_mask = torch::empty(shape, torch::kInt);
+  }
+  shardify::AugmentScratch scratch;
+  for (int64_t b = 0; b < batch; ++b) {
+    const shardify::Status s = aug.ApplySample(
+        plan, b, channels, image[b].data_ptr<float>(), mask.defined() ? mask[b].data_ptr<int32_t>() : nullptr,
+        out[b].data_ptr<float>(), mask.defined() ? out_mask[b].data_ptr<int32_t>() : nullptr, &scratch);
+    TORCH_CHECK(s.ok(), s.ToString());
+  }
+  return {out, mask.defined() ? out_mask.to(torch::kLong) : torch::Tensor()};
+}
+
 int Apply(int argc, char** argv) {
   st::NnUnetAugmentOptions o;
   o.seed = std::stoull(argv[2]);
@@ -108,8 +140,9 @@ int Apply(int argc, char** argv) {
     const shardify::Status s = st::ParseAugProbabilities(argv[6], &o);
     if (!s.ok()) return Fail(s.ToString());
   }
+  bool host = false;
   for (int i = 10; i < argc; ++i) {
-    if (!SetOption(argv[i], &o)) return Fail(std::string("bad option '") + argv[i] + "'");
+    if (!SetOption(argv[i], &o, &host)) return Fail(std::string("bad option '") + argv[i] + "'");
   }
   const std::vector<int64_t> patch = Sizes(argv[0]), shape = Sizes(argv[1]);
   auto aug = st::NnUnetAugment::Create(patch, o);
@@ -122,7 +155,7 @@ int Apply(int argc, char** argv) {
     io.mask = ReadRaw(argv[8], mask_shape, torch::kLong);
   }
   const st::AugmentPlan plan = aug->Draw(shape[0], shape[1], std::stoull(argv[3]), std::stoull(argv[4]));
-  const st::ImageMask out = aug->Apply(io, plan);
+  const st::ImageMask out = host ? ApplyOnHost(*aug, io, plan) : st::ApplyOnDevice(*aug, io, plan);
   const std::string base = argv[9];
   WriteRaw(base + ".image", out.image);
   if (out.mask.defined()) WriteRaw(base + ".mask", out.mask);

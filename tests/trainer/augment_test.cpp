@@ -144,7 +144,7 @@ TEST_CASE("augment: rotation, scaling and mirroring keep the mask a threshold of
   REQUIRE(m[0] > 0);
   const st::ImageMask in = SmoothPair(4, {16 + 2 * m[0], 16 + 2 * m[1], 16 + 2 * m[2]});
   for (uint64_t step = 0; step < 3; ++step) {
-    const st::ImageMask out = aug(in, 0, step);
+    const st::ImageMask out = st::ApplyOnDevice(aug, in, 0, step);
     REQUIRE(out.image.sizes() == torch::IntArrayRef{4, 2, 16, 16, 16});
     REQUIRE(out.mask.sizes() == torch::IntArrayRef{4, 16, 16, 16});
     CheckAligned(out, out.mask.numel() / 4);
@@ -154,7 +154,7 @@ TEST_CASE("augment: rotation, scaling and mirroring keep the mask a threshold of
   // Shrinking (scale 1.4) past the margin pads with the patch padding.
   st::AugmentPlan plan = aug.Draw(4, 2, 0, 0);
   plan.scale.assign(4, 3.0);
-  const st::ImageMask far = aug.Apply(in, plan);
+  const st::ImageMask far = st::ApplyOnDevice(aug, in, plan);
   CHECK((far.mask == kPad).any().item<bool>());
   CheckAligned(far, 0);
 }
@@ -165,7 +165,7 @@ TEST_CASE("augment: rotation, scaling and mirroring keep the mask a threshold of
   const st::NnUnetAugment aug = Make({40, 32}, o);
   const st::ImageMask in = SmoothPair(4, {40, 32});
   for (uint64_t step = 0; step < 3; ++step) {
-    const st::ImageMask out = aug(in, 1, step);
+    const st::ImageMask out = st::ApplyOnDevice(aug, in, 1, step);
     REQUIRE(out.image.sizes() == in.image.sizes());
     CheckAligned(out, out.mask.numel() / 8);
   }
@@ -175,11 +175,11 @@ TEST_CASE("augment: probability 0 is the identity, each transform alone changes 
   const st::ImageMask in = SmoothPair(3, {12, 14, 10});
   st::NnUnetAugmentOptions none = Only("");
   none.margin = false;
-  const st::ImageMask same = Make({12, 14, 10}, none)(in, 2, 3);
+  const st::ImageMask same = st::ApplyOnDevice(Make({12, 14, 10}, none), in, 2, 3);
   CHECK(torch::equal(same.image, in.image));
   CHECK(torch::equal(same.mask, in.mask));
   const st::NnUnetAugment cropping = Make({8, 10, 6}, Only(""));  // margin 0 when nothing rotates
-  CHECK(torch::equal(cropping(in, 0, 0).image, in.image));
+  CHECK(torch::equal(st::ApplyOnDevice(cropping, in, 0, 0).image, in.image));
   for (const st::AugTransformInfo& t : st::AugTransforms()) {
     INFO(t.name);
     st::NnUnetAugmentOptions o = Only(std::string(t.name) + "=1");
@@ -187,7 +187,7 @@ TEST_CASE("augment: probability 0 is the identity, each transform alone changes 
     const st::NnUnetAugment aug = Make({12, 14, 10}, o);
     bool changed = false;
     for (uint64_t step = 0; step < 4 && !changed; ++step) {
-      const st::ImageMask out = aug(in, 0, step);
+      const st::ImageMask out = st::ApplyOnDevice(aug, in, 0, step);
       changed = !torch::equal(out.image, in.image);
       const bool geometric =
           std::string(t.name) == "rotate" || std::string(t.name) == "scale" || std::string(t.name) == "mirror";
@@ -202,7 +202,7 @@ TEST_CASE("augment: the noise is Gaussian with the drawn sigma, a field of its o
   const torch::Tensor zero = torch::zeros({2, 2, 24, 24, 24});
   st::AugmentPlan plan = aug.Draw(2, 2, 0, 0);
   plan.noise_sigma = {0.1, 0.05};
-  const torch::Tensor noise = aug.Apply({zero, torch::Tensor()}, plan).image;
+  const torch::Tensor noise = st::ApplyOnDevice(aug, {zero, torch::Tensor()}, plan).image;
   for (int64_t b = 0; b < 2; ++b) {
     const torch::Tensor z = noise[b] / plan.noise_sigma[size_t(b)];
     CHECK(z.mean().item<double>() == Approx(0).margin(0.02));
@@ -232,7 +232,7 @@ TEST_CASE("augment: masks resample as nnU-Net's: one-hot maps linearly, the larg
       const st::NnUnetAugment aug = Make({9, 9}, o);
       st::AugmentPlan plan = aug.Draw(1, 1, 0, 0);
       plan.scale = {scale};
-      const torch::Tensor out = aug.Apply({torch::zeros({1, 1, 9, 9}), m}, plan).mask[0];
+      const torch::Tensor out = st::ApplyOnDevice(aug, {torch::zeros({1, 1, 9, 9}), m}, plan).mask[0];
       int64_t differ = 0;
       for (int64_t i = 0; i < 9; ++i) {
         for (int64_t j = 0; j < 9; ++j) {
@@ -260,7 +260,7 @@ TEST_CASE("augment: outside the labelled data masks the image channels asked for
   mask.narrow(1, 0, 3).fill_(255);
   for (const std::optional<int64_t> ignore : {std::optional<int64_t>(), std::optional<int64_t>(-7)}) {
     o.ignore_label = ignore;
-    const st::ImageMask out = Make({20, 20}, o)({in.image, mask}, 0, 1);
+    const st::ImageMask out = st::ApplyOnDevice(Make({20, 20}, o), {in.image, mask}, 0, 1);
     const torch::Tensor seen = out.mask == ignore.value_or(-7);
     CHECK(out.mask.min().item<int64_t>() >= (ignore ? -7 : 0));
     CHECK(out.mask.max().item<int64_t>() <= 1);  // the pad 255 is gone
@@ -290,10 +290,10 @@ TEST_CASE("augment: the same seed gives the same output on 1 and 2 threads") {
   const std::vector<int64_t> m = aug.margin();
   const st::ImageMask in = SmoothPair(2, {16 + 2 * m[0], 24 + 2 * m[1], 24 + 2 * m[2]});
   torch::set_num_threads(1);
-  const st::ImageMask one = aug(in, 3, 4);
+  const st::ImageMask one = st::ApplyOnDevice(aug, in, 3, 4);
   torch::set_num_threads(2);
-  const st::ImageMask two = aug(in, 3, 4);
-  const st::ImageMask other = aug(in, 3, 5);
+  const st::ImageMask two = st::ApplyOnDevice(aug, in, 3, 4);
+  const st::ImageMask other = st::ApplyOnDevice(aug, in, 3, 5);
   torch::set_num_threads(threads);
   CHECK(torch::equal(one.image, two.image));
   CHECK(torch::equal(one.mask, two.mask));

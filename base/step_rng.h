@@ -1,16 +1,21 @@
-// The trainer's host-side random numbers for augmentation. Internal.
+// StepRng: the seeded random numbers of the augmentations (reader/augment.cpp's draws of
+// nnU-Net's parameters, the trainer's basic transforms), from (seed, epoch, step, stream)
+// alone. python/shardify/_draw.py is its Python twin: the same draws, so a run, its resumed
+// continuation, a run with another thread count and Python's transforms agree.
 #pragma once
 
 #include <cstdint>
 
-namespace shardify::trainer::detail {
+namespace shardify {
 
 // SplitMix64 seeded by (seed, epoch, step, stream): a tiny, portable, well-mixed
 // generator, the same draws on every platform and for any thread count. Streams keep
 // independent draws apart (e.g. one per transform); stream 0 is the batch's first.
-class Rng {
+// Not thread-safe: one per thread (it is cheap to make).
+class StepRng {
  public:
-  Rng(uint64_t seed, uint64_t epoch, uint64_t step, uint64_t stream = 0) : s_(seed + stream * 0xD1B54A32D192ED03ull) {
+  StepRng(uint64_t seed, uint64_t epoch, uint64_t step, uint64_t stream = 0)
+      : s_(seed + stream * 0xD1B54A32D192ED03ull) {
     s_ = Next() ^ epoch;
     s_ = Next() ^ step;
     Next();
@@ -31,4 +36,4 @@ class Rng {
   uint64_t s_;
 };
 
-}  // namespace shardify::trainer::detail
+}  // namespace shardify
