@@ -15,6 +15,7 @@
 #include "format/layout.h"
 #include "format/moments.h"
 #include "format/shard_index_internal.h"
+#include "format/writer.h"
 
 namespace shardify {
 namespace {
@@ -232,6 +233,16 @@ std::vector<KeyValue> WithoutPartKeys(const std::vector<KeyValue>& options) {
   return out;
 }
 
+// The options a conversion was asked for: without the part keys, and without
+// kRawLiteralsKey, which the writer adds once it has trained the dictionaries (a run's plan
+// has none yet; the dictionaries themselves are compared with the fields).
+std::vector<KeyValue> AskedOptions(const std::vector<KeyValue>& options) {
+  std::vector<KeyValue> out;
+  for (const KeyValue& kv : WithoutPartKeys(options))
+    if (kv.key != kRawLiteralsKey) out.push_back(kv);
+  return out;
+}
+
 std::string OptionDifference(const std::vector<KeyValue>& a, const std::vector<KeyValue>& b) {
   for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
     if (i < a.size() && i < b.size() && a[i] == b[i]) continue;
@@ -259,7 +270,7 @@ std::string ConversionDifference(const Manifest& a, const Manifest& b, bool dict
     return "converter " + q.converter + " " + q.converter_version + ", the first has " + p.converter + " " +
            p.converter_version;
   if (p.source != q.source) return "source '" + q.source + "', the first has '" + p.source + "'";
-  return OptionDifference(WithoutPartKeys(p.options), WithoutPartKeys(q.options));
+  return OptionDifference(AskedOptions(p.options), AskedOptions(q.options));
 }
 
 namespace {

@@ -55,7 +55,8 @@ inline constexpr char kPartsKey[] = "parts";
 // What makes `b` another conversion than `a` (the manifests of two parts, or of a part and
 // a merged dataset): format version, fields (with their zstd dictionaries unless
 // `dictionaries` is false), classes, converter, source, or an option other than the part
-// keys. "" when they are parts of one conversion. Says what differs, `b`'s value first.
+// keys and kRawLiteralsKey (an outcome of the dictionaries, not an option asked for). ""
+// when they are parts of one conversion. Says what differs, `b`'s value first.
 std::string ConversionDifference(const Manifest& a, const Manifest& b, bool dictionaries = true);
 
 // Reads and verifies `part_dir`/part.sfm (checksum, verifier, ranges, part keys).

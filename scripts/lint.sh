@@ -4,8 +4,9 @@
 # no Catch2 test name holds a ';', which CTest would cut short so that the test never
 # runs, no *_internal.h is included from another folder, every Python file passes pyflakes
 # (unused imports and names, undefined names, f-strings without fields; Debian's
-# python3-pyflakes), and every relative link of the Markdown docs resolves
-# (scripts/check_docs.py). Exits 1 naming each offender.
+# python3-pyflakes), every relative link of the Markdown docs resolves
+# (scripts/check_docs.py), and every code block of the pages carries its marker
+# (tests/docs/run_blocks.py --check). Exits 1 naming each offender.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -15,7 +16,10 @@ if [ -z "$format" ]; then
   exit 1
 fi
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-  mapfile -t sources < <(git ls-files '*.cpp' '*.h' '*.cu' ':!tests/data')
+  # (Files deleted from the work tree but not yet from the index are left out.)
+  mapfile -t sources < <(git ls-files '*.cpp' '*.h' '*.cu' ':!tests/data' | while IFS= read -r f; do
+    [ -e "$f" ] && printf '%s\n' "$f"
+  done)
   mapfile -t scripts < <(git ls-files --cached --others --exclude-standard '*.py' '*.pyi')
 else
   mapfile -t sources < <(find . -path ./build -prune -o -path './build-*' -prune -o -path ./tests/data -prune -o \
@@ -69,8 +73,10 @@ elif ! "$flakes" -m pyflakes "${scripts[@]}" >&2; then
   echo "lint: pyflakes found the above in the Python files" >&2
   status=1
 fi
-# Every relative link of README.md and docs/ names an existing file and heading.
+# Every relative link of README.md and docs/ names an existing file and heading, and every
+# code block of README.md and docs/*.md carries a marker saying how its test runs it.
 python3 scripts/check_docs.py || status=1
+python3 tests/docs/run_blocks.py --check || status=1
 [ $status -eq 0 ] && echo "lint: ${#sources[@]} sources formatted, test names fine, internal headers stay home," \
-  "${#scripts[@]} Python files clean, doc links resolve"
+  "${#scripts[@]} Python files clean, doc links resolve, doc blocks marked"
 exit $status

@@ -10,7 +10,7 @@ usage: scripts/test.sh [--full]
 
   (none)   install missing packages, lint, build Release (build/), run every test in it
   --full   all of the above, then build under ASan+UBSan (build-asan/) and run every
-           test there (with COVERAGE=1 counting line coverage, printed per folder: below
+           test there but the documentation's (label docs) (with COVERAGE=1 counting line coverage, printed per folder: below
            COVERAGE_FLOOR percent, default 90, fails), then fuzz shard opening, the S3 listing parser
            and object names for FUZZ_SECONDS in all (default 60); CI runs this
   --help   print this and exit
@@ -72,10 +72,12 @@ find build-asan -name '*.gcda' -delete  # this run's counts only
 # Full stacks for every allocation, so that a leak is attributed to the library it comes
 # from; tests/lsan.supp names the only library whose leaks are not ours (ITK). An
 # allocation too large for any machine fails as it does without ASan (null, bad_alloc)
-# instead of aborting, so the tests of out-of-memory errors run here too.
+# instead of aborting, so the tests of out-of-memory errors run here too. The tests of the
+# documentation (label docs: the pages' blocks, the command-line reference) ran in the
+# Release build; their commands are run by the other tests here.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0:allocator_may_return_null=1 \
   LSAN_OPTIONS=suppressions="$root/tests/lsan.supp" UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build-asan -j "$jobs" --output-on-failure
+  ctest --test-dir build-asan -j "$jobs" --output-on-failure -LE docs
 # With COVERAGE=1, the product code's line coverage over those tests, per folder; below the
 # floor fails. Not by default: the instrumented build takes about twice as long.
 if [ "$coverage" = 1 ]; then

@@ -176,7 +176,8 @@ void AddChecks(CLI::App& app, Args& a, std::vector<Command>& cmds) {
 int main(int argc, char** argv) {
   CLI::App app{
       "shardtool: inspect, verify, export, plot and benchmark shardify datasets.\n"
-      "Run 'shardtool <command> --help' for the options of a command."};
+      "DATASET is a dataset directory, or its s3://bucket/prefix or http(s):// location (read through a\n"
+      "local cache; see --cache-dir). Run 'shardtool <command> --help' for the options of a command."};
   app.name("shardtool");  // not argv[0]: --help reads the same however the program is started
   app.footer(kExitCodes);
   app.require_subcommand(1);

@@ -102,7 +102,11 @@ void CheckOneShard(const Dataset& ds, size_t n, bool quick, Decoder& d, std::vec
     }
     return;
   }
-  if (!quick) CheckBlobs(ds, info, d, buf, r);
+  if (quick) {
+    r.samples = info.num_samples;  // their index entries, checked with the shard
+  } else {
+    CheckBlobs(ds, info, d, buf, r);
+  }
 }
 
 // Checks shards on `threads` workers; hands results to `emit` in shard order. After an

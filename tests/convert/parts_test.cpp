@@ -12,6 +12,7 @@
 #include <map>
 
 #include "convert/programs/cli.h"
+#include "format/writer.h"
 #include "tests/convert/convert_fixtures.h"
 
 using namespace shardify;
@@ -120,7 +121,27 @@ TEST_CASE("parts: every part trains the same dictionary, and the merged dataset 
   REQUIRE(one->dictionary);
   ConvertInParts(src, dir / "merged", 2, o);
   ExpectSameDataset(dir / "one", dir / "merged");  // fields compare their dictionary bytes
-  CHECK_FALSE(Open(dir / "merged").ds->manifest().fields[0].dictionary.empty());
+  const Readback read = Open(dir / "merged");
+  const Manifest& merged = read.ds->manifest();
+  CHECK_FALSE(merged.fields[0].dictionary.empty());
+
+  // The writer records its raw-literals choice in the provenance once the dictionary is
+  // trained; that is no option asked for, so a part run again is complete already, or
+  // merged already, rather than "another conversion".
+  REQUIRE(std::find_if(merged.provenance.options.begin(), merged.provenance.options.end(), [](const KeyValue& kv) {
+            return kv.key == kRawLiteralsKey;
+          }) != merged.provenance.options.end());
+  o.parts = 2;
+  o.part = 1;
+  auto again = RunConvert(src, dir / "merged", o);
+  INFO(again.status().ToString());
+  REQUIRE(again.ok());
+  CHECK(again->part_state == State::kMerged);
+  REQUIRE(RunConvert(src, dir / "part", o).ok());
+  auto complete = RunConvert(src, dir / "part", o);
+  INFO(complete.status().ToString());
+  REQUIRE(complete.ok());
+  CHECK(complete->part_state == State::kComplete);
 }
 
 TEST_CASE("parts: skipped inputs shift the later parts, whose shards merge renumbers") {
