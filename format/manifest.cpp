@@ -1,10 +1,12 @@
 #include "format/manifest.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <set>
 
 #include "base/checksum.h"
+#include "base/strings.h"
 #include "format/layout.h"
 #include "schemas/manifest_generated.h"
 
@@ -99,9 +101,16 @@ Status ValidateField(const FieldSpec& f, size_t i) {
   return Status::Ok();
 }
 
+// One file name in the dataset's folder, printable: no path separator (of any system), no
+// control character (a name is shown in messages and goes into URLs), valid UTF-8, not a
+// manifest's own name.
 bool PlainFileName(const std::string& name) {
-  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
-         name.find('\0') == std::string::npos && name != kManifestFileName && name != kPartManifestFileName;
+  const bool forbidden = std::any_of(name.begin(), name.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7F || c == '/' || c == '\\';
+  });
+  return !name.empty() && name != "." && name != ".." && !forbidden && IsUtf8(name) && name != kManifestFileName &&
+         name != kPartManifestFileName;
 }
 
 // Where a manifest's sample numbers start (see ManifestKind).
@@ -121,7 +130,7 @@ Status ValidateRanges(const Manifest& m, ManifestKind kind) {
   std::set<std::string> files;
   for (size_t i = 0; i < m.shards.size(); ++i) {
     const ShardInfo& s = m.shards[i];
-    const std::string where = "shard " + std::to_string(i) + " '" + s.file_name + "'";
+    const std::string where = "shard " + std::to_string(i) + " '" + EscapeNonUtf8(s.file_name, true) + "'";
     if (!PlainFileName(s.file_name)) return InvalidArgument(where + ": not a plain file name");
     if (!files.insert(s.file_name).second) return InvalidArgument(where + ": file named twice");
     if (s.first_sample != next)

@@ -1,5 +1,6 @@
 #include "format/manifest.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "format/layout.h"
@@ -35,6 +36,13 @@ TEST_CASE("format: manifest validation names the offending entry") {
   Manifest m = Sample();
   m.shards[1].file_name = "../../etc/passwd";
   CHECK_THAT(ValidateManifest(m).message(), Catch::Contains("not a plain file name"));
+  for (const std::string bad : {"shard\n00001.sfs", "shard\x1b[2J.sfs", "..\\shard.sfs", "shard\xff.sfs"}) {
+    m = Sample();
+    m.shards[1].file_name = bad;
+    const std::string message = ValidateManifest(m).message();
+    CHECK_THAT(message, Catch::Contains("not a plain file name"));
+    CHECK(std::none_of(message.begin(), message.end(), [](char c) { return c == '\n' || c == '\x1b'; }));
+  }
   m = Sample();
   m.shards[1].first_sample = 5;
   CHECK_THAT(ValidateManifest(m).message(), Catch::Contains("starts at sample 5, expected 6"));
