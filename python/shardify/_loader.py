@@ -110,7 +110,9 @@ class Loader:
         only for device="cuda"; see docs/python.md before copying pinned batches yourself).
         output: "torch" or "numpy". verify_checksums: check every blob's XXH3. io: "mmap"
         or "pread", how shards are read; cache_dir, cache_limit: the local cache of an
-        http(s):// dataset (see Dataset; these four when ``dataset`` is a path or URL).
+        http(s):// dataset (see Dataset; these four when ``dataset`` is a path or URL). A
+        cache_limit that cannot hold the shards of the batches in flight raises ValueError
+        naming the smallest limit that can.
       transform: None, or a callable applied to every batch before it is handed out:
         called on the Loader's device after the copy, dict in, dict out (anything else
         raises TypeError). An object with ``bind(patch=...)`` is replaced by what that
