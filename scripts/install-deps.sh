@@ -13,6 +13,7 @@ packages=(
   python3-venv python3-pip python3-setuptools python3-wheel python3-scipy python3-skimage python3-pyflakes
   gcovr
   python3-h5py python3-pydicom python3-nibabel
+  chromium chromium-driver python3-selenium
   dataset-fashion-mnist
 )
 missing=()

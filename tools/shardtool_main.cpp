@@ -16,6 +16,7 @@
 #include "tools/show.h"
 #include "tools/stats.h"
 #include "tools/verify.h"
+#include "tools/view.h"
 
 namespace {
 
@@ -42,6 +43,7 @@ struct Args {
   t::StatsOptions stats;
   t::GridOptions grid;
   t::BenchOptions bench;
+  t::ViewOptions view;
 };
 
 using Command = std::pair<CLI::App*, std::function<Status()>>;
@@ -171,6 +173,23 @@ void AddChecks(CLI::App& app, Args& a, std::vector<Command>& cmds) {
   });
 }
 
+void AddView(CLI::App& app, Args& a, std::vector<Command>& cmds) {
+  auto* view = app.add_subcommand("view",
+                                  "a local, read-only web page of the dataset: overview, samples, slices, masks, "
+                                  "augmentations (runs python3 -m shardify.view; docs/viewing.md)");
+  view->add_option("DATASET", a.dir, "dataset directory (holds manifest.sfm), or its s3:// or http(s):// location")
+      ->required();
+  view->add_option("--port", a.view.port, "port to listen on (0: any free one; the URL is printed)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  view->add_option("--bind", a.view.bind,
+                   "address to listen on (127.0.0.1: this machine alone; another lets the network read the dataset)")
+      ->capture_default_str();
+  view->add_flag("--verbose", a.view.verbose, "log every request on stderr");
+  view->footer(kExitCodes);
+  cmds.emplace_back(view, [&a] { return t::RunView(a.dir, a.view); });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -186,6 +205,7 @@ int main(int argc, char** argv) {
   AddInspect(app, args, commands);
   AddOutputs(app, args, commands);
   AddChecks(app, args, commands);
+  AddView(app, args, commands);
   shardify::cli::CheckIntegerOptions(app);
   try {
     app.parse(argc, argv);
