@@ -133,20 +133,27 @@ def timed(a, run_batches):
     return patches / (time.perf_counter() - t)
 
 
-def method_npy(a, np, cases):
+def random_patches(np, pairs, read):
+    """A run that calls read(image, mask, start) at random positions of random (image, mask)
+    pairs, a batch at a time, until the deadline."""
     rng = np.random.default_rng(1)
 
     def run(deadline):
         n = 0
         while time.perf_counter() < deadline:
             for _ in range(BATCH):
-                image, mask = cases[int(rng.integers(len(cases)))]
-                start = random_start(rng, image.shape[1:], PATCH)
-                cut(np, image, start, PATCH, 0)
-                cut(np, mask, start, PATCH, -1)
+                image, mask = pairs[int(rng.integers(len(pairs)))]
+                read(image, mask, random_start(rng, image.shape[1:], PATCH))
                 n += 1
         return n
     return run
+
+
+def method_npy(a, np, cases):
+    def read(image, mask, start):
+        cut(np, image, start, PATCH, 0)
+        cut(np, mask, start, PATCH, -1)
+    return random_patches(np, cases, read)
 
 
 def method_zarr(a, np, cases, name):
@@ -162,20 +169,12 @@ def method_zarr(a, np, cases, name):
             z[...] = np.asarray(x)
             pair.append(z)
         arrays.append(pair)
-    rng = np.random.default_rng(1)
 
-    def run(deadline):
-        n = 0
-        while time.perf_counter() < deadline:
-            for _ in range(BATCH):
-                image, mask = arrays[int(rng.integers(len(arrays)))]
-                start = random_start(rng, image.shape[1:], PATCH)
-                sl = tuple(slice(max(s, 0), max(s, 0) + p) for s, p in zip(start, PATCH))
-                image[(slice(None),) + sl]
-                mask[(slice(None),) + sl]
-                n += 1
-        return n
-    return run
+    def read(image, mask, start):
+        box = (slice(None),) + tuple(slice(max(s, 0), max(s, 0) + p) for s, p in zip(start, PATCH))
+        image[box]
+        mask[box]
+    return random_patches(np, arrays, read)
 
 
 def loader_run(a, make):

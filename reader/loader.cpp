@@ -140,10 +140,10 @@ int64_t LeadingElements(const Manifest& m, const std::string& field, size_t patc
   return n;
 }
 
-// LoaderOptions::augment: checks it against the dataset, sets the patch margin and the
-// pads it implies, and makes the augmentation the decode threads apply.
-Result<std::shared_ptr<const NnUnetAugment>> PrepareAugment(const Dataset& d, LoaderOptions& o) {
-  if (!o.augment) return std::shared_ptr<const NnUnetAugment>();
+// LoaderOptions::augment, before the patches are sampled: checks it against the dataset,
+// fills in the masked channels and sets the patch margin it needs.
+Status PrepareAugment(const Dataset& d, LoaderOptions& o) {
+  if (!o.augment) return Status::Ok();
   if (!o.patch) return InvalidArgument("augment needs patch mode (a patch size)");
   PatchOptions& patch = *o.patch;
   LoaderOptions::Augment& a = *o.augment;
@@ -186,9 +186,17 @@ Result<std::shared_ptr<const NnUnetAugment>> PrepareAugment(const Dataset& d, Lo
       }
     }
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<PatchSampler> sampler, PatchSampler::Create(&d, patch));
-  a.nnunet.label_pad = sampler->StoredLabelPad();
-  ASSIGN_OR_RETURN(NnUnetAugment made, NnUnetAugment::Create(spatial, a.nnunet));
+  return Status::Ok();
+}
+
+// The augmentation the decode threads apply (null without LoaderOptions::augment): the one
+// PrepareAugment checked, outside the labelled data where `patches` pads the labels.
+Result<std::shared_ptr<const NnUnetAugment>> MakeAugment(const PatchSampler* patches, LoaderOptions& o) {
+  if (!o.augment) return std::shared_ptr<const NnUnetAugment>();
+  o.augment->nnunet.label_pad = patches->StoredLabelPad();
+  ASSIGN_OR_RETURN(
+      NnUnetAugment made,
+      NnUnetAugment::Create(std::vector<int64_t>(o.patch->patch.begin(), o.patch->patch.end()), o.augment->nnunet));
   return std::shared_ptr<const NnUnetAugment>(std::make_shared<const NnUnetAugment>(std::move(made)));
 }
 
@@ -296,14 +304,16 @@ Result<std::unique_ptr<Loader>> Loader::Open(std::shared_ptr<const Dataset> data
   if (split == nullptr) {
     return NotFound("loader: " + dataset->dir() + " has no split '" + options.split + "'");
   }
-  Result<std::shared_ptr<const NnUnetAugment>> augment = PrepareAugment(*dataset, options);
-  if (!augment.ok()) return augment.status().WithContext("loader: " + dataset->dir());
+  const Status checked = PrepareAugment(*dataset, options);
+  if (!checked.ok()) return checked.WithContext("loader: " + dataset->dir());
   std::unique_ptr<PatchSampler> patches;
   if (options.patch) {
     Result<std::unique_ptr<PatchSampler>> made = PatchSampler::Create(dataset.get(), *options.patch);
     if (!made.ok()) return made.status().WithContext("loader: " + dataset->dir());
     patches = std::move(made).value();
   }
+  Result<std::shared_ptr<const NnUnetAugment>> augment = MakeAugment(patches.get(), options);
+  if (!augment.ok()) return augment.status().WithContext("loader: " + dataset->dir());
   ASSIGN_OR_RETURN(
       std::vector<detail::FieldPlan> fields,
       PlanFields(m, options.fields, options.patch ? &*options.patch : nullptr, options.augment.has_value()));

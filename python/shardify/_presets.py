@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ._nnunet_transform import NnUnet
+from ._palette import COLOURS
 from ._transform_base import Compose, Transform, _torch
 from ._transforms_basic import RandFlip, RandRotate, RandZoom, ScaleIntensity
 
@@ -56,9 +57,6 @@ def preset(name: str, spatial_dims: int | None = None, **kwargs: Any) -> Transfo
     return build(**kwargs) if spatial_dims is None else build(spatial_dims=spatial_dims, **kwargs)
 
 
-# Mask colours of labels 1, 2, ... (RGB), cycled.
-_COLOURS = ((230, 25, 75), (60, 180, 75), (255, 225, 25), (0, 130, 200), (245, 130, 48), (145, 30, 180),
-            (70, 240, 240), (240, 50, 230))
 
 
 def _captions(batch, n, skip):
@@ -115,9 +113,9 @@ def save_grid(batch: Mapping[str, torch.Tensor], path: str | os.PathLike[str], i
     gray = ((x - lo) / (hi - lo).clamp_min(1e-12) * 255).round().to(torch.uint8)
     rgb = gray.unsqueeze(-1).repeat(1, 1, 1, 3).float()
     if m is not None:
-        colours = torch.tensor(_COLOURS, dtype=torch.float32)
+        colours = torch.tensor(COLOURS, dtype=torch.float32)
         labelled = m > 0
-        colour = colours[(m.clamp_min(1) - 1) % len(_COLOURS)]
+        colour = colours[(m.clamp_min(1) - 1) % len(COLOURS)]
         rgb = torch.where(labelled.unsqueeze(-1), rgb * (1 - alpha) + colour * alpha, rgb)
     rgb = rgb.round().to(torch.uint8)
     zoom = max(1, -(-int(min_tile) // max(rgb.shape[1], rgb.shape[2])))

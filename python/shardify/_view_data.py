@@ -99,7 +99,7 @@ def _mask_labels(mask_meta: dict[str, str], stats: dict[str, Any] | None) -> lis
                 names[value] = str(name)
     if not names and stats and stats.get("max") is not None and stats["max"] >= 1:
         names = {v: f"label {v}" for v in range(1, min(int(stats["max"]), _MAX_LISTED_LABELS) + 1)}
-    return [{"value": v, "name": n, "colour": "#%02x%02x%02x" % R.PALETTE[(v - 1) % len(R.PALETTE)]}
+    return [{"value": v, "name": n, "colour": "#%02x%02x%02x" % R.COLOURS[(v - 1) % len(R.COLOURS)]}
             for v, n in sorted(names.items())]
 
 

@@ -11,9 +11,7 @@ import zlib
 
 import numpy as np
 
-# Mask colours of labels 1, 2, ... (RGB), cycled: those of T.save_grid.
-PALETTE = ((230, 25, 75), (60, 180, 75), (255, 225, 25), (0, 130, 200), (245, 130, 48), (145, 30, 180),
-           (70, 240, 240), (240, 50, 230))
+from ._palette import COLOURS
 # The largest side of a picture the viewer makes, in pixels.
 MAX_SIDE = 1024
 
@@ -108,7 +106,7 @@ def compose(image_plane: np.ndarray, window, labels: np.ndarray | None, channel:
         return pixels
     if pixels.ndim == 2:
         pixels = np.repeat(pixels[..., np.newaxis], 3, axis=-1)
-    colours = np.array(PALETTE, dtype=np.uint16)[(np.maximum(labels, 1) - 1) % len(PALETTE)]
+    colours = np.array(COLOURS, dtype=np.uint16)[(np.maximum(labels, 1) - 1) % len(COLOURS)]
     blended = ((pixels.astype(np.uint16) + colours) // 2).astype(np.uint8)
     return np.where((labels > 0)[..., np.newaxis], blended, pixels)
 
