@@ -13,10 +13,9 @@
 #include <torch/torch.h>
 
 #include <cstdint>
-#include <string>
 
-#include "base/status.h"
 #include "reader/augment.h"
+#include "trainer/augment_options.h"
 #include "trainer/transforms.h"
 
 namespace shardify::trainer {
@@ -35,10 +34,6 @@ using shardify::NnUnetAugment;
 using shardify::NnUnetAugmentOptions;
 using shardify::ParseAugProbabilities;
 using shardify::ParseMaskMode;
-
-// kAuto: nnU-Net's augmentation for segmentation models (unet, unet3d), none otherwise.
-enum class AugPreset { kAuto, kNone, kNnUnet };
-Result<AugPreset> ParseAugPreset(const std::string& name);  // "nnunet" | "none"
 
 // `plan` (drawn by aug.Draw for this batch) applied to image float [B, C, spatial...] and
 // mask int64 [B, spatial...] (a label map) or undefined, on one device, with 2 or 3

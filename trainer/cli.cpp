@@ -7,8 +7,14 @@
 
 #include "base/cli.h"
 #include "base/strings.h"
+#include "format/dataset.h"
 #include "format/types.h"
-#include "trainer/models.h"
+#include "reader/augment.h"
+#include "reader/sampler.h"
+#include "trainer/augment_options.h"
+#include "trainer/distributed.h"
+#include "trainer/model_table.h"
+#include "trainer/optim_options.h"
 
 namespace shardify::trainer {
 namespace {

@@ -14,11 +14,15 @@
 #include "format/fields.h"
 #include "format/manifest.h"
 #include "storage/location.h"
+#include "trainer/augment.h"
 #include "trainer/distributed_internal.h"
 #include "trainer/loop_internal.h"
 #include "trainer/metrics.h"
+#include "trainer/models.h"
+#include "trainer/optim.h"
 #include "trainer/setup_internal.h"
 #include "trainer/train.h"
+#include "trainer/transforms.h"
 
 namespace shardify::trainer {
 

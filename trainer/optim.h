@@ -1,4 +1,5 @@
-// Optimizers, learning-rate schedules and checkpoints of shardtrain.
+// Optimizers, learning-rate schedules and checkpoints of shardtrain (their options and
+// the schedule itself: optim_options.h).
 #pragma once
 
 #include <torch/torch.h>
@@ -11,35 +12,13 @@
 #include "base/status.h"
 #include "reader/sampler.h"
 #include "trainer/models.h"
+#include "trainer/optim_options.h"
 
 namespace shardify::trainer {
 
-struct OptimizerOptions {
-  std::string name = "adam";  // adam | adamw | sgd
-  double lr = 1e-3;           // peak learning rate
-  double weight_decay = 0;    // adamw: decoupled decay; adam/sgd: L2
-  double momentum = 0.9;      // sgd only (nesterov)
-};
-
-// Validates the name and the rates (lr > 0, weight decay and momentum >= 0).
-Status CheckOptimizer(const OptimizerOptions& options);
 Result<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(const std::vector<torch::Tensor>& params,
                                                                const OptimizerOptions& options);
 
-// Learning rate as a pure function of the optimizer step, so its whole state is the step.
-struct ScheduleOptions {
-  std::string name = "constant";  // constant | cosine | onecycle
-  int64_t total_steps = 1;        // optimizer steps of the whole run
-  double warmup_fraction = 0.3;   // onecycle: share of steps rising to the peak;
-                                  // cosine: linear warmup share (0 = none)
-  double start_div = 25;          // onecycle: starts at peak / start_div
-  double final_div = 1e4;         // onecycle: ends at peak / final_div; cosine: at peak / final_div
-};
-
-// Validates the name; total_steps is clamped to >= 1.
-Status CheckSchedule(const ScheduleOptions& s);
-// The learning rate at optimizer step `step` (0-based) for peak rate `peak`.
-double ScheduledLr(const ScheduleOptions& s, double peak, int64_t step);
 // Sets the rate of every parameter group.
 void SetLr(torch::optim::Optimizer& optimizer, double lr);
 
@@ -79,8 +58,7 @@ Status CheckResumeOptimizer(const std::string& path, const CheckpointMeta& meta,
 // A file without the trailer is a Corruption error that says so and names the way out: it
 // is truncated or damaged, or a bare archive written before checkpoints had the trailer,
 // which a reader accepts, unchecked, only when asked to with LegacyCheckpoint::kAccept
-// (shardtrain --legacy-checkpoint).
-enum class LegacyCheckpoint { kRefuse, kAccept };
+// (optim_options.h; shardtrain --legacy-checkpoint).
 
 // Writes model, optimizer (may be null) and meta to `path` (via "<path>.tmp", fsync and rename).
 Status SaveCheckpoint(const std::string& path, Model& model, const torch::optim::Optimizer* optimizer,

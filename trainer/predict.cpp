@@ -9,6 +9,8 @@
 #include "storage/location.h"
 #include "trainer/loop_internal.h"
 #include "trainer/metrics.h"
+#include "trainer/models.h"
+#include "trainer/optim.h"
 #include "trainer/predict_grid.h"
 #include "trainer/train.h"
 

@@ -5,7 +5,9 @@
 #include "format/fields.h"
 #include "format/manifest.h"
 #include "storage/location.h"
+#include "trainer/optim.h"
 #include "trainer/setup_internal.h"
+#include "trainer/transforms.h"
 
 namespace shardify::trainer::detail {
 

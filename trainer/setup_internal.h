@@ -11,6 +11,7 @@
 #include "format/dataset.h"
 #include "trainer/augment.h"
 #include "trainer/loop_internal.h"
+#include "trainer/optim.h"
 #include "trainer/train.h"
 
 namespace shardify::trainer::detail {

@@ -31,12 +31,13 @@
 #include "base/status.h"
 #include "format/dataset.h"
 #include "format/fields.h"
+#include "reader/augment.h"
 #include "reader/sampler.h"
-#include "trainer/augment.h"
+#include "trainer/augment_options.h"
 #include "trainer/distributed.h"
-#include "trainer/optim.h"
+#include "trainer/model_table.h"
+#include "trainer/optim_options.h"
 #include "trainer/report.h"
-#include "trainer/transforms.h"
 
 namespace shardify::trainer {
 

@@ -21,6 +21,7 @@
 #include "base/status.h"
 #include "format/types.h"
 #include "reader/loader.h"
+#include "trainer/augment_options.h"
 
 namespace shardify::trainer {
 
@@ -55,19 +56,6 @@ inline constexpr int64_t kMaxMultiLabels = 24;
 torch::Tensor PackLabels(const torch::Tensor& mask, DType dtype);
 // Packed [B, spatial...] -> float 0/1 [B, K, spatial...]; -1 gives zeros.
 torch::Tensor UnpackLabels(const torch::Tensor& packed, int64_t k);
-
-struct AugmentOptions {
-  bool flip_x = false;                 // mirror left-right with probability 1/2
-  bool flip_y = false;                 // mirror top-bottom with probability 1/2
-  double rotate_deg = 0;               // rotation uniform in [-r, r] degrees
-  double scale = 0;                    // zoom uniform in [1 - s, 1 + s]
-  double translate = 0;                // shift uniform in [-t, t] of the image size
-  double intensity_scale = 0;          // x * uniform [1 - a, 1 + a] (image only)
-  double intensity_shift = 0;          // x + uniform [-b, b] (image only)
-  int64_t crop_h = 0, crop_w = 0;      // random crop, or zero pad, to this size (0 = off)
-  int64_t resize_h = 0, resize_w = 0;  // resize to this size last (0 = off)
-  uint64_t seed = 0;
-};
 
 struct ImageMask {
   torch::Tensor image;  // float [B, C, H, W]
