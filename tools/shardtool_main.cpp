@@ -186,6 +186,7 @@ void AddView(CLI::App& app, Args& a, std::vector<Command>& cmds) {
                    "address to listen on (127.0.0.1: this machine alone; another lets the network read the dataset)")
       ->capture_default_str();
   view->add_flag("--verbose", a.view.verbose, "log every request on stderr");
+  shardify::cli::AddCacheOptions(*view);
   view->footer(kExitCodes);
   cmds.emplace_back(view, [&a] { return t::RunView(a.dir, a.view); });
 }

@@ -126,6 +126,13 @@ class Dataset:
                 self._check_field(name)
         return self._core.sample(index, fields)
 
+    def shape(self, index: SupportsIndex, field: str) -> tuple[int, ...]:
+        """The shape of ndarray ``field`` in sample ``index``, read from the shard's index:
+        nothing is decoded (a field of varying shape has its own in each sample)."""
+        index = self._index(index)
+        self._check_field(field)
+        return self._core.shape(index, field)
+
     def region(self, index: SupportsIndex, field: str, start: Iterable[int], size: Iterable[int]) -> np.ndarray:
         """The box ``[start, start + size)`` of ndarray ``field`` of sample ``index``.
 

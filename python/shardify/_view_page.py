@@ -21,6 +21,8 @@ table { border-collapse: collapse; margin: 6px 0 14px; }
 td, th { border-bottom: 1px solid #ddd; padding: 2px 10px 2px 0; text-align: left; vertical-align: top; }
 th { font-weight: 600; }
 .bar { display: inline-block; height: 12px; background: #58a; vertical-align: middle; }
+.hist { display: inline-flex; align-items: flex-end; height: 40px; border-bottom: 1px solid #999; }
+.hist span { width: 3px; background: #58a; }
 #error { display: none; background: #fdd; color: #800; padding: 6px 16px; }
 #thumbs { display: flex; flex-wrap: wrap; gap: 8px; }
 #thumbs figure { margin: 0; width: 100px; cursor: pointer; text-align: center; font-size: 12px; }
@@ -45,6 +47,7 @@ code { background: #eee; padding: 0 3px; }
   <p id="summary"></p>
   <h2>Splits</h2><table id="splits"></table>
   <div id="classes-part"><h2>Classes</h2><table id="classes"></table></div>
+  <div id="preprocessing-part"><h2>Preprocessing</h2><ul id="preprocessing"></ul></div>
   <h2>Fields</h2><table id="fields"></table>
   <div id="stats-part"><h2>Statistics</h2><table id="stats"></table></div>
   <div id="mask-part"><h2>Mask labels</h2><table id="masklabels"></table></div>
@@ -62,9 +65,11 @@ code { background: #eee; padding: 0 3px; }
   <h2 id="detail-title"></h2>
   <div class="controls">
     <label>field <select id="picture-field"></select></label>
+    <label id="channel-choice">channel <select id="channel"></select></label>
     <label>window <input type="number" id="lo" step="any"> .. <input type="number" id="hi" step="any"></label>
     <button id="auto-window">own range</button>
     <label><input type="checkbox" id="overlay" checked> mask</label>
+    <label id="aspect-choice" title="each pixel as high and wide as its voxel's spacing"><input type="checkbox" id="aspect" checked> spacing</label>
   </div>
   <div class="views" id="views"></div>
   <ul id="legend"></ul>
@@ -115,7 +120,7 @@ function show(name) {
 function renderOverview() {
   const o = overview;
   $("title").textContent = "shardify view: " + o.path;
-  $("summary").textContent = o.samples + " samples, format version " + o.format_version;
+  $("summary").textContent = o.samples + (o.samples === 1 ? " sample" : " samples") + ", format version " + o.format_version;
   row($("splits"), ["split", "first sample", "samples"], true);
   for (const s of o.splits) row($("splits"), [s.name, s.first, s.count]);
   $("classes-part").style.display = o.classes.length ? "" : "none";
@@ -125,10 +130,17 @@ function renderOverview() {
   if (o.unlabeled) row($("classes"), ["-", "unlabeled", o.unlabeled, ""]);
   row($("fields"), ["name", "kind", "dtype", "shape", "role"], true);
   for (const f of o.fields) row($("fields"), [f.name, f.kind, f.dtype, f.shape ? "[" + f.shape.map((d) => d === null ? "*" : d).join(", ") + "]" : "-", f.role]);
+  $("preprocessing-part").style.display = o.preprocessing.length ? "" : "none";
+  for (const step of o.preprocessing) $("preprocessing").appendChild(el("li", step));
   $("stats-part").style.display = o.stats.length ? "" : "none";
-  row($("stats"), ["field", "count", "min", "max", "mean", "std"], true);
-  for (const s of o.stats) row($("stats"), [s.field, s.count, fmt(s.min), fmt(s.max), fmt(s.mean), fmt(s.std)]);
+  row($("stats"), ["field", "count", "min", "max", "mean", "std", "histogram"], true);
+  for (const s of o.stats) {
+    const drawn = o.picture_fields.includes(s.field) && s.field !== o.mask_field;
+    const cell = drawn ? el("div", null, { class: "hist", "data-field": s.field }) : "";
+    row($("stats"), [s.field, s.count, fmt(s.min), fmt(s.max), fmt(s.mean), fmt(s.std), cell]);
+  }
   $("mask-part").style.display = o.mask_labels.length ? "" : "none";
+  row($("masklabels"), ["", o.multi_label ? "channel" : "value", "label"], true);
   for (const m of o.mask_labels) row($("masklabels"), [swatch(m.colour), m.value, m.name]);
   const p = o.provenance || {};
   for (const [k, v] of Object.entries(p)) {
@@ -142,6 +154,20 @@ function renderOverview() {
   $("label-choice").style.display = o.classes.length ? "" : "none";
   $("label").appendChild(el("option", "all classes", { value: "" }));
   for (const c of o.classes) $("label").appendChild(el("option", c.name + " (" + c.count + ")", { value: c.name }));
+}
+
+// Each picture field's histogram, bar heights on a log scale (a background's peak would hide the rest).
+async function loadHistograms() {
+  for (const cell of document.querySelectorAll(".hist")) {
+    const h = await api("/api/histogram?" + new URLSearchParams({ field: cell.dataset.field }));
+    const most = Math.log1p(Math.max(1, ...h.counts));
+    for (const [k, count] of h.counts.entries()) {
+      const lo = h.min + (h.max - h.min) * k / h.bins;
+      cell.appendChild(el("span", null, { style: "height:" + (40 * Math.log1p(count) / most).toFixed(1) + "px",
+                                          title: fmt(lo) + ": " + count }));
+    }
+    cell.title = "values " + fmt(h.min) + " .. " + fmt(h.max) + " in " + h.samples + " of " + h.of + " samples (log scale)";
+  }
 }
 
 function swatch(colour) { return el("span", null, { class: "swatch", style: "background:" + colour }); }
@@ -166,25 +192,35 @@ async function loadPage() {
   $("next").disabled = offset + PAGE_SIZE >= total;
 }
 
+function picture() { return current.pictures[$("picture-field").value]; }
+
+// [rows, columns] each view is drawn at: from the voxel spacing, else one pixel per voxel.
+function viewSizes(p) {
+  if ($("aspect").checked && p.views) return p.views;
+  const shape = p.spatial_shape;
+  return shape.length === 3 ? [[shape[1], shape[2]], [shape[0], shape[2]], [shape[0], shape[1]]] : [shape];
+}
+
 function pictureUrl(axis) {
-  const q = new URLSearchParams({ field: $("picture-field").value, axis: axis, mask: $("overlay").checked ? "1" : "0" });
+  const q = new URLSearchParams({ field: $("picture-field").value, axis: axis, mask: $("overlay").checked ? "1" : "0",
+                                  aspect: $("aspect").checked ? "1" : "0" });
   if (slices[axis] !== undefined) q.set("slice", slices[axis]);
+  if ($("channel").value !== "") q.set("channel", $("channel").value);
   const lo = parseFloat($("lo").value), hi = parseFloat($("hi").value);
   if (isFinite(lo) && isFinite(hi) && lo < hi) q.set("window", lo + "," + hi);
-  // Small pictures enlarged by one whole factor for every axis, to about 256 pixels.
-  const shape = current.pictures[$("picture-field").value].spatial_shape;
-  const factor = Math.floor(256 / Math.max(...shape));
-  const plane = shape.length === 3 ? shape.filter((_, k) => k !== axis) : shape;
-  if (factor > 1) q.set("size", String(Math.min(1024, Math.max(...plane) * factor)));
+  // Small pictures enlarged by one whole factor for every view, to about 256 pixels.
+  const sizes = viewSizes(picture());
+  const factor = Math.floor(256 / Math.max(...sizes.flat()));
+  if (factor > 1) q.set("size", String(Math.min(1024, Math.max(...sizes[axis]) * factor)));
   return "/api/image/" + current.index + ".png?" + q;
 }
 
 function renderViews() {
   const views = $("views");
   views.replaceChildren();
-  const picture = current.pictures[$("picture-field").value];
-  if (!picture) return;  // no field of this sample is a picture
-  const shape = picture.spatial_shape;
+  const p = picture();
+  if (!p) return;  // no field of this sample is a picture
+  const shape = p.spatial_shape;
   const axes = shape.length === 3 ? [0, 1, 2] : [0];
   for (const axis of axes) {
     const fig = el("figure");
@@ -236,6 +272,7 @@ async function openSample(index) {
   choice.replaceChildren();
   for (const name of Object.keys(current.pictures)) choice.appendChild(el("option", name, { value: name }));
   if (current.image_field && current.pictures[current.image_field]) choice.value = current.image_field;
+  resetChannels();
   resetSlices();
   autoWindow();
   renderViews();
@@ -246,7 +283,10 @@ async function openSample(index) {
   row(table, ["name", "kind", "dtype", "shape", "value or summary"], true);
   for (const f of current.fields) {
     let v = f.value !== undefined ? f.value : f.values !== undefined ? "[" + f.values.map(fmt).join(", ") + "]" : f.bytes !== undefined ? f.bytes + " bytes" : "";
-    if (f.min !== undefined && f.values === undefined) v = "min " + fmt(f.min) + ", max " + fmt(f.max) + ", mean " + fmt(f.mean);
+    if (f.min !== undefined && f.values === undefined) {
+      v = f.mean === null ? "no finite values" : "min " + fmt(f.min) + ", max " + fmt(f.max) + ", mean " + fmt(f.mean);
+      if (f.not_finite) v += " (" + f.not_finite + " NaN or infinite left out)";
+    }
     row(table, [f.name, f.kind, f.dtype, f.shape ? "[" + f.shape.join(", ") + "]" : "-", v]);
   }
   show("detail");
@@ -254,14 +294,29 @@ async function openSample(index) {
 
 // Volumes open at the middle of the mask's labelled box where there is one, else at the middle.
 function resetSlices() {
-  const shape = current.pictures[$("picture-field").value] ? current.pictures[$("picture-field").value].spatial_shape : [];
+  const shape = picture() ? picture().spatial_shape : [];
   const focus = current.mask_focus && current.mask_focus.length === shape.length ? current.mask_focus : null;
   slices = shape.length === 3 ? shape.map((d, k) => focus ? focus[k] : Math.floor(d / 2)) : [];
 }
 
+// Three channels are drawn as colour unless one is chosen; other counts show one channel.
+function resetChannels() {
+  const p = picture(), choice = $("channel");
+  choice.replaceChildren();
+  const count = p ? p.channels : 1;
+  $("channel-choice").style.display = count > 1 ? "" : "none";
+  $("aspect-choice").style.display = p && p.spacing ? "" : "none";
+  if (count === 3) choice.appendChild(el("option", "all (colour)", { value: "" }));
+  for (let c = 0; c < count && count > 1; ++c) {
+    choice.appendChild(el("option", c + (p.channel_names ? " " + p.channel_names[c] : ""), { value: String(c) }));
+  }
+  if (count === 1) choice.appendChild(el("option", "0", { value: "" }));
+}
+
 function autoWindow() {
-  const p = current.pictures[$("picture-field").value];
-  $("lo").value = p ? p.min : ""; $("hi").value = p ? p.max : "";
+  const p = picture(), c = $("channel").value;
+  const range = p && c !== "" && p.channel_ranges ? p.channel_ranges[parseInt(c, 10)] : p ? [p.min, p.max] : ["", ""];
+  $("lo").value = range[0]; $("hi").value = range[1];
 }
 
 async function start() {
@@ -269,14 +324,16 @@ async function start() {
     overview = await api("/api/overview");
     renderOverview();
     show("overview");
+    loadHistograms().catch((e) => showError(e.message));
   } catch (e) { showError(e.message); }
   $("nav-overview").addEventListener("click", () => show("overview"));
   $("nav-grid").addEventListener("click", () => { show("grid"); loadPage().catch((e) => showError(e.message)); });
   for (const id of ["split", "label"]) $(id).addEventListener("change", () => { offset = 0; loadPage().catch((e) => showError(e.message)); });
   $("prev").addEventListener("click", () => { offset = Math.max(0, offset - PAGE_SIZE); loadPage().catch((e) => showError(e.message)); });
   $("next").addEventListener("click", () => { offset += PAGE_SIZE; loadPage().catch((e) => showError(e.message)); });
-  $("picture-field").addEventListener("change", () => { resetSlices(); autoWindow(); renderViews(); });
-  for (const id of ["lo", "hi", "overlay"]) $(id).addEventListener("change", renderViews);
+  $("picture-field").addEventListener("change", () => { resetChannels(); resetSlices(); autoWindow(); renderViews(); });
+  $("channel").addEventListener("change", () => { autoWindow(); renderViews(); });
+  for (const id of ["lo", "hi", "overlay", "aspect"]) $(id).addEventListener("change", renderViews);
   $("auto-window").addEventListener("click", () => { autoWindow(); renderViews(); });
   $("augment-button").addEventListener("click", () => {
     const url = "/api/augment/" + current.index + ".png?" + new URLSearchParams({ preset: $("preset").value, draws: 4 });

@@ -54,28 +54,52 @@ def plane(array: np.ndarray, axis: int, index: int | None) -> np.ndarray:
     """``[C, h, w]``: the array itself (2D) or its slice at ``index`` along spatial ``axis``
     (3D; None: the middle)."""
     a = _channels_first(array)
-    spatial = a.shape[1:]
+    index = slice_index(array.shape, axis, index)
+    return a if index is None else np.take(a, index, axis=1 + axis)
+
+
+def slice_index(shape, axis: int, index: int | None) -> int | None:
+    """The slice that ``plane`` takes of an array of ``shape`` along spatial ``axis`` (None
+    for a 2D array: the array itself), or the RenderError it raises."""
+    spatial = tuple(shape)[-2:] if len(shape) < 4 else tuple(shape)[1:]
     axes = len(spatial) if len(spatial) == 3 else 1
     if not 0 <= axis < axes:
-        raise RenderError(f"axis must be 0..{axes - 1} for an array of shape {list(array.shape)}, got {axis}")
+        raise RenderError(f"axis must be 0..{axes - 1} for an array of shape {list(shape)}, got {axis}")
     if len(spatial) == 2:
         if index not in (None, 0):
             raise RenderError(f"a 2D array has one slice (0), got slice {index}")
-        return a
+        return None
     size = spatial[axis]
     index = size // 2 if index is None else index
     if not 0 <= index < size:
         raise RenderError(f"slice must be 0..{size - 1} along axis {axis}, got {index}")
-    return np.take(a, index, axis=1 + axis)
+    return index
+
+
+def finite_values(array: np.ndarray) -> np.ndarray:
+    """The array's finite values (all of an integer array's), float arrays widened to float64."""
+    if array.dtype.kind != "f":
+        return array
+    a = array.astype(np.float64, copy=False)
+    return a[np.isfinite(a)]
 
 
 def value_range(array: np.ndarray) -> tuple[float, float]:
     """(min, max) of the array's finite values; (0, 0) when there are none."""
-    a = array.astype(np.float64, copy=False) if array.dtype.kind == "f" else array
-    finite = a[np.isfinite(a)] if a.dtype.kind == "f" else a
+    finite = finite_values(array)
     if finite.size == 0:
         return 0.0, 0.0
     return float(finite.min()), float(finite.max())
+
+
+def summary(array: np.ndarray) -> tuple[float, float, float | None, int]:
+    """(min, max, mean, count) of the array's finite values, in float64: NaN and infinities
+    (a normalization's unbounded clip, an empty region) are left out, not averaged into NaN.
+    Mean None (min and max 0) when there are none."""
+    finite = finite_values(array)
+    if finite.size == 0:
+        return 0.0, 0.0, None, 0
+    return float(finite.min()), float(finite.max()), float(finite.mean(dtype=np.float64)), int(finite.size)
 
 
 def to_8bit(values: np.ndarray, window: tuple[float, float]) -> np.ndarray:
@@ -88,10 +112,11 @@ def to_8bit(values: np.ndarray, window: tuple[float, float]) -> np.ndarray:
 
 def label_plane(mask_plane: np.ndarray, multi_label: bool) -> np.ndarray:
     """``[h, w]`` labels of a mask plane ``[C, h, w]``: the values of a one-channel label map, or
-    1 + the first non-zero channel of a one-channel-per-class mask; 0 is background."""
+    1 + the first channel above 0 of a one-channel-per-class mask; 0 is background (and so is
+    a negative value, which marks a voxel unlabelled)."""
     if mask_plane.shape[0] == 1 and not multi_label:
         return np.where(mask_plane[0] > 0, mask_plane[0], 0).astype(np.int64)
-    on = mask_plane != 0
+    on = mask_plane > 0
     return np.where(on.any(axis=0), on.argmax(axis=0) + 1, 0)
 
 
@@ -111,18 +136,41 @@ def compose(image_plane: np.ndarray, window, labels: np.ndarray | None, channel:
     return np.where((labels > 0)[..., np.newaxis], blended, pixels)
 
 
-def fit(pixels: np.ndarray, size: int | None) -> np.ndarray:
-    """Pixels scaled (nearest neighbour) so that the longer side is ``size`` (None: as they are,
-    but at most MAX_SIDE)."""
-    height, width = pixels.shape[:2]
-    longest = max(height, width)
+def display_size(height: int, width: int, spacing: tuple[float, float] | None,
+                 size: int | None) -> tuple[int, int]:
+    """(rows, columns) a plane of ``height`` x ``width`` pixels is drawn at: stretched so
+    that each pixel covers its ``spacing`` (row, column; None: square pixels), the finer
+    spacing keeping one pixel per voxel; then scaled so that the longer side is ``size``
+    (None: as it is, but at most MAX_SIDE)."""
+    rows, cols = float(height), float(width)
+    if spacing is not None:
+        unit = min(spacing)
+        rows, cols = height * spacing[0] / unit, width * spacing[1] / unit
+    longest = max(rows, cols)
     target = min(size or longest, MAX_SIDE)
-    if target == longest:
+    return max(1, round(rows * target / longest)), max(1, round(cols * target / longest))
+
+
+def fit(pixels: np.ndarray, size: int | None, spacing: tuple[float, float] | None = None) -> np.ndarray:
+    """Pixels scaled (nearest neighbour) to their display_size."""
+    height, width = pixels.shape[:2]
+    h, w = display_size(height, width, spacing, size)
+    if (h, w) == (height, width):
         return pixels
-    h, w = max(1, round(height * target / longest)), max(1, round(width * target / longest))
     rows = np.arange(h) * height // h
     cols = np.arange(w) * width // w
     return pixels[rows][:, cols]
+
+
+def plane_spacing(spacing: tuple[float, ...] | None, axis: int) -> tuple[float, float] | None:
+    """(row, column) spacing of the plane ``plane(array, axis, ...)`` draws, from the array's
+    spatial spacing in axis order (None: unknown)."""
+    if spacing is None:
+        return None
+    if len(spacing) == 2:
+        return spacing[0], spacing[1]
+    rows, cols = (a for a in range(3) if a != axis)
+    return spacing[rows], spacing[cols]
 
 
 def side_by_side(tiles: list[np.ndarray], gap: int = 4) -> np.ndarray:

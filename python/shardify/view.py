@@ -7,6 +7,11 @@ the dataset. docs/viewing.md shows it.
 
     python -m shardify.view fmnist                  # prints http://127.0.0.1:8765/
     python -m shardify.view fmnist --port 0         # any free port
+    python -m shardify.view s3://sets/brain --cache-limit 2G   # through the bounded local cache
+
+A remote dataset (``s3://``, ``http(s)://``) is read as shardify.Dataset and the Loader read
+it, through the local cache that ``--cache-dir`` and ``--cache-limit`` (or
+``$SHARDIFY_CACHE_DIR`` and ``$SHARDIFY_CACHE_LIMIT``) bound; docs/remote.md.
 
 From Python: ``server = shardify.view.serve(dataset, port=0)``; ``server.url``;
 ``threading.Thread(target=server.serve_forever).start()``; ``server.shutdown()``.
@@ -33,8 +38,10 @@ DEFAULT_PORT = 8765
 PRESETS = ("nnunet", "mednist")
 MAX_PAGE = 500  # samples per page of /api/samples
 MAX_DRAWS = 8  # augmentations per /api/augment picture
+MAX_BINS = 256  # bins of an /api/histogram
 _INTEGER = re.compile(r"-?[0-9]{1,12}")
-_NUMBER = re.compile(r"-?([0-9]{1,15}(\.[0-9]{0,15})?|\.[0-9]{1,15})([eE][-+]?[0-9]{1,3})?")
+# A number as JavaScript writes a double (up to 17 significant digits: the page sends its window so).
+_NUMBER = re.compile(r"-?([0-9]{1,24}(\.[0-9]{0,24})?|\.[0-9]{1,24})([eE][-+]?[0-9]{1,3})?")
 
 
 class _HttpError(Exception):
@@ -114,7 +121,12 @@ def _image(view: DatasetView, params: _Params, index: int):
     view.check_index(index)
     return view.picture(index, params.text("field"), params.integer("axis", 0, 0, 2),
                         params.integer("slice", None, 0, 1 << 31), params.integer("size", None, 8, MAX_SIDE),
-                        params.window(), params.integer("channel", None, 0, 1 << 16), params.flag("mask", True))
+                        params.window(), params.integer("channel", None, 0, 1 << 16), params.flag("mask", True),
+                        params.flag("aspect", True))
+
+
+def _histogram(view: DatasetView, params: _Params, _):
+    return view.histogram(params.text("field"), params.integer("bins", 64, 8, MAX_BINS))
 
 
 def _augment(view: DatasetView, params: _Params, index: int):
@@ -137,9 +149,10 @@ def _augment(view: DatasetView, params: _Params, index: int):
 _ROUTES: list[tuple[re.Pattern, Callable, tuple[str, ...], str]] = [
     (re.compile(r"/api/overview"), _overview, (), "application/json"),
     (re.compile(r"/api/samples"), _samples, ("split", "label", "offset", "limit"), "application/json"),
+    (re.compile(r"/api/histogram"), _histogram, ("field", "bins"), "application/json"),
     (re.compile(r"/api/sample/([0-9]{1,15})"), _sample, (), "application/json"),
     (re.compile(r"/api/image/([0-9]{1,15})\.png"), _image,
-     ("field", "axis", "slice", "size", "window", "channel", "mask"), "image/png"),
+     ("field", "axis", "slice", "size", "window", "channel", "mask", "aspect"), "image/png"),
     (re.compile(r"/api/augment/([0-9]{1,15})\.png"), _augment, ("preset", "draws", "size", "seed"), "image/png"),
 ]
 
@@ -179,7 +192,7 @@ class _Handler(BaseHTTPRequestHandler):
                 raise _HttpError(400, str(e)) from e
             return 200, result if isinstance(result, bytes) else _json(result), kind
         raise _HttpError(404, f"no such page {parts.path!r}; the API is /api/overview, /api/samples, "
-                              "/api/sample/I, /api/image/I.png, /api/augment/I.png")
+                              "/api/histogram, /api/sample/I, /api/image/I.png, /api/augment/I.png")
 
     def _check_host(self) -> None:
         """On loopback, a Host that is not a loopback name is refused: a page elsewhere that made
@@ -246,12 +259,15 @@ class ViewServer(ThreadingHTTPServer):
         return f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
 
 
-def serve(dataset: Dataset | str, port: int = DEFAULT_PORT, bind: str = "127.0.0.1",
-          verbose: bool = False) -> ViewServer:
-    """A ViewServer of ``dataset`` (a Dataset or its path) bound to ``bind``:``port`` (0: any
-    free port), not yet serving: call its ``serve_forever()``."""
+def serve(dataset: Dataset | str, port: int = DEFAULT_PORT, bind: str = "127.0.0.1", verbose: bool = False, *,
+          cache_dir: str | None = None, cache_limit: int | str | None = None) -> ViewServer:
+    """A ViewServer of ``dataset`` (a Dataset, or its path or s3:// or http(s):// location)
+    bound to ``bind``:``port`` (0: any free port), not yet serving: call its
+    ``serve_forever()``. A remote dataset is read through the local cache that
+    ``cache_dir`` and ``cache_limit`` bound, as shardify.Dataset and the Loader read it
+    (docs/remote.md); they do not apply to a Dataset given open."""
     if not isinstance(dataset, Dataset):
-        dataset = Dataset(dataset)
+        dataset = Dataset(dataset, cache_dir=cache_dir, cache_limit=cache_limit)
     return ViewServer(DatasetView(dataset), bind, port, verbose)
 
 
@@ -264,11 +280,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="address to listen on (default 127.0.0.1: this machine alone; anything else lets "
                              "the network read the dataset)")
     parser.add_argument("--verbose", action="store_true", help="log every request on stderr")
+    parser.add_argument("--cache-dir", metavar="DIR",
+                        help="for an s3:// or http(s):// dataset: the folder shards are fetched into (default "
+                             "$SHARDIFY_CACHE_DIR, else ~/.cache/shardify); the processes of a node share it")
+    parser.add_argument("--cache-limit", metavar="SIZE",
+                        help="for an s3:// or http(s):// dataset: the most bytes its cache holds, e.g. 20G "
+                             "(default $SHARDIFY_CACHE_LIMIT, else the dataset's size, at most half the free space)")
     args = parser.parse_args(argv)
     if not 0 <= args.port <= 65535:
         parser.error(f"--port must be 0..65535, got {args.port}")
     try:
-        server = serve(args.dataset, args.port, args.bind, args.verbose)
+        server = serve(args.dataset, args.port, args.bind, args.verbose, cache_dir=args.cache_dir,
+                       cache_limit=args.cache_limit)
     except (OSError, ValueError) as e:
         print(f"shardify.view: {e}", file=sys.stderr)
         return 2

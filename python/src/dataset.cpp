@@ -168,11 +168,24 @@ py::dict Sample(const PyDataset& d, uint64_t index, const py::object& names) {
   return out;
 }
 
-py::object Region(const PyDataset& d, uint64_t index, const std::string& name, const Shape& start, const Shape& size) {
-  const Manifest& m = d.dataset->manifest();
+// The position of ndarray field `name`, after checking it and `index` as region() does.
+size_t NdarrayField(const Manifest& m, uint64_t index, const std::string& name) {
   const int f = m.FindField(name);
   if (f < 0 || m.fields[f].kind != FieldKind::kNdarray) Throw(InvalidArgument("no ndarray field '" + name + "'"));
   if (index >= m.num_samples) Throw(OutOfRange("sample " + std::to_string(index) + " is past the end"));
+  return static_cast<size_t>(f);
+}
+
+// The shape of ndarray field `name` in sample `index`, from the index: nothing is decoded.
+py::object FieldShape(const PyDataset& d, uint64_t index, const std::string& name) {
+  const size_t f = NdarrayField(d.dataset->manifest(), index, name);
+  const SampleView view = OpenSample(d, index);
+  return ShapeTuple(Unwrap(view.shape(f)));
+}
+
+py::object Region(const PyDataset& d, uint64_t index, const std::string& name, const Shape& start, const Shape& size) {
+  const Manifest& m = d.dataset->manifest();
+  const size_t f = NdarrayField(m, index, name);
   const uint64_t bytes = Unwrap(ByteSize(size, m.fields[f].dtype));
   if (bytes > d.dataset->options().max_sample_bytes) {
     Throw(ResourceExhausted("region of " + std::to_string(bytes) + " bytes is over the limit"));
@@ -181,8 +194,7 @@ py::object Region(const PyDataset& d, uint64_t index, const std::string& name, c
   py::array out(NumpyDtype(m.fields[f].dtype), std::vector<py::ssize_t>(size.begin(), size.end()));
   void* dst = out.mutable_data();
   const size_t bytes_out = static_cast<size_t>(out.nbytes());
-  Check(WithoutGil(
-      [&] { return view.DecodeRegion(static_cast<size_t>(f), start, size, dst, bytes_out, ThreadDecoder()); }));
+  Check(WithoutGil([&] { return view.DecodeRegion(f, start, size, dst, bytes_out, ThreadDecoder()); }));
   return py::object(std::move(out));
 }
 
@@ -219,6 +231,7 @@ void RegisterDataset(py::module_& m) {
       .def("provenance", &Provenance)
       .def("stats", &Stats)
       .def("sample", &Sample, py::arg("index"), py::arg("fields") = py::none())
+      .def("shape", &FieldShape, py::arg("index"), py::arg("field"))
       .def("region", &Region, py::arg("index"), py::arg("field"), py::arg("start"), py::arg("size"));
 }
 

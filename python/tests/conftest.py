@@ -99,3 +99,16 @@ def run_python(code, env=None, timeout=120):
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                           env=full_env, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def gi(tmp_path_factory):
+    """A 2D multi-label segmentation dataset: python/examples/uw_madison_standin.py's UW-Madison
+    GI tract layout (6 slices of 2 cases, 266x266 and 360x310 u16; three organs that overlap)
+    converted by the rle layout: mask u8 [3, H, W], one channel per organ, named."""
+    root = tmp_path_factory.mktemp("gi")
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "uw_madison_standin.py")
+    subprocess.run([sys.executable, script, str(root / "src"), "--cases", "2", "--days", "1", "--slices", "3"],
+                   check=True, capture_output=True, timeout=120)
+    shardify.convert(root / "src", root / "gi", split={"train": 0.5, "val": 0.5}, group_by="case", progress=False)
+    return str(root / "gi")

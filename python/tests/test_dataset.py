@@ -80,6 +80,26 @@ def test_region_of_a_chunked_volume(volumes):
     assert np.all(outside[0, :2] == 0) and np.array_equal(outside[0, 2:], image[:2, :2, :2])
 
 
+def test_shape_of_a_field_without_decoding_it(volumes):
+    path, arrays = volumes
+    ds = shardify.Dataset(path)
+    for i, (image, mask) in enumerate(arrays):
+        assert ds.shape(i, "image") == ds[i]["image"].shape == (1, *image.shape)  # depth varies
+        assert ds.shape(i, "mask") == (1, *mask.shape)
+    assert ds.shape(-1, "image") == (1, *arrays[-1][0].shape)
+    with pytest.raises(ValueError, match="no field 'nope'"):
+        ds.shape(0, "nope")
+    with pytest.raises(IndexError):
+        ds.shape(len(ds), "image")
+    core = shardify._core.Dataset(path)
+    scalar = next(f["name"] for f in core.fields() if f["kind"] != "ndarray")
+    for field in ("nope", scalar):
+        with pytest.raises(ValueError, match=f"no ndarray field '{field}'"):
+            core.shape(0, field)
+    with pytest.raises(IndexError, match="past the end"):
+        core.shape(len(ds), "image")
+
+
 def test_missing_and_corrupt_datasets_raise(tmp_path, fmnist):
     with pytest.raises(FileNotFoundError):
         shardify.Dataset(tmp_path / "missing")

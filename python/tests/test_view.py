@@ -21,11 +21,11 @@ SHARDTOOL = os.path.join(os.path.dirname(os.path.abspath(shardify.__file__)), ".
 
 
 class Served:
-    """A viewer serving on a free loopback port in a thread (polling for shutdown every 50 ms);
-    get(path) -> (status, type, body)."""
+    """A viewer (of a dataset, or a ViewServer made already) serving on a free loopback port
+    in a thread (polling for shutdown every 50 ms); get(path) -> (status, type, body)."""
 
     def __init__(self, dataset):
-        self.server = view.serve(dataset, port=0)
+        self.server = dataset if isinstance(dataset, view.ViewServer) else view.serve(dataset, port=0)
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()
         self.url = self.server.url
@@ -150,6 +150,9 @@ def test_image_png_is_the_sample_scaled_to_its_range(flat, fmnist):
     assert flat.png("/api/image/3.png?size=96")[:2] == (96, 96)
     width, _, _, pixels = flat.png("/api/image/3.png?window=0,1")
     np.testing.assert_array_equal(pixels, np.where(image >= 1, 255, 0))
+    # a window as the page sends it: JavaScript's shortest round trip of a double, 17 digits
+    _, _, _, pixels = flat.png("/api/image/3.png?window=0.30000000000000004,1.0000000000000002e%2B0")
+    np.testing.assert_array_equal(pixels, np.where(image >= 1, 255, 0))
     assert len(flat.server.view.pictures) >= 3  # cached
 
 
@@ -176,6 +179,41 @@ def test_volume_slices_along_each_axis_with_the_mask_over_them(volume, volumes):
     assert volume.png("/api/image/0.png?size=200&axis=1")[:2] == (200, round(depth * 200 / width))
 
 
+def test_volume_slice_in_a_window_reads_only_the_chunks_it_touches(tmp_path):
+    """A slice drawn in a given window is read with Dataset.region: the same PNG as from the
+    whole sample, along every axis, and it still draws with a chunk it does not touch corrupt."""
+    rng = np.random.default_rng(5)
+    image = rng.normal(size=(2, 8, 8, 8)).astype(np.float32)
+    mask = np.zeros((1, 8, 8, 8), np.uint8)
+    mask[0, 1, 2:5, 2:5] = 1
+    chunks = {"image": (1, 4, 8, 8), "mask": (1, 4, 8, 8)}
+    with shardify.Writer(tmp_path / "ds", codec="raw", chunks=chunks) as w:
+        w.write({"image": image, "mask": mask, "image.spacing": np.array([1.0, 1.0, 2.5])})
+    ds = shardify.Dataset(tmp_path / "ds")
+    whole = view.DatasetView(ds)
+    whole.arrays(0)  # kept: pictures come from the decoded sample
+    requests = [(0, 1, None, None), (1, 3, None, 1), (2, 6, 40, 0), (0, None, 40, None)]
+    wanted = {r: whole.picture(0, "image", r[0], r[1], r[2], (-1.0, 2.0), r[3], True) for r in requests}
+    sliced = view.DatasetView(shardify.Dataset(tmp_path / "ds"))
+    for r, png in wanted.items():
+        assert sliced.picture(0, "image", r[0], r[1], r[2], (-1.0, 2.0), r[3], True) == png, r
+    assert len(sliced._samples) == 0  # no sample decoded
+    with pytest.raises(view.RenderError, match="0..7"):
+        sliced.picture(0, "image", 0, 8, None, (-1.0, 2.0), None, True)
+    with pytest.raises(view.BadRequest, match="channel"):
+        sliced.picture(0, "image", 0, 1, None, (-1.0, 2.0), 2, True)
+    shard = next(p for p in (tmp_path / "ds").iterdir() if p.name.startswith("shard-"))
+    data = bytearray(shard.read_bytes())
+    far = data.find(image[1, 4:].tobytes())  # channel 1's chunk of slices 4..7, stored as it is
+    assert far > 0 and data.find(image[1, 4:].tobytes(), far + 1) < 0
+    data[far + 5] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    corrupt = view.DatasetView(shardify.Dataset(tmp_path / "ds"))
+    assert corrupt.picture(0, "image", 0, 1, None, (-1.0, 2.0), None, True) == wanted[(0, 1, None, None)]
+    with pytest.raises(shardify.CorruptionError):
+        corrupt.arrays(0)
+
+
 def test_mask_label_names_and_colours_from_the_mask_meta(tmp_path):
     labels = {"background": 0, "liver": 1, "tumour": 2}
     image = np.zeros((1, 4, 8, 8), np.float32)
@@ -193,6 +231,132 @@ def test_mask_label_names_and_colours_from_the_mask_meta(tmp_path):
         assert colour == 2  # the image is 0 everywhere: labelled pixels are half their colour
         assert tuple(pixels[1, 1]) == (115, 12, 37) and tuple(pixels[6, 6]) == (30, 90, 37)
         assert tuple(pixels[0, 0]) == (0, 0, 0)
+    finally:
+        served.close()
+
+
+def test_multi_label_segmentation_draws_each_organ_and_names_its_channel(gi):
+    """The rle layout's mask: one 0/1 channel per organ, organs overlapping; the legend's
+    values are channels, each drawn in its colour, an overlap in the first channel's."""
+    from shardify._palette import COLOURS
+    served = Served(gi)
+    try:
+        o = served.json("/api/overview")
+        assert o["multi_label"] and o["mask_field"] == "mask"
+        assert [(m["value"], m["name"], m["colour"]) for m in o["mask_labels"]] == [
+            (0, "large_bowel", "#e6194b"), (1, "small_bowel", "#3cb44b"), (2, "stomach", "#ffe119")]
+        sample = shardify.Dataset(gi)[0]
+        image, mask = sample["image"][0].astype(np.float64), sample["mask"]
+        s = served.json("/api/sample/0")
+        assert s["mask_labels_present"] == [c for c in range(3) if mask[c].any()]
+        width, height, colour, pixels = served.png("/api/image/0.png")
+        assert (width, height, colour) == (image.shape[1], image.shape[0], 2)
+        gray = np.rint((image - image.min()) * 255.0 / (image.max() - image.min())).astype(np.uint16)
+        first = np.where(mask.any(axis=0), mask.argmax(axis=0), -1)  # the first organ at each pixel
+        assert (mask.sum(axis=0) > 1).any()  # organs overlap somewhere
+        for c in range(3):
+            on = first == c
+            assert on.any()
+            want = (gray[on][:, np.newaxis] + np.array(COLOURS[c], np.uint16)) // 2
+            np.testing.assert_array_equal(pixels[on], want)
+        background = pixels[first < 0]
+        assert (background[:, 0] == background[:, 1]).all() and (background[:, 1] == background[:, 2]).all()
+        assert served.png("/api/image/0.png?mask=0")[2] == 0
+        assert served.png("/api/image/0.png?field=mask&axis=0")[:2] == (width, height)
+    finally:
+        served.close()
+
+
+def test_volume_with_anisotropic_spacing_is_drawn_to_scale_and_its_preprocessing_said(tmp_path):
+    """Volumes of 3 x 1 x 1 mm cropped, resampled to 2.5 x 1.2 x 1.2 mm and z-scored: the
+    overview says so in words, and a slice across z is as tall as its millimetres."""
+    from conftest import write_nifti
+    rng = np.random.default_rng(3)
+    (tmp_path / "src" / "images").mkdir(parents=True)
+    (tmp_path / "src" / "masks").mkdir()
+    for case in range(2):
+        image = np.zeros((10, 30, 36), np.int16)
+        image[1:9, 3:27, 2:34] = rng.integers(50, 200, (8, 24, 32))
+        mask = np.zeros(image.shape, np.uint8)
+        mask[3:6, 10:20, 10:20] = 1
+        write_nifti(tmp_path / "src" / "images" / f"c{case}.nii", image, spacing=(3.0, 1.0, 1.0))
+        write_nifti(tmp_path / "src" / "masks" / f"c{case}.nii", mask, spacing=(3.0, 1.0, 1.0))
+    shardify.convert(tmp_path / "src", tmp_path / "ds", layout="pairs", crop="nonzero",
+                     spacing={"x": 1.2, "y": 1.2, "z": 2.5}, normalize="zscore", progress=False)
+    served = Served(str(tmp_path / "ds"))
+    try:
+        steps = served.json("/api/overview")["preprocessing"]
+        assert steps[0] == "cropped to the nonzero region (the box of voxels nonzero in any channel)"
+        assert steps[1].startswith("resampled to 2.5 x 1.2 x 1.2 mm (z, y, x), as given; images cubic B-spline")
+        assert steps[2] == "normalized per channel: z-score within the nonzero region, 0 outside it"  # crop: 57%
+        sample = shardify.Dataset(str(tmp_path / "ds"))[0]
+        depth, height, width = sample["image"].shape[1:]
+        sx, sy, sz = sample["image.spacing"]
+        assert sz / sx > 2  # anisotropic
+        picture = served.json("/api/sample/0")["pictures"]["image"]
+        assert picture["spacing"] == [sz, sy, sx]
+        tall = round(depth * sz / sx)  # z rows in x's pixels
+        assert picture["views"] == [[height, width], [tall, width], [round(depth * sz / sy), height]]
+        assert served.png("/api/image/0.png?axis=1")[:2] == (width, tall)
+        assert served.png("/api/image/0.png?axis=1&aspect=0")[:2] == (width, depth)  # one pixel per voxel
+        assert served.png("/api/image/0.png?axis=0")[:2] == (width, height)
+        rows = depth * sz / sx
+        assert served.png("/api/image/0.png?axis=1&size=100")[:2] == (round(100 * width / max(width, rows)),
+                                                                         round(100 * rows / max(width, rows)))
+        assert served.png("/api/image/0.png?axis=1&field=mask")[:2] == (width, tall)  # the image's spacing
+    finally:
+        served.close()
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_float_fields_are_summarized_over_their_finite_values(tmp_path):
+    """NaN and infinities (a normalization's unbounded clip) are left out of a field's
+    minimum, maximum and mean and counted, with no numpy warning (an error here)."""
+    values = np.array([[-np.inf, np.inf, 2.0, 4.0], [np.nan, 6.0, 1e38, -1e38]], np.float32)
+    big = np.full((1, 60, 60), 60000, np.float16)  # its sum overflows float16
+    with shardify.Writer(tmp_path / "ds", fields={"image": ("f16", (1, 60, 60)), "values": ("f32", (2, 4)),
+                                                  "empty": ("f32", (1, 20))}) as w:
+        w.write({"image": big, "values": values, "empty": np.full((1, 20), np.nan, np.float32)})
+    served = Served(str(tmp_path / "ds"))
+    try:
+        fields = {f["name"]: f for f in served.json("/api/sample/0")["fields"]}
+        assert (fields["values"]["min"], fields["values"]["max"]) == (np.float32(-1e38), np.float32(1e38))
+        assert fields["values"]["mean"] == pytest.approx(3.0, abs=1e23) and fields["values"]["not_finite"] == 3
+        assert fields["values"]["values"][:5] == ["-inf", "inf", 2.0, 4.0, "nan"]  # listed, as text
+        assert fields["image"]["mean"] == 60000 and "not_finite" not in fields["image"]
+        assert fields["empty"]["mean"] is None and fields["empty"]["not_finite"] == 20
+        served.json("/api/overview")
+        assert served.png("/api/image/0.png")[:2] == (60, 60)
+    finally:
+        served.close()
+
+
+def test_histogram_of_a_field_over_spread_samples(flat, fmnist):
+    ds = shardify.Dataset(fmnist)
+    h = flat.json("/api/histogram?bins=16")
+    chosen = sorted({int(i) for i in np.linspace(0, len(ds) - 1, 16).round()})
+    values = np.concatenate([ds[i]["image"].reshape(-1) for i in chosen])
+    stats = next(s for s in ds.stats if s["field"] == "image")
+    assert (h["field"], h["samples"], h["of"], h["min"], h["max"]) == ("image", 16, 600, stats["min"], stats["max"])
+    assert h["counts"] == np.histogram(values, bins=16, range=(stats["min"], stats["max"]))[0].tolist()
+
+
+def test_channels_have_names_and_ranges_and_each_can_be_drawn(tmp_path):
+    image = np.zeros((2, 6, 8), np.float32)
+    image[0, 1, 1], image[1] = 10.0, np.linspace(-1, 1, 48).reshape(6, 8)
+    with shardify.Writer(tmp_path / "ds", meta={"image": {"channel_names": json.dumps({"0": "T2", "1": "ADC"})}}) as w:
+        w.write({"image": image, "image.spacing": np.array([0.5, 1.0])})  # x, y: columns half as wide
+    served = Served(str(tmp_path / "ds"))
+    try:
+        p = served.json("/api/sample/0")["pictures"]["image"]
+        assert p["channels"] == 2 and p["channel_names"] == ["T2", "ADC"]
+        assert p["channel_ranges"] == [[0.0, 10.0], [-1.0, 1.0]] and p["spacing"] == [1.0, 0.5]
+        assert p["views"] == [[12, 8]]  # rows twice as high as columns are wide
+        width, height, colour, pixels = served.png("/api/image/0.png?channel=1&aspect=0")
+        assert (width, height, colour) == (8, 6, 0)
+        np.testing.assert_array_equal(pixels, np.rint((image[1] + 1) * 127.5).astype(np.uint8))
+        assert served.png("/api/image/0.png?channel=0")[:2] == (8, 12)
+        assert served.png("/api/image/0.png?channel=0&window=0,1")[3][2, 1] == 255  # row 1 drawn twice
     finally:
         served.close()
 
@@ -252,7 +416,9 @@ def test_augmentation_without_torch_is_a_400_that_says_so(flat, monkeypatch):
     ("/api/samples?split=test", 404), ("/api/samples?split=..%2Ftrain", 400), ("/api/samples?label=owl", 404),
     ("/api/samples?limit=0", 400), ("/api/samples?limit=100000", 400), ("/api/samples?offset=-3", 400),
     ("/api/augment/0.png?preset=bogus", 400), ("/api/augment/0.png?draws=100", 400), ("/../../etc/passwd", 404),
-    ("/api/nothing", 404), ("/?x=1", 400),
+    ("/api/nothing", 404), ("/?x=1", 400), ("/api/image/0.png?aspect=2", 400), ("/api/histogram?bins=4", 400),
+    ("/api/histogram?bins=1000", 400), ("/api/histogram?field=label", 404), ("/api/histogram?field=..%2Fx", 400),
+    ("/api/histogram?field=image&field=image", 400), ("/api/histogram?index=1", 400),
 ])
 def test_bad_requests_get_a_message(flat, path, status):
     flat.error(path, status)
