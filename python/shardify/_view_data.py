@@ -341,47 +341,56 @@ class DatasetView:
             return cached
         self.check_index(index)
         if window is not None and self._samples.get(index) is None and len(self._by_name[field]["shape"]) == 4:
-            data = self._slice_picture(index, field, axis, slice_index, size, window, channel, overlay, aspect)
-            self.pictures.put(key, data, len(data))
-            return data
-        s = self.arrays(index)
-        array = s[field]
-        plane = R.plane(array, axis, slice_index)
+            array, plane, mask_plane, spacing = self._read_plane(index, field, axis, slice_index)
+        else:
+            array, plane, mask_plane, spacing = self._decoded_plane(index, field, axis, slice_index)
         if channel is not None and not 0 <= channel < plane.shape[0]:
             raise BadRequest(f"channel must be 0..{plane.shape[0] - 1}, got {channel}")
-        labels = None
-        if overlay and self.mask_field and field != self.mask_field:
-            mask = s.get(self.mask_field)
-            if isinstance(mask, np.ndarray) and R.spatial_shape(mask.shape) == R.spatial_shape(array.shape):
-                labels = R.label_plane(R.plane(mask, axis, slice_index), self.multi_label)
-        picked = array if channel is None or array.ndim == 2 else array[channel]
-        pixels = R.compose(plane, window or R.value_range(picked), labels, channel)
-        spacing = R.plane_spacing(self.spacing(s, field), axis) if aspect else None
-        data = R.png(R.fit(pixels, size, spacing))
+        masked = mask_plane() if overlay else None
+        labels = None if masked is None else R.label_plane(masked, self.multi_label)
+        if window is None:
+            window = R.value_range(array if channel is None or array.ndim == 2 else array[channel])
+        pixels = R.compose(plane, window, labels, channel)
+        data = R.png(R.fit(pixels, size, R.plane_spacing(spacing(), axis) if aspect else None))
         self.pictures.put(key, data, len(data))
         return data
 
-    def _slice_picture(self, index: int, field: str, axis: int, slice_index: int | None, size: int | None,
-                       window: tuple[float, float], channel: int | None, overlay: bool, aspect: bool) -> bytes:
-        """picture() of a volume ([C, D, H, W]) in a given window, with only the plane drawn
-        (and the mask's) read: of a chunked field, the chunks it touches."""
+    # The parts of picture(): the field's array (None where only the plane was read), the
+    # plane, and functions giving the mask's plane (None: no mask on the field's grid) and
+    # the field's spacing, each read only when called.
+
+    def _decoded_plane(self, index: int, field: str, axis: int, slice_index: int | None):
+        """picture()'s parts from the decoded sample."""
+        s = self.arrays(index)
+        array = s[field]
+        mask = s.get(self.mask_field) if self.mask_field and field != self.mask_field else None
+
+        def mask_plane():
+            if isinstance(mask, np.ndarray) and R.spatial_shape(mask.shape) == R.spatial_shape(array.shape):
+                return R.plane(mask, axis, slice_index)
+            return None
+
+        return array, R.plane(array, axis, slice_index), mask_plane, lambda: self.spacing(s, field)
+
+    def _read_plane(self, index: int, field: str, axis: int, slice_index: int | None):
+        """picture()'s parts of a volume ([C, D, H, W]) with only the plane (and the mask's)
+        read: of a chunked field, the chunks it touches."""
         shape = self._shape(index, field)
         k = R.slice_index(shape, axis, slice_index)
-        plane = self._plane(index, field, shape, axis, k)
-        if channel is not None and not 0 <= channel < plane.shape[0]:
-            raise BadRequest(f"channel must be 0..{plane.shape[0] - 1}, got {channel}")
-        labels = None
-        if overlay and self.mask_field and field != self.mask_field:
+
+        def mask_plane():
+            if not self.mask_field or field == self.mask_field:
+                return None
             mask_shape = self._shape(index, self.mask_field)
-            if R.spatial_shape(mask_shape) == R.spatial_shape(shape):
-                labels = R.label_plane(self._plane(index, self.mask_field, mask_shape, axis, k), self.multi_label)
-        pixels = R.compose(plane, window, labels, channel)
-        spacing = None
-        if aspect:
+            if R.spatial_shape(mask_shape) != R.spatial_shape(shape):
+                return None
+            return self._plane(index, self.mask_field, mask_shape, axis, k)
+
+        def spacing():
             image_shape = self._shape(index, self.image_field) if self.image_field else None
-            spacing = R.plane_spacing(self._spacing(field, shape, image_shape, lambda name: self._value(index, name)),
-                                      axis)
-        return R.png(R.fit(pixels, size, spacing))
+            return self._spacing(field, shape, image_shape, lambda name: self._value(index, name))
+
+        return None, self._plane(index, field, shape, axis, k), mask_plane, spacing
 
     def _shape(self, index: int, field: str) -> tuple[int, ...]:
         with self._lock:
