@@ -8,6 +8,15 @@
 
 namespace shardify {
 
+// SplitMix64 (Steele, Lea and Flood, 2014), the generator under every seeded draw here:
+// Mix is its output function, Next its step.
+inline uint64_t SplitMix64Mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+inline uint64_t SplitMix64Next(uint64_t& state) { return SplitMix64Mix(state += 0x9E3779B97F4A7C15ull); }
+
 // SplitMix64 seeded by (seed, epoch, step, stream): a tiny, portable, well-mixed
 // generator, the same draws on every platform and for any thread count. Streams keep
 // independent draws apart (e.g. one per transform); stream 0 is the batch's first.
@@ -20,12 +29,7 @@ class StepRng {
     s_ = Next() ^ step;
     Next();
   }
-  uint64_t Next() {
-    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
+  uint64_t Next() { return SplitMix64Next(s_); }
   // Uniform in [lo, hi).
   double Uniform(double lo, double hi) { return lo + (hi - lo) * ((Next() >> 11) * 0x1.0p-53); }
   bool Coin() { return (Next() >> 63) != 0; }

@@ -58,6 +58,13 @@ inline constexpr size_t kMaxRank = 8;
 // Number of elements of a concrete shape, or an error when a dimension is negative
 // or the product overflows int64.
 Result<uint64_t> ElementCount(const Shape& shape);
+// The product of the dimensions of a shape that ElementCount accepted (or of some of its
+// axes), unchecked.
+inline uint64_t ShapeProduct(const Shape& shape) {
+  uint64_t n = 1;
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
 // ElementCount(shape) * DTypeSize(t), overflow-checked.
 Result<uint64_t> ByteSize(const Shape& shape, DType t);
 // "[28, 28]" or "[?, 256]" (-1 shown as ?).

@@ -21,8 +21,6 @@ constexpr double kMarginScale = 0.85;
 // A 3D patch whose largest axis exceeds this many times its first is augmented in-plane.
 constexpr double kAnisotropyThreshold = 3.0;
 
-size_t Index(AugTransform t) { return static_cast<size_t>(t); }
-
 // Largest extent along one axis of a box of sides a (that axis) and b (the other axis of
 // the rotation plane) rotated by up to `theta`.
 double RotatedExtent(double a, double b, double theta) {
@@ -151,16 +149,16 @@ Result<NnUnetAugment> NnUnetAugment::Create(std::vector<int64_t> patch, NnUnetAu
   const int64_t largest = *std::max_element(p.begin(), p.end());
   if (p.size() == 3) {
     a.in_plane_ = double(largest) / double(p[0]) > kAnisotropyThreshold;
-    a.max_angle_ = (a.in_plane_ ? 180.0 : AugTransforms()[Index(AugTransform::kRotate)].hi) * kPi / 180;
+    a.max_angle_ = (a.in_plane_ ? 180.0 : AugTransforms()[AugIndex(AugTransform::kRotate)].hi) * kPi / 180;
   } else {
     const int64_t smallest = std::min(p[0], p[1]);
     a.max_angle_ = (double(largest) / double(smallest) > 1.5 ? 15.0 : 180.0) * kPi / 180;
   }
   a.margin_.assign(p.size(), 0);
-  const bool spatial =
-      options.probability[Index(AugTransform::kRotate)] > 0 || options.probability[Index(AugTransform::kScale)] > 0;
+  const bool spatial = options.probability[AugIndex(AugTransform::kRotate)] > 0 ||
+                       options.probability[AugIndex(AugTransform::kScale)] > 0;
   if (!options.margin || !spatial) return a;
-  const double theta = options.probability[Index(AugTransform::kRotate)] > 0 ? a.max_angle_ : 0;
+  const double theta = options.probability[AugIndex(AugTransform::kRotate)] > 0 ? a.max_angle_ : 0;
   const size_t n = p.size();
   for (size_t i = a.in_plane_ ? 1 : 0; i < n; ++i) {
     double extent = double(p[i]);
@@ -185,11 +183,11 @@ AugmentPlan NnUnetAugment::Draw(int64_t batch, int64_t channels, uint64_t epoch,
   for (auto* v : {&plan.brightness, &plan.contrast, &plan.low_res, &plan.gamma_inverted, &plan.gamma}) v->assign(bc, 1);
   plan.mirror.assign(b, {false, false, false});
   std::array<std::vector<double>*, kNumAugTransforms> per_channel{};
-  per_channel[Index(AugTransform::kBrightness)] = &plan.brightness;
-  per_channel[Index(AugTransform::kContrast)] = &plan.contrast;
-  per_channel[Index(AugTransform::kLowRes)] = &plan.low_res;
-  per_channel[Index(AugTransform::kGammaInverted)] = &plan.gamma_inverted;
-  per_channel[Index(AugTransform::kGamma)] = &plan.gamma;
+  per_channel[AugIndex(AugTransform::kBrightness)] = &plan.brightness;
+  per_channel[AugIndex(AugTransform::kContrast)] = &plan.contrast;
+  per_channel[AugIndex(AugTransform::kLowRes)] = &plan.low_res;
+  per_channel[AugIndex(AugTransform::kGammaInverted)] = &plan.gamma_inverted;
+  per_channel[AugIndex(AugTransform::kGamma)] = &plan.gamma;
   for (size_t t = 0; t < kNumAugTransforms; ++t) {
     const AugTransformInfo& info = AugTransforms()[t];
     const auto id = static_cast<AugTransform>(t);

@@ -59,6 +59,8 @@ enum class AugTransform : int {
   kMirror
 };
 inline constexpr size_t kNumAugTransforms = 10;
+// The position of `t` in AugTransforms() and in the arrays indexed by transform.
+inline constexpr size_t AugIndex(AugTransform t) { return static_cast<size_t>(t); }
 
 struct AugTransformInfo {
   const char* name;            // as in --aug-p

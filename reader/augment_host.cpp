@@ -15,8 +15,6 @@ namespace shardify {
 
 namespace {
 
-size_t Index(AugTransform t) { return static_cast<size_t>(t); }
-
 using Sizes = std::array<int64_t, 3>;  // per array axis, the first `rank`
 
 // Spatial sizes as three axes, a 2D size with a leading axis of size 1: array axis a of
@@ -403,8 +401,8 @@ Status CheckSample(const AugmentPlan& plan, int64_t b, int64_t channels, int64_t
   }
   for (const std::vector<bool>& a : plan.applied) covered = covered && a.size() >= n;
   if (!covered) return InvalidArgument(where() + "the plan's parameters do not cover its batch");
-  const auto picked = std::count(plan.applied[Index(AugTransform::kNoise)].begin(),
-                                 plan.applied[Index(AugTransform::kNoise)].begin() + plan.batch, true);
+  const auto picked = std::count(plan.applied[AugIndex(AugTransform::kNoise)].begin(),
+                                 plan.applied[AugIndex(AugTransform::kNoise)].begin() + plan.batch, true);
   if (double(picked) * double(channels) * double(voxels) >= 0x1p32) {
     return InvalidArgument(where() + "the batch's noise has too many elements (2^32 or more)");
   }
@@ -437,7 +435,7 @@ Status NnUnetAugment::ApplySample(const AugmentPlan& plan, int64_t b, int64_t ch
   AugmentScratch own;
   AugmentScratch& s = scratch != nullptr ? *scratch : own;
   const auto first = static_cast<size_t>(b * channels);
-  auto applied = [&](AugTransform t) { return bool(plan.applied[Index(t)][sb]); };
+  auto applied = [&](AugTransform t) { return bool(plan.applied[AugIndex(t)][sb]); };
 
   // Outside the labelled data is negative from here on: the pad -1 when it is not already.
   const auto outside = static_cast<int32_t>(options_.label_pad < 0 ? options_.label_pad : -1);
@@ -453,7 +451,7 @@ Status NnUnetAugment::ApplySample(const AugmentPlan& plan, int64_t b, int64_t ch
   }
   if (applied(AugTransform::kNoise)) {
     const auto sigma = static_cast<float>(plan.noise_sigma[sb]);
-    const uint64_t at = uint64_t(RankAmongPicked(plan.applied[Index(AugTransform::kNoise)], b) * channels * voxels);
+    const uint64_t at = uint64_t(RankAmongPicked(plan.applied[AugIndex(AugTransform::kNoise)], b) * channels * voxels);
     for (int64_t i = 0; i < channels * voxels; ++i)
       image_out[i] = image_out[i] + HashNormal(at + i, plan.noise_seed) * sigma;
   }

@@ -5,23 +5,20 @@
 #include <cstring>
 #include <vector>
 
+#include "base/step_rng.h"
 #include "format/elements.h"
 
 namespace shardify {
 
 namespace {
 
-// A counter-based generator: the stream for (seed, sample, draw) is fixed.
-class Rng {
+// The draws of one sample's patch: SplitMix64 seeded by (seed, sample, draw), so the stream
+// for each is fixed.
+class PatchRng {
  public:
-  Rng(uint64_t seed, uint64_t index, uint64_t draw, bool forced)
+  PatchRng(uint64_t seed, uint64_t index, uint64_t draw, bool forced)
       : state_(seed ^ (index * 0x9E3779B97F4A7C15ull) ^ (draw * 0xD1B54A32D192ED03ull) ^ (forced ? 0xABCDull : 0)) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
+  uint64_t Next() { return SplitMix64Next(state_); }
   // Uniform in [lo, hi].
   int64_t Uniform(int64_t lo, int64_t hi) {
     return lo + static_cast<int64_t>(Next() % static_cast<uint64_t>(hi - lo + 1));
@@ -197,7 +194,7 @@ Status PatchSampler::ChooseStart(const SampleView& v, const Shape& spatial, uint
                                  Decoder& decoder, PatchInfo* info) const {
   const Shape& patch = options_.patch;
   const size_t s = patch.size();
-  Rng rng(options_.seed, v.index(), draw, forced);
+  PatchRng rng(options_.seed, v.index(), draw, forced);
   info->start.assign(s, 0);
   info->forced = forced;
   info->fg_class = -1;

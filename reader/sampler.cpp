@@ -5,17 +5,19 @@
 #include <string>
 #include <utility>
 
+#include "base/step_rng.h"
+
 namespace shardify {
 namespace {
 
-// splitmix64: a tiny counter-based generator whose output is fixed by its definition,
-// so orders are identical across compilers and standard libraries.
-class Rng {
+// The order's generator, SplitMix64 seeded by (seed, epoch, stream): its output is fixed by
+// its definition, so orders are identical across compilers and standard libraries.
+class OrderRng {
  public:
-  Rng(uint64_t seed, uint64_t epoch, uint64_t stream)
-      : state_(Mix(seed) ^ Mix(epoch * 0x9E3779B97F4A7C15ull + stream)) {}
+  OrderRng(uint64_t seed, uint64_t epoch, uint64_t stream)
+      : state_(SplitMix64Mix(seed) ^ SplitMix64Mix(epoch * 0x9E3779B97F4A7C15ull + stream)) {}
 
-  uint64_t Next() { return Mix(state_ += 0x9E3779B97F4A7C15ull); }
+  uint64_t Next() { return SplitMix64Next(state_); }
 
   // Uniform in [0, n), n > 0, without modulo bias (Lemire's method).
   uint64_t Below(uint64_t n) {
@@ -32,16 +34,11 @@ class Rng {
   }
 
  private:
-  static uint64_t Mix(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
   uint64_t state_;
 };
 
 template <typename It>
-void FisherYates(It begin, It end, Rng& rng) {
+void FisherYates(It begin, It end, OrderRng& rng) {
   const uint64_t n = static_cast<uint64_t>(end - begin);
   for (uint64_t i = n; i > 1; --i) {
     const uint64_t j = rng.Below(i);
@@ -191,7 +188,7 @@ std::vector<uint64_t> Sampler::PassOrder(uint64_t pass) const {
       break;
     case SampleOrder::kShuffle: {
       for (uint64_t i = 0; i < count_; ++i) order[i] = first_ + i;
-      Rng rng(options_.seed, epoch, 0);
+      OrderRng rng(options_.seed, epoch, 0);
       FisherYates(order.begin(), order.end(), rng);
       break;
     }
@@ -205,7 +202,7 @@ std::vector<uint64_t> Sampler::PassOrder(uint64_t pass) const {
       cuts.push_back(end);
       std::vector<std::pair<uint64_t, uint64_t>> pieces;
       for (size_t k = 0; k + 1 < cuts.size(); ++k) pieces.emplace_back(cuts[k], cuts[k + 1]);
-      Rng rng(options_.seed, epoch, 1);
+      OrderRng rng(options_.seed, epoch, 1);
       FisherYates(pieces.begin(), pieces.end(), rng);
       size_t pos = 0;
       for (size_t w = 0; w < pieces.size(); w += options_.window_shards) {
@@ -218,7 +215,7 @@ std::vector<uint64_t> Sampler::PassOrder(uint64_t pass) const {
       break;
     }
     case SampleOrder::kClassBalanced: {
-      Rng rng(options_.seed, epoch, 2);
+      OrderRng rng(options_.seed, epoch, 2);
       for (uint64_t i = 0; i < count_; ++i) {
         const auto& members = by_class_[rng.Below(by_class_.size())];
         order[i] = members[rng.Below(members.size())];

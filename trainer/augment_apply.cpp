@@ -16,8 +16,6 @@ namespace {
 
 namespace F = torch::nn::functional;
 
-size_t Index(AugTransform t) { return static_cast<size_t>(t); }
-
 std::vector<int64_t> Picked(const std::vector<bool>& pick) {
   std::vector<int64_t> idx;
   for (size_t i = 0; i < pick.size(); ++i) {
@@ -312,7 +310,7 @@ ImageMask RotateScaleCrop(const ImageMask& io, const AugmentPlan& plan, const Nn
   }
   std::vector<bool> pick(static_cast<size_t>(plan.batch));
   for (size_t s = 0; s < pick.size(); ++s) {
-    pick[s] = plan.applied[Index(AugTransform::kRotate)][s] || plan.applied[Index(AugTransform::kScale)][s];
+    pick[s] = plan.applied[AugIndex(AugTransform::kRotate)][s] || plan.applied[AugIndex(AugTransform::kScale)][s];
   }
   const std::vector<int64_t> idx = Picked(pick);
   if (idx.empty()) return r;
@@ -356,7 +354,7 @@ ImageMask ApplyOnDevice(const NnUnetAugment& aug, ImageMask io, const AugmentPla
   }
   if (plan.batch == 0) return io;
   const int64_t c = plan.channels;
-  auto applied = [&](AugTransform t) -> const std::vector<bool>& { return plan.applied[Index(t)]; };
+  auto applied = [&](AugTransform t) -> const std::vector<bool>& { return plan.applied[AugIndex(t)]; };
   auto per_row = [&](const std::vector<int64_t>& idx, auto value) {
     std::vector<double> v;
     for (int64_t s : idx) {

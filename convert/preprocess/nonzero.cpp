@@ -9,14 +9,6 @@
 namespace shardify::convert::detail {
 namespace {
 
-Shape Spatial(const Shape& s) { return Shape(s.begin() + 1, s.end()); }
-
-uint64_t Count(const Shape& s) {
-  uint64_t n = 1;
-  for (int64_t d : s) n *= static_cast<uint64_t>(d);
-  return n;
-}
-
 // 1 for every voxel that is nonzero (as a value: -0.0 is zero, NaN is not) in any channel.
 std::vector<uint8_t> NonzeroVoxels(const DecodedImage& img, uint64_t voxels) {
   std::vector<uint8_t> flags(voxels, 0);
@@ -71,7 +63,7 @@ void CropArray(DecodedImage& a, const Shape& start, const Shape& size) {
   box.insert(box.end(), size.begin(), size.end());
   origin.insert(origin.end(), start.begin(), start.end());
   const size_t es = DTypeSize(a.info.dtype);
-  std::vector<uint8_t> out(Count(box) * es);
+  std::vector<uint8_t> out(ShapeProduct(box) * es);
   if (!out.empty()) {
     shardify::CopyBox(a.pixels.data(), shape, origin, out.data(), box, Shape(box.size(), 0), box, es);
   }
@@ -156,8 +148,8 @@ void FillHoles(std::vector<uint8_t>* flags, const Shape& spatial) {
 }
 
 std::vector<uint8_t> NormalizationRegion(const CaseData& d) {
-  const Shape spatial = Spatial(d.image.info.shape);
-  const uint64_t voxels = Count(spatial);
+  const Shape spatial = SpatialShape(d.image.info.shape);
+  const uint64_t voxels = ShapeProduct(spatial);
   std::vector<uint8_t> region = NonzeroVoxels(d.image, voxels);
   FillHoles(&region, spatial);
   if (d.has_mask) {
@@ -173,11 +165,11 @@ std::vector<uint8_t> NormalizationRegion(const CaseData& d) {
 }
 
 Status CropToNonzero(CaseData* d, Shape* start, Shape* size) {
-  const Shape spatial = Spatial(d->image.info.shape);
+  const Shape spatial = SpatialShape(d->image.info.shape);
   *start = Shape(spatial.size(), 0);
   *size = spatial;
-  if (spatial.empty() || Count(spatial) == 0) return Status::Ok();
-  const std::vector<uint8_t> flags = NonzeroVoxels(d->image, Count(spatial));
+  if (spatial.empty() || ShapeProduct(spatial) == 0) return Status::Ok();
+  const std::vector<uint8_t> flags = NonzeroVoxels(d->image, ShapeProduct(spatial));
   if (!FindBox(flags, spatial, start, size) || *size == spatial) {
     *start = Shape(spatial.size(), 0);
     *size = spatial;

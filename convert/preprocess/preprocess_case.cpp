@@ -14,16 +14,8 @@ namespace {
 
 constexpr double kMinStd = 1e-8;  // nnU-Net's floor for a channel's standard deviation
 
-Shape Spatial(const Shape& s) { return Shape(s.begin() + 1, s.end()); }
-
-uint64_t Count(const Shape& s) {
-  uint64_t n = 1;
-  for (int64_t d : s) n *= static_cast<uint64_t>(d);
-  return n;
-}
-
 std::vector<float> ToFloats(DecodedImage& img) {
-  const uint64_t n = Count(img.info.shape);
+  const uint64_t n = ShapeProduct(img.info.shape);
   std::vector<float> f(n);
   ConvertElements(img.pixels.data(), img.info.dtype, reinterpret_cast<uint8_t*>(f.data()), DType::kF32, n);
   std::vector<uint8_t>().swap(img.pixels);
@@ -106,9 +98,9 @@ struct Range {
   float lo = INFINITY, hi = -INFINITY;
 };
 std::vector<Range> Ranges(const std::vector<float>& v, int64_t channels, const Shape& spatial, int axis) {
-  const uint64_t voxels = Count(spatial);
+  const uint64_t voxels = ShapeProduct(spatial);
   const uint64_t slices = axis < 0 ? 1 : static_cast<uint64_t>(spatial[axis]);
-  const uint64_t stride = axis < 0 ? voxels : Count(Shape(spatial.begin() + axis + 1, spatial.end()));
+  const uint64_t stride = axis < 0 ? voxels : ShapeProduct(Shape(spatial.begin() + axis + 1, spatial.end()));
   std::vector<Range> r(static_cast<uint64_t>(channels) * slices);
   for (uint64_t i = 0; i < v.size(); ++i) {
     Range& g = r[(i / voxels) * slices + (i % voxels) / stride % slices];
@@ -119,9 +111,9 @@ std::vector<Range> Ranges(const std::vector<float>& v, int64_t channels, const S
 
 // Clips `v` to `ranges` (as Ranges made them, over the same channels and slices).
 void Clip(std::vector<float>& v, const Shape& spatial, int axis, const std::vector<Range>& ranges) {
-  const uint64_t voxels = Count(spatial);
+  const uint64_t voxels = ShapeProduct(spatial);
   const uint64_t slices = axis < 0 ? 1 : static_cast<uint64_t>(spatial[axis]);
-  const uint64_t stride = axis < 0 ? voxels : Count(Shape(spatial.begin() + axis + 1, spatial.end()));
+  const uint64_t stride = axis < 0 ? voxels : ShapeProduct(Shape(spatial.begin() + axis + 1, spatial.end()));
   for (uint64_t i = 0; i < v.size(); ++i) {
     const Range& g = ranges[(i / voxels) * slices + (i % voxels) / stride % slices];
     v[i] = std::min(std::max(v[i], g.lo), g.hi);
@@ -180,13 +172,13 @@ Result<std::vector<double>> LabelValues(const DecodedImage& mask, bool as_floats
 // axes as nnU-Net's transposed array has them.
 void LabelsLinear(const double* v, const Grid& from, const Grid& to, int lowres, const std::array<int, 3>& order,
                   double* out) {
-  const uint64_t n_in = Count(from.size);
+  const uint64_t n_in = ShapeProduct(from.size);
   std::vector<double> labels(v, v + n_in);
   std::sort(labels.begin(), labels.end());
   labels.erase(std::unique(labels.begin(), labels.end()), labels.end());
   Shape mid = to.size;
   if (lowres >= 0) mid[lowres] = from.size[lowres];
-  std::vector<double> map(Count(mid), 0.0), one(n_in), res;
+  std::vector<double> map(ShapeProduct(mid), 0.0), one(n_in), res;
   for (double label : labels) {
     std::transform(v, v + n_in, one.begin(), [&](double x) { return x == label ? 1.0 : 0.0; });
     ZoomLinear(one, from.size, mid, order, &res);
@@ -207,7 +199,7 @@ void LabelsLinear(const double* v, const Grid& from, const Grid& to, int lowres,
 // The mask on grid `to`: nearest neighbour, or nnU-Net's per-label linear (LabelsLinear).
 Status ResampleMask(const PreprocessPlan& plan, const Grid& from, const Grid& to, int lowres, DecodedImage* mask) {
   const int64_t channels = mask->info.shape[0];
-  const uint64_t n_in = Count(from.size), n_out = Count(to.size);
+  const uint64_t n_in = ShapeProduct(from.size), n_out = ShapeProduct(to.size);
   const bool linear = plan.options.mask_interp == MaskInterp::kLinear;
   ASSIGN_OR_RETURN(std::vector<double> values, LabelValues(*mask, !linear));
   std::vector<double> out(n_out * static_cast<uint64_t>(channels), 0.0);
@@ -232,7 +224,7 @@ Status ResampleMask(const PreprocessPlan& plan, const Grid& from, const Grid& to
 
 Status Resample(const PreprocessPlan& plan, CaseData* d, std::vector<float>* work) {
   ImageInfo& info = d->image.info;
-  const Shape spatial = Spatial(info.shape);
+  const Shape spatial = SpatialShape(info.shape);
   const std::vector<double> source(info.geometry.spacing.rbegin(), info.geometry.spacing.rend());
   ASSIGN_OR_RETURN(const Shape size, TargetShape(spatial, source, plan.spacing));
   if (size == spatial) return Status::Ok();
@@ -285,7 +277,7 @@ Status PreprocessCase(const PreprocessPlan& plan, const CaseInput& in, CaseData*
   RETURN_IF_ERROR(CheckFinite(plan.options, in, &img));
   r->image_dtype = img.info.dtype;
   r->mask_dtype = d->has_mask ? d->mask.info.dtype : plan.mask_dtype;
-  r->shape = Spatial(img.info.shape);
+  r->shape = SpatialShape(img.info.shape);
   r->geometry = img.info.geometry;
   r->crop_start = Shape(r->shape.size(), 0);
   r->crop_size = r->shape;
@@ -303,8 +295,8 @@ Status PreprocessCase(const PreprocessPlan& plan, const CaseInput& in, CaseData*
   if (plan.MarksRegion(d->has_mask)) MarkOutsideRegion(plan, region, d);
   std::vector<float> work = ToFloats(img);
   if (!plan.normalize.empty()) {
-    RETURN_IF_ERROR(
-        Normalize(plan, channels, Count(Spatial(img.info.shape)), region, &work, &r->norm).WithContext(name));
+    RETURN_IF_ERROR(Normalize(plan, channels, ShapeProduct(SpatialShape(img.info.shape)), region, &work, &r->norm)
+                        .WithContext(name));
   }
   if (!plan.spacing.empty()) RETURN_IF_ERROR(Resample(plan, d, &work).WithContext(name));
   FromFloats(work, plan.image_dtype, &img);

@@ -12,12 +12,6 @@
 namespace shardify::convert::detail {
 namespace {
 
-uint64_t Count(const Shape& s) {
-  uint64_t n = 1;
-  for (int64_t d : s) n *= static_cast<uint64_t>(d);
-  return n;
-}
-
 // Output index j of an axis of n source and m output voxels as a source coordinate:
 // (j + 0.5) * (n / m) - 0.5, the three operations in this order. Not clamped: with mode
 // 'nearest' scipy clamps the indices of the taps, not the coordinate.
@@ -61,7 +55,7 @@ void ZoomLinear(const std::vector<double>& in, const Shape& from, const Shape& t
                 std::vector<double>* out) {
   const Taps taps[3] = {LinearTaps(from[0], to[0]), LinearTaps(from[1], to[1]), LinearTaps(from[2], to[2])};
   const int64_t stride[3] = {from[1] * from[2], from[2], 1};
-  out->assign(Count(to), 0.0);
+  out->assign(ShapeProduct(to), 0.0);
   double* o = out->data();
   int64_t offset[3][2];  // per array axis: the two taps' offsets at the current voxel
   double weight[3][2];
@@ -104,8 +98,8 @@ int64_t NearestSource(int64_t j, int64_t n, int64_t m) {
 void NearestAlongAxis(const uint8_t* in, size_t element_size, int64_t channels, const Shape& from, int axis,
                       int64_t size, std::vector<uint8_t>* out) {
   const int64_t n = from[static_cast<size_t>(axis)];
-  const uint64_t inner = Count(Shape(from.begin() + axis + 1, from.end())) * element_size;
-  const uint64_t outer = static_cast<uint64_t>(channels) * Count(Shape(from.begin(), from.begin() + axis));
+  const uint64_t inner = ShapeProduct(Shape(from.begin() + axis + 1, from.end())) * element_size;
+  const uint64_t outer = static_cast<uint64_t>(channels) * ShapeProduct(Shape(from.begin(), from.begin() + axis));
   out->resize(outer * static_cast<uint64_t>(size) * inner);
   uint8_t* o = out->data();
   for (uint64_t p = 0; p < outer; ++p) {

@@ -28,15 +28,13 @@ bool Near(const std::vector<double>& a, const std::vector<double>& b) {
   return true;
 }
 
-Shape Spatial(const Shape& s) { return Shape(s.begin() + 1, s.end()); }
-
 // Checks that `b` (file `b_path`, called `b_name`) matches reference `a` in space.
 Status SameSpace(const ImageInfo& a, const ImageInfo& b, const std::string& where, const std::string& b_name,
                  const std::string& b_path) {
   std::string who = where + ": " + b_name + " (" + b_path + ")";
-  if (Spatial(a.shape) != Spatial(b.shape)) {
-    return InvalidArgument(who + " has spatial shape " + ShapeToString(Spatial(b.shape)) + " but the image has " +
-                           ShapeToString(Spatial(a.shape)));
+  if (SpatialShape(a.shape) != SpatialShape(b.shape)) {
+    return InvalidArgument(who + " has spatial shape " + ShapeToString(SpatialShape(b.shape)) + " but the image has " +
+                           ShapeToString(SpatialShape(a.shape)));
   }
   const Geometry& g = a.geometry;
   const Geometry& h = b.geometry;

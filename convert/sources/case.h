@@ -17,6 +17,9 @@ struct CaseInfo {
   std::vector<uint8_t> small_file;  // single-file cases: the file, when it was read whole
 };
 
+// The spatial axes of a case's channel-first shape (all but the first).
+inline Shape SpatialShape(const Shape& shape) { return Shape(shape.begin() + 1, shape.end()); }
+
 struct CaseData {
   DecodedImage image;
   bool has_mask = false;

@@ -114,7 +114,7 @@ py::object DecodeField(const SampleView& view, size_t field, DType dtype) {
   return py::object(std::move(out));
 }
 
-py::object FieldValue(const SampleView& view, const FieldSpec& spec, size_t field) {
+py::object FieldObject(const SampleView& view, const FieldSpec& spec, size_t field) {
   switch (spec.kind) {
     case FieldKind::kNdarray:
       return DecodeField(view, field, spec.dtype);
@@ -164,7 +164,7 @@ py::dict Sample(const PyDataset& d, uint64_t index, const py::object& names) {
   const std::vector<size_t> fields = FieldIndices(m, names);
   const SampleView view = OpenSample(d, index);
   py::dict out;
-  for (size_t f : fields) out[py::str(m.fields[f].name)] = FieldValue(view, m.fields[f], f);
+  for (size_t f : fields) out[py::str(m.fields[f].name)] = FieldObject(view, m.fields[f], f);
   return out;
 }
 

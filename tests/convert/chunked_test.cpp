@@ -100,18 +100,6 @@ std::vector<uint8_t> Crop(const std::vector<uint8_t>& full, const Shape& shape, 
   return out;
 }
 
-std::string Option(const Manifest& m, const std::string& key) {
-  for (const auto& kv : m.provenance.options)
-    if (kv.key == key) return kv.value;
-  return "<missing>";
-}
-
-std::string Meta(const FieldSpec& f, const std::string& key) {
-  for (const auto& kv : f.meta)
-    if (kv.key == key) return kv.value;
-  return "<missing>";
-}
-
 std::vector<int32_t> Rows(const std::vector<uint8_t>& bytes) {
   std::vector<int32_t> r(bytes.size() / 4);
   std::memcpy(r.data(), bytes.data(), r.size() * 4);
@@ -142,15 +130,15 @@ TEST_CASE("convert: --patch-size stores nnU-Net image and mask chunked and reads
   CHECK(m.fields[image].filter == Filter::kByteShuffle);
   CHECK(m.fields[mask].filter == Filter::kNone);  // u8: nothing to shuffle
   CHECK(m.fields[rb.Field("mask.fg_locations")].filter == Filter::kDeltaColumns);
-  CHECK(Option(m, "shuffle") == "true");
+  CHECK(ProvenanceOption(m, "shuffle") == "true");
   const Shape image_chunk = ChooseChunkShape({2, 9, 11, 12}, {1, 4, 4, 4}, 2);
   CHECK(m.fields[image].chunk_shape == image_chunk);
   CHECK(m.fields[mask].chunk_shape == ChooseChunkShape({1, 9, 11, 12}, {1, 4, 4, 4}, 1));
   CHECK(image_chunk[1] < 9);  // really cut into several chunks per axis
-  CHECK(Option(m, "patch_size") == "4x4x4");
-  CHECK(Option(m, "chunk_shape") == ShapeToString(image_chunk));
-  CHECK(Meta(m.fields[image], "channel_names") == R"({"0":"T1","1":"T2"})");
-  CHECK(Meta(m.fields[mask], "labels") == R"({"background":0,"a":1,"b":2,"c":3})");
+  CHECK(ProvenanceOption(m, "patch_size") == "4x4x4");
+  CHECK(ProvenanceOption(m, "chunk_shape") == ShapeToString(image_chunk));
+  CHECK(FieldMeta(m.fields[image], "channel_names") == R"({"0":"T1","1":"T2"})");
+  CHECK(FieldMeta(m.fields[mask], "labels") == R"({"background":0,"a":1,"b":2,"c":3})");
   for (const char* f : {"image.spacing", "mask.nifti_header", "path"}) CHECK_FALSE(m.fields[rb.Field(f)].chunked());
   Decoder dec;
   for (uint64_t i = 0; i < cases.size(); ++i) {
@@ -195,8 +183,8 @@ TEST_CASE("convert: mask.fg_locations rows point at voxels of their class, cappe
   const FieldSpec& spec = rb.ds->manifest().fields[rb.Field("mask.fg_locations")];
   CHECK(spec.dtype == DType::kI32);
   CHECK(spec.shape == Shape{-1, 4});
-  CHECK(Meta(spec, "role") == "fg_locations");
-  CHECK(Option(rb.ds->manifest(), "fg_locations") == std::to_string(kCap));
+  CHECK(FieldMeta(spec, "role") == "fg_locations");
+  CHECK(ProvenanceOption(rb.ds->manifest(), "fg_locations") == std::to_string(kCap));
   Decoder dec;
   for (uint64_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
@@ -423,7 +411,7 @@ TEST_CASE(
   CHECK(p.ds->manifest().format_version == 2);
   CHECK(p.ds->manifest().fields[p.Field("image")].filter == Filter::kNone);
   CHECK(p.ds->manifest().fields[p.Field("mask.fg_locations")].filter == Filter::kNone);
-  CHECK(Option(p.ds->manifest(), "shuffle") == "<missing>");
+  CHECK(ProvenanceOption(p.ds->manifest(), "shuffle").empty());
   Decoder dec;
   for (uint64_t i = 0; i < s.ds->num_samples(); ++i) {
     auto vs = s.ds->Sample(i), vp = p.ds->Sample(i);
@@ -444,7 +432,7 @@ TEST_CASE("convert: 2D --patch-size HxW chunks images and without it the output 
   REQUIRE(r.ok());
   auto plain = Open(dir / "plain"), chunked = Open(dir / "chunked");
   CHECK(plain.ds->manifest().format_version == 1);
-  CHECK(Option(plain.ds->manifest(), "patch_size") == "<missing>");
+  CHECK(ProvenanceOption(plain.ds->manifest(), "patch_size").empty());
   const Manifest& m = chunked.ds->manifest();
   CHECK(m.format_version == 2);
   CHECK(m.fields[chunked.Field("image")].chunk_shape == ChooseChunkShape({3, 20, 19}, {1, 8, 8}, 1));
@@ -515,8 +503,8 @@ TEST_CASE("convert: --codec raw stores every array and chunk raw and unshuffled,
   auto z = Open(dir / "zstd"), r = Open(dir / "raw");
   CHECK(r.ds->manifest().format_version == 2);  // chunked, not filtered
   CHECK(r.ds->manifest().fields[r.Field("image")].filter == Filter::kNone);
-  CHECK(Option(r.ds->manifest(), "codec") == "raw");
-  CHECK(Option(z.ds->manifest(), "codec") == "<missing>");  // zstd output stays as it was
+  CHECK(ProvenanceOption(r.ds->manifest(), "codec") == "raw");
+  CHECK(ProvenanceOption(z.ds->manifest(), "codec").empty());  // zstd output stays as it was
   Decoder dec;
   for (uint64_t i = 0; i < r.ds->num_samples(); ++i) {
     auto vz = z.ds->Sample(i), vr = r.ds->Sample(i);

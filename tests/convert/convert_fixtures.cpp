@@ -359,6 +359,26 @@ std::vector<uint8_t> ToNifti2(const std::vector<uint8_t>& n1) {
   return h;
 }
 
+std::string ProvenanceOption(const Manifest& m, const std::string& key) {
+  for (const auto& kv : m.provenance.options) {
+    if (kv.key == key) return kv.value;
+  }
+  return "";
+}
+
+std::string FieldMeta(const FieldSpec& f, const std::string& key) {
+  for (const auto& kv : f.meta) {
+    if (kv.key == key) return kv.value;
+  }
+  return "";
+}
+
+std::string PreprocessingNotes(const ConvertSummary& s) {
+  std::string all;
+  for (const auto& p : s.preprocessing) all += p + "\n";
+  return all;
+}
+
 bool Near(const std::vector<double>& a, const std::vector<double>& b, double tol) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {

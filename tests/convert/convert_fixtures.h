@@ -102,6 +102,13 @@ std::vector<uint8_t> ToBigEndianNifti1(const std::vector<uint8_t>& le, size_t el
 // The same data as a NIfTI-2 file (header rebuilt, voxels after a 544-byte offset).
 std::vector<uint8_t> ToNifti2(const std::vector<uint8_t>& n1);
 
+// The value of provenance option `key` of `m`, or "" when it has none.
+std::string ProvenanceOption(const Manifest& m, const std::string& key);
+// The value of meta `key` of field `f`, or "" when it has none.
+std::string FieldMeta(const FieldSpec& f, const std::string& key);
+// The summary's preprocessing notes, one per line.
+std::string PreprocessingNotes(const ConvertSummary& s);
+
 // True when every value of a and b differs by at most tol (relative to max(1, |a|)).
 bool Near(const std::vector<double>& a, const std::vector<double>& b, double tol = 1e-5);
 

@@ -40,12 +40,6 @@ std::vector<uint8_t> GunzipHead(const std::string& path, size_t n) {
   return out;
 }
 
-std::string Meta(const FieldSpec& f, const std::string& key) {
-  for (const auto& kv : f.meta)
-    if (kv.key == key) return kv.value;
-  return "";
-}
-
 }  // namespace
 
 TEST_CASE("convert: folder layout takes labels from sorted class folders") {
@@ -195,9 +189,9 @@ TEST_CASE("convert: rle layout decodes one mask channel per class and keeps spac
   std::vector<uint8_t> m1 = rb.Array(1, "mask");
   CHECK(m1[24 + 23] == 1);
   CHECK(rb.Doubles(0, "image.spacing") == std::vector<double>{1.5, 1.25});
-  CHECK(Meta(rb.ds->manifest().fields[rb.Field("mask")], "labels") ==
+  CHECK(FieldMeta(rb.ds->manifest().fields[rb.Field("mask")], "labels") ==
         R"({"large_bowel":0,"small_bowel":1,"stomach":2})");
-  CHECK(Meta(rb.ds->manifest().fields[rb.Field("mask")], "multi_label") == "true");  // organs may overlap
+  CHECK(FieldMeta(rb.ds->manifest().fields[rb.Field("mask")], "multi_label") == "true");  // organs may overlap
 }
 
 TEST_CASE("convert: nnunet layout stacks channels, keeps geometry and header, imagesTs is test") {
@@ -223,8 +217,8 @@ TEST_CASE("convert: nnunet layout stacks channels, keeps geometry and header, im
   CHECK(m.splits[1].name == "test");
   CHECK(m.fields[rb.Field("image")].shape == Shape{2, 3, 4, 5});
   CHECK(m.fields[rb.Field("mask")].shape == Shape{-1, 3, 4, 5});
-  CHECK(Meta(m.fields[rb.Field("image")], "channel_names") == R"({"0":"T2","1":"ADC"})");
-  CHECK(Meta(m.fields[rb.Field("mask")], "labels") == R"({"background":0,"tumor":1})");
+  CHECK(FieldMeta(m.fields[rb.Field("image")], "channel_names") == R"({"0":"T2","1":"ADC"})");
+  CHECK(FieldMeta(m.fields[rb.Field("mask")], "labels") == R"({"background":0,"tumor":1})");
   const std::string ch1 = src + "/imagesTr/case_001_0001.nii.gz";
   std::vector<uint8_t> img = rb.Array(0, "image");
   std::vector<uint8_t> itk1 = ItkVoxels(ch1);
@@ -278,7 +272,7 @@ TEST_CASE("convert: nnunet mask values dataset.json does not declare fail before
   CHECK_THAT(FormatSummary(*r), Catch::Contains("warning: mask values 7, 1605 are not declared in dataset.json; added "
                                                 "as labels label_<value> (--labels-from-masks)"));
   auto rb = Open(dir / "out");
-  CHECK(Meta(rb.ds->manifest().fields[rb.Field("mask")], "labels") ==
+  CHECK(FieldMeta(rb.ds->manifest().fields[rb.Field("mask")], "labels") ==
         R"({"background":0,"whole":[1,2],"core":2,"ignore":3,"label_7":7,"label_1605":1605})");
   CHECK(ParseCommandLine({"s", "-o", "d", "--labels-from-masks"})->options.labels_from_masks);
 

@@ -101,19 +101,6 @@ std::string WriteJson(const std::string& path, const Json& j) {
   return path;
 }
 
-std::string Option(const Manifest& m, const std::string& key) {
-  for (const auto& kv : m.provenance.options) {
-    if (kv.key == key) return kv.value;
-  }
-  return "";
-}
-
-std::string Notes(const ConvertSummary& s) {
-  std::string all;
-  for (const auto& p : s.preprocessing) all += p + "\n";
-  return all;
-}
-
 ConvertOptions Parse(const std::vector<std::string>& args) {
   auto c = ParseCommandLine(args);
   INFO(c.status().ToString());
@@ -156,13 +143,13 @@ TEST_CASE("plans: a plans file converts as its flags would, voxel for voxel, and
   REQUIRE(flags.ok());
   const Readback want = Open(dir / "flags");
   const Manifest& wm = want.ds->manifest();
-  REQUIRE(Option(wm, "zscore_region") == "nonzero");  // the brain: cropping keeps 46%
-  std::vector<double> norm(8);                        // image.normalization: per channel clip low, high, mean, std
+  REQUIRE(ProvenanceOption(wm, "zscore_region") == "nonzero");  // the brain: cropping keeps 46%
+  std::vector<double> norm(8);  // image.normalization: per channel clip low, high, mean, std
   std::memcpy(norm.data(), want.Array(0, "image.normalization").data(), 64);
   // The plans carry the statistics the flags measured (as nnU-Net's fingerprint would),
   // channel 1's too, which draws its own values though it is z-scored.
   Json brain = BrainPlans({norm[0], norm[1], norm[2], norm[3]});
-  const Json measured = Json::parse(Option(wm, "ct_statistics")).at(1);
+  const Json measured = Json::parse(ProvenanceOption(wm, "ct_statistics")).at(1);
   Json& second = brain["foreground_intensity_properties_per_channel"]["1"];
   second["percentile_00_5"] = measured["clip"][0], second["percentile_99_5"] = measured["clip"][1];
   second["mean"] = measured["mean"], second["std"] = measured["std"];
@@ -186,7 +173,7 @@ TEST_CASE("plans: a plans file converts as its flags would, voxel for voxel, and
   const std::string bytes(reinterpret_cast<const char*>(ReadBytes(plans).data()), ReadBytes(plans).size());
   std::vector<KeyValue> extra;
   for (const auto& kv : m.provenance.options) {
-    if (Option(wm, kv.key) != kv.value) extra.push_back(kv);
+    if (ProvenanceOption(wm, kv.key) != kv.value) extra.push_back(kv);
   }
   std::string listed;
   for (const auto& kv : extra) listed += kv.key + "=" + kv.value + " ";
@@ -199,14 +186,16 @@ TEST_CASE("plans: a plans file converts as its flags would, voxel for voxel, and
                                        {"plans_configuration", "3d_linear"},
                                        {"plans_transpose_forward", "2,0,1"},
                                        {"plans_statistics", "nnUNetPlans.json"}});
-  CHECK(Option(m, "resample_image") == "linear");
-  CHECK(Option(m, "resample_mask") == "nearest");
-  CHECK(Option(m, "patch_size") == "32x40x24");
-  CHECK_THAT(Notes(*got), Catch::Contains("nnU-Net plans nnUNetPlans.json (nnUNetPlans, Dataset042_Brain), "
-                                          "configuration 3d_linear"));
-  CHECK_THAT(Notes(*got), Catch::Contains("resampled: x 2 -> 4 mm, y 2 -> 2.5 mm, z 3 -> 3 mm (plans)"));
-  CHECK_THAT(Notes(*got), Catch::Contains("zscore of channel 1 within the nonzero region, 0 outside (the plans' "
-                                          "use_mask_for_norm)"));
+  CHECK(ProvenanceOption(m, "resample_image") == "linear");
+  CHECK(ProvenanceOption(m, "resample_mask") == "nearest");
+  CHECK(ProvenanceOption(m, "patch_size") == "32x40x24");
+  CHECK_THAT(PreprocessingNotes(*got),
+             Catch::Contains("nnU-Net plans nnUNetPlans.json (nnUNetPlans, Dataset042_Brain), "
+                             "configuration 3d_linear"));
+  CHECK_THAT(PreprocessingNotes(*got), Catch::Contains("resampled: x 2 -> 4 mm, y 2 -> 2.5 mm, z 3 -> 3 mm (plans)"));
+  CHECK_THAT(PreprocessingNotes(*got),
+             Catch::Contains("zscore of channel 1 within the nonzero region, 0 outside (the plans' "
+                             "use_mask_for_norm)"));
 }
 
 TEST_CASE("plans: use_mask_for_norm false z-scores every voxel, statistics from dataset_fingerprint.json") {
@@ -228,11 +217,12 @@ TEST_CASE("plans: use_mask_for_norm false z-scores every voxel, statistics from 
   INFO(r.status().ToString());
   REQUIRE(r.ok());
   const Readback rb = Open(dir / "out");
-  CHECK(Option(rb.ds->manifest(), "zscore_region").empty());
-  CHECK(Option(rb.ds->manifest(), "plans_statistics") == "dataset_fingerprint.json");
-  CHECK(Option(rb.ds->manifest(), "patch_size") == "32x40x24");
-  CHECK_THAT(Notes(*r), Catch::Contains("ct statistics of channel 0 from dataset_fingerprint.json: clip [10, 200], "
-                                        "mean 90, std 40"));
+  CHECK(ProvenanceOption(rb.ds->manifest(), "zscore_region").empty());
+  CHECK(ProvenanceOption(rb.ds->manifest(), "plans_statistics") == "dataset_fingerprint.json");
+  CHECK(ProvenanceOption(rb.ds->manifest(), "patch_size") == "32x40x24");
+  CHECK_THAT(PreprocessingNotes(*r),
+             Catch::Contains("ct statistics of channel 0 from dataset_fingerprint.json: clip [10, 200], "
+                             "mean 90, std 40"));
   // Channel 1 against numpy's z-score of the cropped case over every voxel.
   const std::vector<uint8_t> raw = ItkVoxels(src + "/imagesTr/brain_0001.nii.gz");  // i16 [62, 128, 128]
   std::vector<int64_t> box(6);                                                      // start z, y, x; size z, y, x

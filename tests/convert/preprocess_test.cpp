@@ -47,19 +47,6 @@ std::vector<double> Values(const Readback& rb, uint64_t i, const std::string& fi
   return AsDoubles(rb.Array(i, field), rb.ds->manifest().fields[rb.Field(field)].dtype);
 }
 
-std::string Notes(const ConvertSummary& s) {
-  std::string all;
-  for (const auto& p : s.preprocessing) all += p + "\n";
-  return all;
-}
-
-std::string Option(const Manifest& m, const std::string& key) {
-  for (const auto& kv : m.provenance.options) {
-    if (kv.key == key) return kv.value;
-  }
-  return "";
-}
-
 Status Export(const std::string& ds, uint64_t i, const std::string& path, const std::string& field = "",
               bool source_grid = false) {
   tools::ExportOptions o;
@@ -106,7 +93,7 @@ TEST_CASE("preprocess: mixed dtypes take the smallest dtype holding them all, ex
   auto r = RunConvert(dir / "src", dir / "out");
   INFO(r.status().ToString());
   REQUIRE(r.ok());
-  CHECK_THAT(Notes(*r), Catch::Contains("image dtype i32: inputs are u8 (1), u16 (1), i16 (1)"));
+  CHECK_THAT(PreprocessingNotes(*r), Catch::Contains("image dtype i32: inputs are u8 (1), u16 (1), i16 (1)"));
   CHECK_THAT(FormatSummary(*r), Catch::Contains("preprocessing: image dtype i32"));
   auto rb = Open(dir / "out");
   CHECK(rb.ds->manifest().fields[rb.Field("image")].dtype == DType::kI32);
@@ -142,7 +129,7 @@ TEST_CASE("preprocess: mixed dtypes take the smallest dtype holding them all, ex
   forced.preprocess.dtype = DType::kF32;
   auto f = RunConvert(dir / "src", dir / "f32", forced);
   REQUIRE(f.ok());
-  CHECK_THAT(Notes(*f), Catch::Contains("set by --dtype"));
+  CHECK_THAT(PreprocessingNotes(*f), Catch::Contains("set by --dtype"));
   auto fb = Open(dir / "f32");
   CHECK(fb.ds->manifest().fields[fb.Field("image")].dtype == DType::kF32);
   REQUIRE(Export(dir / "f32", 1, dir / "f32.nii").ok());
@@ -221,9 +208,10 @@ TEST_CASE("preprocess: resampling keeps the physical extent and places every vox
         ++checked;
       }
   CHECK(checked > 150);
-  CHECK(Option(rb.ds->manifest(), "spacing") == "x=0.5,y=1.5,z=1");
-  CHECK_THAT(Notes(*r), Catch::Contains("resampled: x 1 -> 0.5 mm, y 0.75 -> 1.5 mm, z 1.5 -> 1 mm (given)"));
-  CHECK(Option(rb.ds->manifest(), "resample_image") == "linear");
+  CHECK(ProvenanceOption(rb.ds->manifest(), "spacing") == "x=0.5,y=1.5,z=1");
+  CHECK_THAT(PreprocessingNotes(*r),
+             Catch::Contains("resampled: x 1 -> 0.5 mm, y 0.75 -> 1.5 mm, z 1.5 -> 1 mm (given)"));
+  CHECK(ProvenanceOption(rb.ds->manifest(), "resample_image") == "linear");
 }
 
 TEST_CASE("preprocess: target shapes round half to even as numpy does, absurd spacings fail naming the axis") {
@@ -353,8 +341,9 @@ TEST_CASE("preprocess: auto spacing is the median, with nnU-Net's rule for an an
   REQUIRE(r.ok());
   // Median spacing (z 5, y 0.75, x 1.0); z is over 3x coarser with over 3x fewer voxels, so
   // z takes the 10th percentile of its spacings: 4.0 + 0.4 * (4.5 - 4.0) = 4.2.
-  CHECK_THAT(Notes(*r), Catch::Contains("resampled: x 0.75..1.25 -> 1 mm, y 0.75 -> 0.75 mm, z 4..6 -> 4.2 mm (auto: "
-                                        "median of 5 case(s); anisotropic, z at the 10th percentile of its spacings)"));
+  CHECK_THAT(PreprocessingNotes(*r),
+             Catch::Contains("resampled: x 0.75..1.25 -> 1 mm, y 0.75 -> 0.75 mm, z 4..6 -> 4.2 mm (auto: "
+                             "median of 5 case(s); anisotropic, z at the 10th percentile of its spacings)"));
   CHECK(detail::Percentile({1, 2, 3, 4}, 50) == 2.5);
   CHECK(detail::Percentile({5, 1, 3}, 10) == Approx(1.4));
 }
@@ -475,10 +464,10 @@ TEST_CASE("preprocess: zscore and ct statistics equal a direct computation, stor
   auto r = RunConvert(src, dir / "out", o);
   INFO(r.status().ToString());
   REQUIRE(r.ok());
-  CHECK_THAT(Notes(*r), Catch::Contains("ct statistics of channel 0 over 2 training case(s)"));
+  CHECK_THAT(PreprocessingNotes(*r), Catch::Contains("ct statistics of channel 0 over 2 training case(s)"));
   auto rb = Open(dir / "out");
   CHECK(rb.ds->manifest().fields[rb.Field("image")].dtype == DType::kF16);
-  CHECK_THAT(Option(rb.ds->manifest(), "ct_statistics"), Catch::StartsWith("[{\"channel\":0,\"clip\":["));
+  CHECK_THAT(ProvenanceOption(rb.ds->manifest(), "ct_statistics"), Catch::StartsWith("[{\"channel\":0,\"clip\":["));
   for (uint64_t i = 0; i < 3; ++i) {
     const auto got = Values(rb, i, "image.normalization");
     REQUIRE(got.size() == 4);
@@ -549,9 +538,9 @@ TEST_CASE(
   r = RunConvert(src, dir / "zero", z);
   INFO(r.status().ToString());
   REQUIRE(r.ok());
-  CHECK_THAT(Notes(*r), Catch::Contains("NaN and infinite image voxels become 0 (--nan-to-num)"));
+  CHECK_THAT(PreprocessingNotes(*r), Catch::Contains("NaN and infinite image voxels become 0 (--nan-to-num)"));
   auto rb = Open(dir / "zero");
-  CHECK(Option(rb.ds->manifest(), "nan_to_num") == "true");
+  CHECK(ProvenanceOption(rb.ds->manifest(), "nan_to_num") == "true");
   const auto norm = Values(rb, 1, "image.normalization");  // channel 1: the mean with three zeros
   double sum = 0;
   for (int64_t k = 0; k < 60; ++k) {
@@ -570,7 +559,8 @@ TEST_CASE(
   REQUIRE(r.ok());
   REQUIRE(r->skipped.size() == 1);
   CHECK_THAT(r->skipped[0].reason, Catch::Contains("b_0001.nii: 2 NaN"));
-  CHECK_THAT(Notes(*r), Catch::Contains("ct statistics of channel 1 over 1 training case(s): clip [21, 40]"));
+  CHECK_THAT(PreprocessingNotes(*r),
+             Catch::Contains("ct statistics of channel 1 over 1 training case(s): clip [21, 40]"));
 }
 
 TEST_CASE("preprocess: ct draws as many foreground values from every case as numpy's choice, bad options fail") {

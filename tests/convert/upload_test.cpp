@@ -92,7 +92,7 @@ TEST_CASE("upload: a failed put cancels the conversion and is its error, and so 
         return Status::Ok();
       },
       &caller);
-  REQUIRE(MakeDirs(later).ok());
+  REQUIRE(shardify::MakeDirs(later).ok());
   Write(later + "/shard-00000.sfs");
   REQUIRE(Eventually([&] { return watched_puts.load() == 1; }));
   CHECK_FALSE(watched.cancel()->load());

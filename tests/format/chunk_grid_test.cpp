@@ -212,18 +212,11 @@ TEST_CASE("format chunks: chunk shapes follow the patch size and the size caps")
   CHECK(big[1] == 1);
 }
 
-namespace {
-uint64_t Bytes(const Shape& chunk, uint64_t elem) {
-  for (int64_t c : chunk) elem *= static_cast<uint64_t>(c);
-  return elem;
-}
-}  // namespace
-
 TEST_CASE("format chunks: chunks of small 3D patches grow to the minimum size") {
   // A quarter of a 32x64x64 u16 patch is 8x16x16 (4 KiB); the smallest axis doubles until 64 KiB.
   const Shape small = ChooseChunkShape({1, 32, 512, 512}, {1, 32, 64, 64}, 2);
   CHECK(small == Shape{1, 32, 32, 32});
-  CHECK(Bytes(small, 2) == ChunkPolicy{}.min_chunk_bytes);
+  CHECK(ShapeProduct(small) * 2 == ChunkPolicy{}.min_chunk_bytes);
   ChunkPolicy off;
   off.min_chunk_bytes = 0;
   CHECK(ChooseChunkShape({1, 32, 512, 512}, {1, 32, 64, 64}, 2, off) == Shape{1, 8, 16, 16});
@@ -243,7 +236,7 @@ TEST_CASE("format chunks: growth stops at 1.5x the patch, the array and the byte
   p.max_chunk_bytes = 256 << 10;
   const Shape capped = ChooseChunkShape({1, 300, 512, 512}, {1, 128, 128, 128}, 2, p);
   CHECK(capped == Shape{1, 64, 64, 32});
-  CHECK(Bytes(capped, 2) <= p.max_chunk_bytes);
+  CHECK(ShapeProduct(capped) * 2 <= p.max_chunk_bytes);
   // A cap below the minimum still wins: 32^3 u16 is halved to 32 KiB.
   p.min_chunk_bytes = 64 << 10;
   p.max_chunk_bytes = 32 << 10;

@@ -18,6 +18,7 @@
 #include "tests/common/temp_dir.h"
 #include "tests/common/watchdog.h"
 #include "tests/reader/reader_fixtures.h"
+#include "tests/storage/served_dataset.h"
 #include "tests/storage/servers.h"
 
 namespace shardify {
@@ -27,25 +28,11 @@ using testing::FixtureOptions;
 using testing::Lighttpd;
 using testing::MisbehavingServer;
 using testing::Misbehaviour;
+using testing::ServedDataset;
 using testing::TempDir;
 
-// A dataset of 120 random 16x16 images in 8 to 12 shards at tmp/www/ds, served by
-// lighttpd as server.url() + "/ds". Tests check started() (why() says what failed).
-struct Served {
-  Served() : server(Written(tmp), tmp.path()) {}
-  static std::string Written(const TempDir& tmp) {
-    FixtureOptions fx;
-    fx.samples = 120;
-    fx.side = 16;
-    fx.random = true;
-    fx.shard_bytes = 3000;
-    REQUIRE(MakeDirs(tmp / "www").ok());
-    REQUIRE(testing::WriteFixture(tmp / "www/ds", fx).ok());
-    return tmp / "www";
-  }
-  TempDir tmp;
-  Lighttpd server;
-};
+// The dataset the tests serve: 120 images in 8 to 12 shards.
+constexpr uint64_t kRemoteSamples = 120;
 
 // Every batch of a sequential pass over `location` (image, label), concatenated.
 std::vector<uint8_t> ReadAll(const std::string& location, const storage::RemoteOptions& remote, size_t prefetch = 4) {
@@ -102,7 +89,7 @@ storage::RemoteOptions Quick(const std::string& cache_dir) {
 }
 
 TEST_CASE("storage: a dataset served over HTTP reads as the same batches as on disk", "[subprocess]") {
-  Served served;
+  ServedDataset served(kRemoteSamples);
   const TempDir& tmp = served.tmp;
   const Lighttpd& server = served.server;
   INFO(server.why());
@@ -123,7 +110,7 @@ TEST_CASE("storage: a dataset served over HTTP reads as the same batches as on d
 }
 
 TEST_CASE("storage: a cache smaller than the dataset stays within its limit", "[subprocess]") {
-  Served served;
+  ServedDataset served(kRemoteSamples);
   const TempDir& tmp = served.tmp;
   const Lighttpd& server = served.server;
   INFO(server.why());
@@ -175,7 +162,7 @@ TEST_CASE("storage: a cache smaller than the dataset stays within its limit", "[
 }
 
 TEST_CASE("storage: the Loader fetches shards ahead of the batches it has planned", "[subprocess]") {
-  Served served;
+  ServedDataset served(kRemoteSamples);
   const TempDir& tmp = served.tmp;
   const Lighttpd& server = served.server;
   INFO(server.why());
@@ -203,7 +190,7 @@ TEST_CASE("storage: the Loader fetches shards ahead of the batches it has planne
 }
 
 TEST_CASE("storage: a damaged or missing object is an error naming its URL, and never cached", "[subprocess]") {
-  Served served;
+  ServedDataset served(kRemoteSamples);
   const TempDir& tmp = served.tmp;
   const Lighttpd& server = served.server;
   INFO(server.why());
@@ -287,7 +274,7 @@ std::vector<uint8_t> Image(const Dataset& ds, uint64_t i) {
 
 TEST_CASE("storage: samples of a dataset larger than the cache are read by ranges, batches fetch whole shards",
           "[subprocess]") {
-  Served served;
+  ServedDataset served(kRemoteSamples);
   const TempDir& tmp = served.tmp;
   INFO(served.server.why());
   REQUIRE(served.server.started());
@@ -324,7 +311,7 @@ TEST_CASE("storage: samples of a dataset larger than the cache are read by range
 
 TEST_CASE("storage: a server that ignores ranges is an error naming the object", "[subprocess]") {
   TempDir tmp;
-  Lighttpd server(Served::Written(tmp), tmp.path(), "server.range-requests = \"disable\"\n");
+  Lighttpd server(ServedDataset::Written(tmp, kRemoteSamples), tmp.path(), "server.range-requests = \"disable\"\n");
   INFO(server.why());
   REQUIRE(server.started());
   ReadOptions ro;
@@ -342,7 +329,7 @@ TEST_CASE("storage: a server that ignores ranges is an error naming the object",
 TEST_CASE("storage: a URL's query goes with every request and stays out of errors", "[subprocess]") {
   TempDir tmp;
   // lighttpd refuses every request without the token.
-  Lighttpd server(Served::Written(tmp), tmp.path(),
+  Lighttpd server(ServedDataset::Written(tmp, kRemoteSamples), tmp.path(),
                   "server.modules += (\"mod_access\")\n"
                   "$HTTP[\"querystring\"] != \"sig=s3cr3t\" { url.access-deny = (\"\") }\n");
   INFO(server.why());
@@ -362,7 +349,7 @@ TEST_CASE("storage: a URL's query goes with every request and stays out of error
 
 TEST_CASE("storage: shards named with '?', '#', '%' and spaces read over HTTP as on disk", "[subprocess]") {
   TempDir tmp;
-  const std::string ds = Served::Written(tmp) + "/ds";
+  const std::string ds = ServedDataset::Written(tmp, kRemoteSamples) + "/ds";
   const std::string manifest = ds + "/" + kManifestFileName;
   const Result<std::vector<uint8_t>> bytes = ReadWholeFile(manifest, 1 << 24);
   REQUIRE(bytes.ok());
@@ -392,7 +379,7 @@ TEST_CASE("storage: shards named with '?', '#', '%' and spaces read over HTTP as
 
 TEST_CASE("storage: an https server is checked against the CA bundle given, or the system's", "[subprocess]") {
   TempDir tmp;
-  const std::string www = Served::Written(tmp);
+  const std::string www = ServedDataset::Written(tmp, kRemoteSamples);
   // A key and a self-signed certificate for 127.0.0.1, made by openssl.
   const std::string make =
       "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -addext "

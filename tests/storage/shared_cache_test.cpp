@@ -22,41 +22,18 @@
 #include "tests/common/temp_dir.h"
 #include "tests/common/watchdog.h"
 #include "tests/reader/reader_fixtures.h"
+#include "tests/storage/served_dataset.h"
 #include "tests/storage/servers.h"
 
 namespace shardify {
 namespace {
 
 using testing::Lighttpd;
+using testing::ServedDataset;
 using testing::TempDir;
 
-// A dataset of 360 random 16x16 images in about 33 shards at tmp/www/ds, served by
-// lighttpd as server.url() + "/ds".
-struct Served {
-  Served() : server(Written(tmp), tmp.path()) {}
-  static std::string Written(const TempDir& tmp) {
-    testing::FixtureOptions fx;
-    fx.samples = 360;
-    fx.side = 16;
-    fx.random = true;
-    fx.shard_bytes = 3000;
-    REQUIRE(MakeDirs(tmp / "www").ok());
-    REQUIRE(testing::WriteFixture(tmp / "www/ds", fx).ok());
-    return tmp / "www";
-  }
-  // The sizes of its shards, smallest first.
-  std::vector<uint64_t> ShardSizes() const {
-    auto local = Dataset::Open(tmp / "www/ds");
-    REQUIRE(local.ok());
-    std::vector<uint64_t> sizes;
-    for (const ShardInfo& s : (*local)->manifest().shards) sizes.push_back(s.size_bytes);
-    std::sort(sizes.begin(), sizes.end());
-    return sizes;
-  }
-  uint64_t LargestShard() const { return ShardSizes().back(); }
-  TempDir tmp;
-  Lighttpd server;
-};
+// The dataset the tests serve: 360 images in about 33 shards.
+constexpr uint64_t kCacheSamples = 360;
 
 // Batches of 8 in shard_windowed order (windows of 2 shards), 2 epochs, prefetch 2.
 LoaderOptions Windowed(uint64_t seed, const storage::RemoteOptions& remote) {
@@ -114,7 +91,7 @@ uint64_t SmallestLimit(const std::string& url, LoaderOptions o, uint64_t largest
 }
 
 TEST_CASE("storage: Loaders in two processes share a small cache and read what they read from disk", "[subprocess]") {
-  Served served;
+  ServedDataset served(kCacheSamples);
   INFO(served.server.why());
   REQUIRE(served.server.started());
   const std::string url = served.server.url() + "/ds", cache = served.tmp / "cache";
@@ -146,7 +123,7 @@ TEST_CASE("storage: Loaders in two processes share a small cache and read what t
 
 TEST_CASE("storage: a cache too small for a Loader's batches in flight is refused at open, naming the smallest",
           "[subprocess]") {
-  Served served;
+  ServedDataset served(kCacheSamples);
   INFO(served.server.why());
   REQUIRE(served.server.started());
   const std::string url = served.server.url() + "/ds";
@@ -173,7 +150,7 @@ TEST_CASE("storage: a cache too small for a Loader's batches in flight is refuse
 
 TEST_CASE("storage: a Loader that never gets room in the cache fails after the wait, saying what holds it",
           "[subprocess]") {
-  Served served;
+  ServedDataset served(kCacheSamples);
   INFO(served.server.why());
   REQUIRE(served.server.started());
   const std::string url = served.server.url() + "/ds";

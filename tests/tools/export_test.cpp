@@ -18,6 +18,7 @@
 namespace shardify::tools {
 namespace {
 
+using test::BigEndian32;
 using test::TempDir;
 
 std::vector<uint8_t> Gunzip(const std::string& path) {
@@ -30,8 +31,6 @@ std::vector<uint8_t> Gunzip(const std::string& path) {
   gzclose(gz);
   return out;
 }
-
-uint32_t BigEndian32(const uint8_t* p) { return uint32_t(p[0]) << 24 | p[1] << 16 | p[2] << 8 | p[3]; }
 
 // Width, height, bit depth and colour type from a PNG's IHDR chunk.
 struct Ihdr {

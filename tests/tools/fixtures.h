@@ -62,6 +62,8 @@ Mnist ReadFashionMnist(size_t n);
 void WriteFashionMnist(const std::string& dir, const Mnist& data, bool dictionary = false);
 
 std::vector<uint8_t> ReadFile(const std::string& path);
+// The big-endian 32-bit number at p (PNG's lengths, widths and heights).
+inline uint32_t BigEndian32(const uint8_t* p) { return uint32_t(p[0]) << 24 | p[1] << 16 | p[2] << 8 | p[3]; }
 void WriteFile(const std::string& path, const std::vector<uint8_t>& bytes);
 
 }  // namespace shardify::tools::test

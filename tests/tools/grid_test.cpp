@@ -13,9 +13,8 @@
 namespace shardify::tools {
 namespace {
 
+using test::BigEndian32;
 using test::TempDir;
-
-uint32_t BigEndian32(const uint8_t* p) { return uint32_t(p[0]) << 24 | p[1] << 16 | p[2] << 8 | p[3]; }
 
 void CheckPngSize(const std::string& path, uint32_t width, uint32_t height) {
   const std::vector<uint8_t> png = test::ReadFile(path);

@@ -40,13 +40,14 @@ st::ImageMask Phantom(int64_t batch, int64_t channels, const std::vector<int64_t
   return {image, mask};
 }
 
-struct Agreement {
+struct HostDeviceAgreement {
   double max_diff = 0, max_abs = 0;
   int64_t voxels = 0, equal = 0;
 };
 
 // Applies `plan` to `in` both ways; accumulates the differences into `a`.
-void Compare(const st::NnUnetAugment& aug, const st::ImageMask& in, const st::AugmentPlan& plan, Agreement& a) {
+void Compare(const st::NnUnetAugment& aug, const st::ImageMask& in, const st::AugmentPlan& plan,
+             HostDeviceAgreement& a) {
   const st::ImageMask device = st::ApplyOnDevice(aug, in, plan);
   const int64_t batch = in.image.size(0), channels = in.image.size(1);
   const torch::Tensor mask32 = in.mask.to(torch::kInt).contiguous(), image = in.image.contiguous();
@@ -85,7 +86,7 @@ TEST_CASE("augment: the host path gives the device path's images and labels, sam
       {{10, 12, 9}, "all=1", st::MaskMode::kNearest},
       {{3, 14, 12}, "all=1,mirror=0.5", st::MaskMode::kLinear},  // anisotropic: in-plane
   };
-  Agreement linear, nearest;
+  HostDeviceAgreement linear, nearest;
   for (const Case& c : cases) {
     for (const uint64_t seed : {1, 5, 99}) {
       st::NnUnetAugmentOptions o;
@@ -107,7 +108,7 @@ TEST_CASE("augment: the host path gives the device path's images and labels, sam
       }
     }
   }
-  for (const Agreement* a : {&linear, &nearest}) {
+  for (const HostDeviceAgreement* a : {&linear, &nearest}) {
     CAPTURE(a->max_diff, a->max_abs, a->voxels, a->equal);
     CHECK(a->max_diff <= 1e-4 * (1 + a->max_abs));
   }

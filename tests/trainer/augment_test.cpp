@@ -20,8 +20,6 @@ namespace {
 constexpr int64_t kPad = -1;
 constexpr double kImagePad = -10;
 
-size_t Index(st::AugTransform t) { return static_cast<size_t>(t); }
-
 st::NnUnetAugmentOptions Only(const std::string& spec, uint64_t seed = 7) {
   st::NnUnetAugmentOptions o;
   REQUIRE(st::ParseAugProbabilities("all=0" + (spec.empty() ? "" : "," + spec), &o).ok());
@@ -103,15 +101,15 @@ int64_t NnUnetLabelAt(const torch::Tensor& m, double y, double x, int64_t pad) {
 TEST_CASE("augment: one table holds the defaults, and --aug-p edits them by name") {
   const st::NnUnetAugmentOptions d;
   for (size_t t = 0; t < st::kNumAugTransforms; ++t) CHECK(d.probability[t] == st::AugTransforms()[t].probability);
-  CHECK(d.probability[Index(st::AugTransform::kRotate)] == 0.2);
-  CHECK(d.probability[Index(st::AugTransform::kGamma)] == 0.3);
+  CHECK(d.probability[shardify::AugIndex(st::AugTransform::kRotate)] == 0.2);
+  CHECK(d.probability[shardify::AugIndex(st::AugTransform::kGamma)] == 0.3);
   CHECK(st::AugTransformsText().find("gamma_inv") != std::string::npos);
   st::NnUnetAugmentOptions o;
   REQUIRE(st::ParseAugProbabilities("rotate=0.5,noise=0,mirror=1", &o).ok());
-  CHECK(o.probability[Index(st::AugTransform::kRotate)] == 0.5);
-  CHECK(o.probability[Index(st::AugTransform::kNoise)] == 0);
-  CHECK(o.probability[Index(st::AugTransform::kMirror)] == 1);
-  CHECK(o.probability[Index(st::AugTransform::kBlur)] == 0.2);
+  CHECK(o.probability[shardify::AugIndex(st::AugTransform::kRotate)] == 0.5);
+  CHECK(o.probability[shardify::AugIndex(st::AugTransform::kNoise)] == 0);
+  CHECK(o.probability[shardify::AugIndex(st::AugTransform::kMirror)] == 1);
+  CHECK(o.probability[shardify::AugIndex(st::AugTransform::kBlur)] == 0.2);
   for (const char* bad : {"spin=0.1", "rotate=1.5", "rotate=-0.1", "rotate", "rotate=0.1x", "rotate=", "=0.2"}) {
     INFO(bad);
     const auto s = st::ParseAugProbabilities(bad, &o);
@@ -322,14 +320,14 @@ TEST_CASE("augment: observed rates match the probabilities, parameters stay in r
       REQUIRE((p.noise_sigma[size_t(b)] >= 0 && p.noise_sigma[size_t(b)] <= 0.1));
       for (int64_t c = 0; c < channels; ++c) {
         const size_t k = size_t(b * channels + c);
-        if (p.applied[Index(st::AugTransform::kBlur)][size_t(b)]) {
-          ++channel_seen[Index(st::AugTransform::kBlur)];
-          channel_on[Index(st::AugTransform::kBlur)] += p.blur_sigma[k][0] > 0;
+        if (p.applied[shardify::AugIndex(st::AugTransform::kBlur)][size_t(b)]) {
+          ++channel_seen[shardify::AugIndex(st::AugTransform::kBlur)];
+          channel_on[shardify::AugIndex(st::AugTransform::kBlur)] += p.blur_sigma[k][0] > 0;
           if (p.blur_sigma[k][0] > 0) REQUIRE((p.blur_sigma[k][2] >= 0.5 && p.blur_sigma[k][2] <= 1.0));
         }
-        if (p.applied[Index(st::AugTransform::kLowRes)][size_t(b)]) {
-          ++channel_seen[Index(st::AugTransform::kLowRes)];
-          channel_on[Index(st::AugTransform::kLowRes)] += p.low_res[k] != 1;
+        if (p.applied[shardify::AugIndex(st::AugTransform::kLowRes)][size_t(b)]) {
+          ++channel_seen[shardify::AugIndex(st::AugTransform::kLowRes)];
+          channel_on[shardify::AugIndex(st::AugTransform::kLowRes)] += p.low_res[k] != 1;
           REQUIRE((p.low_res[k] >= 0.5 && p.low_res[k] <= 1.0));
         }
         if (p.brightness[k] != 1) {
@@ -346,10 +344,10 @@ TEST_CASE("augment: observed rates match the probabilities, parameters stay in r
     INFO(st::AugTransforms()[t].name);
     CHECK(std::abs(picked[t] / n - o.probability[t]) < 0.04);
   }
-  CHECK(std::abs(picked[Index(st::AugTransform::kRotate)] / n - 0.7) < 0.04);
+  CHECK(std::abs(picked[shardify::AugIndex(st::AugTransform::kRotate)] / n - 0.7) < 0.04);
   CHECK(std::abs(mirrored / (3 * n) - 0.5) < 0.03);
   for (auto t : {st::AugTransform::kBlur, st::AugTransform::kLowRes}) {
-    CHECK(std::abs(channel_on[Index(t)] / channel_seen[Index(t)] - 0.5) < 0.08);
+    CHECK(std::abs(channel_on[shardify::AugIndex(t)] / channel_seen[shardify::AugIndex(t)] - 0.5) < 0.08);
   }
   CHECK(std::abs(below_one / brightness_on - 0.5) < 0.1);  // half the factors below 1
 }

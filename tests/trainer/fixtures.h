@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,6 +12,14 @@
 #include "mix.h"
 
 namespace shardify::testing {
+
+// The number of non-empty lines of a text file (metrics.jsonl, say); 0 when it is missing.
+inline size_t CountLines(const std::string& path) {
+  std::ifstream in(path);
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);) n += !line.empty();
+  return n;
+}
 
 // Classes 0..3: quadrant `label` is bright over noise. Splits: train, val, test. With
 // `unlabeled`, every training sample has label -1.

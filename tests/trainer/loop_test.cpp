@@ -28,6 +28,7 @@ using namespace shardify;
 
 namespace {
 
+using testing::CountLines;
 using testing::WriteClassFixture;
 using testing::WriteSegFixture;
 
@@ -42,13 +43,6 @@ st::TrainOptions SmallRun(const std::string& data, const std::string& out, const
   o.optimizer.lr = 3e-3;
   o.seed = 5;
   return o;
-}
-
-size_t CountLines(const std::string& path) {
-  std::ifstream in(path);
-  size_t n = 0;
-  for (std::string line; std::getline(in, line);) n += !line.empty();
-  return n;
 }
 
 }  // namespace

@@ -31,6 +31,7 @@ using namespace shardify;
 
 namespace {
 
+using testing::CountLines;
 using testing::WriteOrganFixture;
 
 const std::vector<std::string> kOrgans = {"large_bowel", "small_bowel", "stomach"};
@@ -56,13 +57,6 @@ double MetricOf(const std::vector<std::pair<std::string, double>>& m, const std:
     if (k == name) return v;
   }
   return std::nan("");
-}
-
-size_t CountLines(const std::string& path) {
-  std::ifstream in(path);
-  size_t n = 0;
-  for (std::string line; std::getline(in, line);) n += !line.empty();
-  return n;
 }
 
 std::string ReadText(const std::string& path) {
