@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job on the built-in default dataset, from a fresh Debian 12 machine: installs
-# missing packages, builds the four programs it runs (not the tests), writes Debian's
+# the missing packages the programs need (not the tests'), builds the four programs it runs, writes Debian's
 # Fashion-MNIST (70,000 images) as class-folder PNGs (the layout users have), converts
 # them once with shardify, inspects the shards with shardtool, trains the seed workload
 # (MLP 784-128-64-10, batch 64, Adam 1e-3) with shardtrain and reports accuracy,
@@ -13,7 +13,7 @@ out=${OUT:-$root/demo-out}
 epochs=${EPOCHS:-5}
 model=${MODEL:-mlp}
 jobs=${JOBS:-$(nproc)}
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh programs
 
 echo "== Build (Release): the four programs the demo runs"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSHARDIFY_WITH_ITK=ON -DSHARDIFY_WITH_TORCH=ON \
