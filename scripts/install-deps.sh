@@ -18,7 +18,7 @@ programs=(
 # Python package and its tests; real images; the browser of the viewer's tests.
 tests=(
   clang clang-format-14 libclang-rt-14-dev gcovr
-  lighttpd lighttpd-mod-openssl openssl ca-certificates python3-swift
+  curl lighttpd lighttpd-mod-openssl openssl ca-certificates python3-swift
   insighttoolkit5-examples python3-torch python3-torchvision
   python3-dev pybind11-dev python3-numpy python3-pil python3-pytest python3-nbclient python3-ipykernel
   python3-venv python3-pip python3-setuptools python3-wheel python3-scipy python3-skimage python3-pyflakes
