@@ -227,6 +227,10 @@ class Trainer {
     c.threads = options_.threads;
     c.progress = EvalCallback(split);
     c.group = group_;
+    if (setup_.nnunet) {
+      c.outside_label = setup_.nnunet->options().ignore_label.value_or(0);
+      c.label_pad = setup_.nnunet->options().label_pad;
+    }
     Result<detail::EvalResult> r = detail::Evaluate(*model_, c, split, prefix);
     summary_.validation_seconds += Seconds(Clock::now() - t0);
     return r;

@@ -229,6 +229,11 @@ Status ForEachOwnedBatch(Model& model, const EvalContext& c, const std::string& 
     ASSIGN_OR_RETURN(Inputs in, BatchInputs(batch, c.spec, c.device, where));  // resized as in training
     in.image = in.image.narrow(0, 0, keep);
     in.target = in.target.narrow(0, 0, keep);
+    if (c.outside_label && c.spec.segmentation) {
+      torch::Tensor outside = in.target < 0;
+      if (c.label_pad >= 0) outside = outside | (in.target == c.label_pad);
+      in.target = in.target.masked_fill(outside, *c.outside_label);
+    }
     visit(in);
     done += static_cast<uint64_t>(keep);
     if (c.progress) c.progress(done, total);
@@ -240,7 +245,7 @@ Status ForEachOwnedBatch(Model& model, const EvalContext& c, const std::string& 
 // Whole volumes one at a time (batch 1), each covered by sliding windows.
 Result<EvalResult> EvaluateVolumes(Model& model, const EvalContext& c, const std::string& split,
                                    const std::string& prefix) {
-  const auto& [ds, spec, num_classes, device, batch_size, threads, progress, group] = c;
+  const auto& [ds, spec, num_classes, device, batch_size, threads, progress, group, outside_label, label_pad] = c;
   CaseDiceMetrics dice(num_classes, spec.multi_label);
   double loss_sum = 0;
   RETURN_IF_ERROR(ForEachOwnedBatch(model, c, split, 1, [&](const Inputs& in) {
@@ -269,7 +274,7 @@ Result<EvalResult> EvaluateVolumes(Model& model, const EvalContext& c, const std
 
 Result<EvalResult> Evaluate(Model& model, const EvalContext& c, const std::string& split, const std::string& prefix) {
   if (!c.spec.patch.empty()) return EvaluateVolumes(model, c, split, prefix);
-  const auto& [ds, spec, num_classes, device, batch_size, threads, progress, group] = c;
+  const auto& [ds, spec, num_classes, device, batch_size, threads, progress, group, outside_label, label_pad] = c;
   ClassMetrics cls(num_classes);
   DiceMetrics dice(num_classes, spec.multi_label);
   double loss_sum = 0;

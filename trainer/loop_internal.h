@@ -7,6 +7,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -129,6 +130,13 @@ struct EvalContext {
   size_t threads = 0;          // decode threads
   EvalProgress progress;       // may be empty
   RankGroup* group = nullptr;  // with a group, each rank evaluates its part
+  // The label that voxels outside the labelled data take before the loss and Dice, as in
+  // training's batches: with nnU-Net's augmentation, background 0 or its ignore label
+  // (nnU-Net's validation does the same: get_validation_transforms begins with
+  // RemoveLabelTansform(-1, 0)); unset, they are left out. Outside: below 0, or `label_pad`
+  // (the pad as the mask stores it: 255 in a u8 mask) when that is not below 0.
+  std::optional<int64_t> outside_label;
+  int64_t label_pad = -1;
 };
 
 // Runs the model in eval mode over `split`; metric names start with `prefix` + "_".

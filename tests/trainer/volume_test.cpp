@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -39,15 +41,19 @@ class SignModel : public st::Model {
 // Volumes of varying size, i16, with a bright ellipsoid labeled 1 (u8 mask), stored
 // chunked, with the foreground locations the converter would store. Splits: train, val.
 // `multi_label`: the mask has a channel per class instead, "blob" (the ellipsoid) and
-// "top" (its upper half, overlapping it).
-Status WriteVolumeFixture(const std::string& dir, uint64_t train = 8, uint64_t val = 2, bool multi_label = false) {
+// "top" (its upper half, overlapping it). `far_label`: an i8 mask holding this label where
+// the voxel lies well away from the ellipsoid (more than 2 voxels: no interpolation mixes
+// it with the ellipsoid's label), as nnU-Net's preprocessing writes -1 outside the nonzero
+// region.
+Status WriteVolumeFixture(const std::string& dir, uint64_t train = 8, uint64_t val = 2, bool multi_label = false,
+                          std::optional<int8_t> far_label = std::nullopt) {
   const std::vector<KeyValue> labels =
       multi_label ? std::vector<KeyValue>{{"labels", "{\"blob\": 0, \"top\": 1}"}, {"multi_label", "true"}}
                   : std::vector<KeyValue>{{"labels", "{\"background\": 0, \"blob\": 1}"}};
   const int64_t k = multi_label ? 2 : 1;
   std::vector<FieldSpec> fields = {
       {"image", FieldKind::kNdarray, DType::kI16, {1, -1, -1, -1}, {}, {}, {1, 8, 8, 8}},
-      {"mask", FieldKind::kNdarray, DType::kU8, {k, -1, -1, -1}, {}, labels, {1, 8, 8, 8}},
+      {"mask", FieldKind::kNdarray, far_label ? DType::kI8 : DType::kU8, {k, -1, -1, -1}, {}, labels, {1, 8, 8, 8}},
       {"mask.fg_locations", FieldKind::kNdarray, DType::kI32, {-1, 4}, {}, {{"role", "fg_locations"}}}};
   WriterOptions wo;
   wo.fsync = false;
@@ -66,6 +72,7 @@ Status WriteVolumeFixture(const std::string& dir, uint64_t train = 8, uint64_t v
           const double r = (z - cz) * (z - cz) / 16.0 + (y - cy) * (y - cy) / 20.0 + (c - cx) * (c - cx) / 12.0;
           const bool in = r < 1;
           mask[n] = in ? 1 : 0;
+          if (far_label && r > 2.5) mask[n] = static_cast<uint8_t>(*far_label);
           if (multi_label) mask[size_t(d * h * wd) + n] = in && z < cz;
           const int16_t v = int16_t((in ? 600 : 100) + int64_t(Mix(x) % 300));
           std::memcpy(&img[2 * n], &v, 2);
@@ -257,6 +264,33 @@ TEST_CASE("volumes: a multi-label mask [K, D, H, W] trains one sigmoid per class
   for (uint64_t i = 0; i < 2; ++i) {
     Shape want = *(*data)->Sample(8 + i)->shape(1);  // the source mask: [2, D, H, W]
     CHECK(*(*masks)->Sample(i)->shape(1) == want);
+  }
+}
+
+TEST_CASE("volumes: with nnU-Net's augmentation, labels below 0 validate as background, as nnU-Net's validation") {
+  // nnU-Net's validation turns -1 (outside the nonzero region) into background before its
+  // pseudo-Dice and loss: nnunetv2/training/nnUNetTrainer/nnUNetTrainer.py,
+  // get_validation_transforms, begins with RemoveLabelTansform(-1, 0) (MIC-DKFZ/nnUNet at
+  // 017de4adbc55709423ac569c51191df8a6af7ee5). Training already does the same last, so the
+  // same data with 0 in place of -1 trains the same model and must validate the same.
+  testing::TempDir dir;
+  REQUIRE(WriteVolumeFixture(dir / "minus", 4, 2, false, int8_t{-1}).ok());
+  REQUIRE(WriteVolumeFixture(dir / "zero", 4, 2, false, int8_t{0}).ok());
+  auto run = [&](const std::string& data, const std::string& out) {
+    st::TrainOptions o = VolumeRun(dir / data, dir / out);
+    o.epochs = 1;
+    auto r = st::Train(o);
+    REQUIRE(r.ok());
+    REQUIRE(r->history.size() == 1);
+    std::map<std::string, double> m(r->history[0].metrics.begin(), r->history[0].metrics.end());
+    m["val_loss"] = r->history[0].val_loss;
+    return m;
+  };
+  const auto minus = run("minus", "a"), zero = run("zero", "b");
+  for (const char* name : {"val_dice", "val_loss"}) {
+    INFO(name);
+    REQUIRE(minus.count(name) == 1);
+    CHECK(minus.at(name) == Approx(zero.at(name)).margin(1e-6));
   }
 }
 
