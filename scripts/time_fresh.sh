@@ -32,7 +32,8 @@ if [ ! -f "$base/.complete" ]; then
   debootstrap --variant=minbase bookworm "$base" http://deb.debian.org/debian >"$folder/debootstrap.log" 2>&1
   cp /etc/resolv.conf "$base/etc/resolv.conf"
   chroot "$base" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin bash -c \
-    'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends git ca-certificates >/dev/null && apt-get clean'
+    'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends git ca-certificates && apt-get clean' \
+    >>"$folder/debootstrap.log" 2>&1
   touch "$base/.complete"
 fi
 
