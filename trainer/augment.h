@@ -35,6 +35,13 @@ using shardify::NnUnetAugmentOptions;
 using shardify::ParseAugProbabilities;
 using shardify::ParseMaskMode;
 
+// The voxels of `mask` (int64 labels as the mask stores them, or packed multi-label
+// values) outside the labelled data: below 0, or options.label_pad where that is not below
+// 0 (the pad of a u8 mask, 255). nnU-Net's pipeline ends by making them background 0
+// (RemoveLabelTansform(-1, 0)), or options.ignore_label here: ApplyOnDevice for training's
+// batches, and validation for its masks, as nnU-Net's get_validation_transforms does.
+torch::Tensor OutsideLabelled(const torch::Tensor& mask, const NnUnetAugmentOptions& options);
+
 // `plan` (drawn by aug.Draw for this batch) applied to image float [B, C, spatial...] and
 // mask int64 [B, spatial...] (a label map) or undefined, on one device, with 2 or 3
 // spatial axes as aug.patch(). Returns them with the spatial size less 2 * aug.margin()

@@ -341,6 +341,11 @@ ImageMask RotateScaleCrop(const ImageMask& io, const AugmentPlan& plan, const Nn
 
 }  // namespace
 
+torch::Tensor OutsideLabelled(const torch::Tensor& mask, const NnUnetAugmentOptions& options) {
+  const torch::Tensor below = mask < 0;
+  return options.label_pad >= 0 ? below | (mask == options.label_pad) : below;
+}
+
 ImageMask ApplyOnDevice(const NnUnetAugment& aug, ImageMask io, const AugmentPlan& plan) {
   const NnUnetAugmentOptions& options = aug.options();
   const auto rank = static_cast<int64_t>(aug.patch().size());
@@ -413,7 +418,7 @@ ImageMask ApplyOnDevice(const NnUnetAugment& aug, ImageMask io, const AugmentPla
     }
   }
   if (mask.defined()) {  // nnU-Net's MaskImageTransform, then RemoveLabelTansform(-1, 0)
-    const torch::Tensor beyond = mask < 0;
+    const torch::Tensor beyond = OutsideLabelled(mask, options);
     x = MaskImage(x, beyond, options.mask_image_channels.value_or(std::vector<int64_t>{}));
     mask = mask.masked_fill(beyond, options.ignore_label.value_or(0));
   }

@@ -227,10 +227,7 @@ class Trainer {
     c.threads = options_.threads;
     c.progress = EvalCallback(split);
     c.group = group_;
-    if (setup_.nnunet) {
-      c.outside_label = setup_.nnunet->options().ignore_label.value_or(0);
-      c.label_pad = setup_.nnunet->options().label_pad;
-    }
+    c.nnunet = setup_.nnunet;
     Result<detail::EvalResult> r = detail::Evaluate(*model_, c, split, prefix);
     summary_.validation_seconds += Seconds(Clock::now() - t0);
     return r;

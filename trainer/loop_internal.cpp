@@ -229,10 +229,9 @@ Status ForEachOwnedBatch(Model& model, const EvalContext& c, const std::string& 
     ASSIGN_OR_RETURN(Inputs in, BatchInputs(batch, c.spec, c.device, where));  // resized as in training
     in.image = in.image.narrow(0, 0, keep);
     in.target = in.target.narrow(0, 0, keep);
-    if (c.outside_label && c.spec.segmentation) {
-      torch::Tensor outside = in.target < 0;
-      if (c.label_pad >= 0) outside = outside | (in.target == c.label_pad);
-      in.target = in.target.masked_fill(outside, *c.outside_label);
+    if (c.nnunet && c.spec.segmentation) {
+      const NnUnetAugmentOptions& o = c.nnunet->options();
+      in.target = in.target.masked_fill(OutsideLabelled(in.target, o), o.ignore_label.value_or(0));
     }
     visit(in);
     done += static_cast<uint64_t>(keep);
@@ -245,7 +244,7 @@ Status ForEachOwnedBatch(Model& model, const EvalContext& c, const std::string& 
 // Whole volumes one at a time (batch 1), each covered by sliding windows.
 Result<EvalResult> EvaluateVolumes(Model& model, const EvalContext& c, const std::string& split,
                                    const std::string& prefix) {
-  const auto& [ds, spec, num_classes, device, batch_size, threads, progress, group, outside_label, label_pad] = c;
+  const auto& [ds, spec, num_classes, device, batch_size, threads, progress, group, nnunet] = c;
   CaseDiceMetrics dice(num_classes, spec.multi_label);
   double loss_sum = 0;
   RETURN_IF_ERROR(ForEachOwnedBatch(model, c, split, 1, [&](const Inputs& in) {
@@ -274,7 +273,7 @@ Result<EvalResult> EvaluateVolumes(Model& model, const EvalContext& c, const std
 
 Result<EvalResult> Evaluate(Model& model, const EvalContext& c, const std::string& split, const std::string& prefix) {
   if (!c.spec.patch.empty()) return EvaluateVolumes(model, c, split, prefix);
-  const auto& [ds, spec, num_classes, device, batch_size, threads, progress, group, outside_label, label_pad] = c;
+  const auto& [ds, spec, num_classes, device, batch_size, threads, progress, group, nnunet] = c;
   ClassMetrics cls(num_classes);
   DiceMetrics dice(num_classes, spec.multi_label);
   double loss_sum = 0;

@@ -7,7 +7,6 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +15,7 @@
 #include "format/dataset.h"
 #include "format/fields.h"
 #include "reader/loader.h"
+#include "trainer/augment.h"
 #include "trainer/models.h"
 
 namespace shardify::trainer::detail {
@@ -130,13 +130,11 @@ struct EvalContext {
   size_t threads = 0;          // decode threads
   EvalProgress progress;       // may be empty
   RankGroup* group = nullptr;  // with a group, each rank evaluates its part
-  // The label that voxels outside the labelled data take before the loss and Dice, as in
-  // training's batches: with nnU-Net's augmentation, background 0 or its ignore label
-  // (nnU-Net's validation does the same: get_validation_transforms begins with
-  // RemoveLabelTansform(-1, 0)); unset, they are left out. Outside: below 0, or `label_pad`
-  // (the pad as the mask stores it: 255 in a u8 mask) when that is not below 0.
-  std::optional<int64_t> outside_label;
-  int64_t label_pad = -1;
+  // nnU-Net's augmentation of training, if it runs: the voxels of validation's masks outside
+  // the labelled data (OutsideLabelled) then take the label they take in training's
+  // batches, before the loss and Dice, as in nnU-Net's validation; without it, they are
+  // left out.
+  std::shared_ptr<const NnUnetAugment> nnunet;
 };
 
 // Runs the model in eval mode over `split`; metric names start with `prefix` + "_".
